@@ -1,0 +1,54 @@
+# tf_privpy: `make demo` and `make test` work on a fresh clone.
+# They create .venv, install the pinned dependencies (requirements/), build the
+# op library with setup.py, then run. Every pip call applies the constraints.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip --disable-pip-version-check -q
+CONSTRAINTS := -c requirements/constraints.txt
+# Quiet TensorFlow's C++ start-up logging.
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export PYTHONPATH := $(CURDIR)
+
+OPS_SRCS := $(shell find ops -name '*.cc' -o -name '*.h')
+LIB := tf_privpy/_tf_privpy_ops.so
+
+.PHONY: all setup build demo test test-fast bench bazel clean distclean
+
+all: build
+
+$(VENV)/.installed: requirements/constraints.txt requirements/base.txt requirements/tff.txt requirements/tff-deps.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install $(CONSTRAINTS) -r requirements/base.txt
+	$(PIP) install $(CONSTRAINTS) -r requirements/tff-deps.txt
+	$(PIP) install $(CONSTRAINTS) --no-deps -r requirements/tff.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+$(LIB): $(VENV)/.installed $(OPS_SRCS) setup.py
+	$(PY) setup.py -q build_ext --inplace --parallel 2
+
+build: $(LIB)
+
+demo: build
+	$(PY) examples/private_logistic.py
+
+test: build
+	$(PY) -m pytest -q
+
+test-fast: build
+	$(PY) -m pytest -q -m "not slow"
+
+bench: build
+	$(PY) benchmarks/micro.py
+
+bazel: setup
+	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh build/bazel/_tf_privpy_ops.so
+
+clean:
+	rm -rf build $(LIB) tf_privpy/_build_info.json .pytest_cache
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,240 @@
+// Kernels of PrivPy's multiplication (registrations and protocol summary in
+// mul_ops.cc; the algebra is DESIGN §5).
+//
+// Masks. For one multiplication with stream nonce N of the S1-S2 key, the
+// stream is cut into [rx_0 | ry_0 | rx_1 | ry_1] (element offsets, sizes
+// |x|, |y|, |x|, |y|): server p masks with (rx_p, ry_p) and, when
+// finishing, cancels the other server's (rx_q, ry_q). With x = x0 + x1:
+//   T1 gets a  = x0 + rx_0, b  = y1 + ry_1 and returns ab - u0 to S2;
+//   T2 gets a' = x1 + rx_1, b' = y0 + ry_0 and returns a'b' - u1 to S1;
+//   S_p: z_p = (x_p - rx_q) y_p - (x_p + rx_p) ry_q + u_p + msg_p,
+// and z_0 + z_1 = xy for any bilinear product.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/common/ring_types.h"
+#include "ops/common/tf_util.h"
+#include "ops/prg/aes_ctr.h"
+#include "ops/ring/bilinear.h"
+#include "ops/ring/bilinear_shape_fn.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+namespace errors = ::tensorflow::errors;
+
+namespace {
+
+std::vector<int64_t> Dims(const TensorShape& s) {
+  std::vector<int64_t> d;
+  for (int i = 0; i < s.dims(); ++i) d.push_back(s.dim_size(i));
+  return d;
+}
+
+// Element offsets of server p's masks in the S1-S2 stream.
+void MaskOffsets(int party, int64_t nx, int64_t ny, int64_t* rx,
+                 int64_t* ry) {
+  *rx = party * (nx + ny);
+  *ry = *rx + nx;
+}
+
+template <typename T>
+tensorflow::Status FillMask(const uint8_t key[16], uint64_t nonce,
+                            int64_t offset, T* out, int64_t n,
+                            const ParallelFor& pf) {
+  std::string error;
+  if (!PrgFill(key, nonce, static_cast<uint64_t>(offset) * sizeof(T),
+               reinterpret_cast<uint8_t*>(out), n * sizeof(T), pf, &error))
+    return errors::Internal(error);
+  return ::tensorflow::OkStatus();
+}
+
+tensorflow::Status ReadParty(OpKernelConstruction* ctx, int* party) {
+  TF_RETURN_IF_ERROR(ctx->GetAttr("party", party));
+  if (*party != 0 && *party != 1)
+    return errors::InvalidArgument("party must be 0 (S1) or 1 (S2)");
+  return ::tensorflow::OkStatus();
+}
+
+class MulMaskOp : public OpKernel {
+ public:
+  explicit MulMaskOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ReadParty(ctx, &party_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    TensorShape xs, ys;
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "x", &xs));
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "y", &ys));
+    uint8_t key[16];
+    uint64_t nonce;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key12", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce12", &nonce));
+    const int64_t nx = xs.num_elements(), ny = ys.num_elements();
+    int64_t rx, ry;
+    MaskOffsets(party_, nx, ny, &rx, &ry);
+    const ParallelFor pf = TfParallelFor(ctx);
+    for (int i = 0; i < 2; ++i) {
+      Tensor* out;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out));
+      T* o = RingData<T>(out);
+      const int64_t n = i == 0 ? nx : ny;
+      OP_REQUIRES_OK(ctx, FillMask<T>(key, nonce, i == 0 ? rx : ry, o, n, pf));
+      const T* v = RingData<T>(ctx->input(i));
+      pf(n, 2, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) o[j] += v[j];
+      });
+    }
+  }
+  int bits_, party_;
+};
+
+class MulAssistOp : public OpKernel {
+ public:
+  explicit MulAssistOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    TensorShape ls, rs;
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "left", &ls));
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "right", &rs));
+    uint8_t key[16];
+    uint64_t nonce;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce", &nonce));
+    std::vector<int64_t> os;
+    std::string error;
+    OP_REQUIRES(ctx, BilinearOutputShape(spec_, Dims(ls), Dims(rs), &os, &error),
+                errors::InvalidArgument(error));
+    TensorShape out_shape;
+    for (int64_t d : os) out_shape.AddDim(d);
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
+                                             &out));
+    const ParallelFor pf = TfParallelFor(ctx);
+    T* o = RingData<T>(out);
+    // o = -u, then o += left (*) right.
+    OP_REQUIRES_OK(ctx, FillMask<T>(key, nonce, 0, o, out_shape.num_elements(),
+                                    pf));
+    pf(out_shape.num_elements(), 2, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) o[j] = T(0) - o[j];
+    });
+    Bilinear<T>(spec_, Dims(ls), RingData<T>(ctx->input(0)), Dims(rs),
+                RingData<T>(ctx->input(1)), o, GemmMode::kAdd, pf);
+  }
+  int bits_;
+  BilinearSpec spec_;
+};
+
+class MulFinishOp : public OpKernel {
+ public:
+  explicit MulFinishOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ReadParty(ctx, &party_));
+    OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
+    OP_REQUIRES(ctx, frac_ >= 0 && frac_ < 64,
+                errors::InvalidArgument("frac_bits must be in [0, 64)"));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    TensorShape xs, ys, ms, cs;
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "x", &xs));
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "y", &ys));
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(2), "x_masked", &ms));
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(3), "message", &cs));
+    OP_REQUIRES(ctx, ms == xs,
+                errors::InvalidArgument("x_masked must have x's shape"));
+    uint8_t key12[16], key_t[16];
+    uint64_t nonce12, nonce_t;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(4), "key12", key12));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(5), "nonce12", &nonce12));
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(6), "key_t", key_t));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(7), "nonce_t", &nonce_t));
+    std::vector<int64_t> os;
+    std::string error;
+    OP_REQUIRES(ctx, BilinearOutputShape(spec_, Dims(xs), Dims(ys), &os, &error),
+                errors::InvalidArgument(error));
+    TensorShape out_shape;
+    for (int64_t d : os) out_shape.AddDim(d);
+    OP_REQUIRES(ctx, cs == out_shape,
+                errors::InvalidArgument("message shape ", cs.DebugString(),
+                                        " differs from the product's ",
+                                        out_shape.DebugString()));
+    const int64_t nx = xs.num_elements(), ny = ys.num_elements();
+    const int64_t nz = out_shape.num_elements();
+    int64_t rx_other, ry_other;
+    MaskOffsets(1 - party_, nx, ny, &rx_other, &ry_other);
+    const ParallelFor pf = TfParallelFor(ctx);
+
+    // Masks of the other server: rx_q (|x|), ry_q (|y|).
+    std::unique_ptr<T[]> rx(new T[nx > 0 ? nx : 1]);
+    std::unique_ptr<T[]> ry(new T[ny > 0 ? ny : 1]);
+    OP_REQUIRES_OK(ctx, FillMask<T>(key12, nonce12, rx_other, rx.get(), nx, pf));
+    OP_REQUIRES_OK(ctx, FillMask<T>(key12, nonce12, ry_other, ry.get(), ny, pf));
+    const T* x = RingData<T>(ctx->input(0));
+    T* xr = rx.get();
+    pf(nx, 2, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) xr[j] = x[j] - xr[j];
+    });
+
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
+                                             &out));
+    T* z = RingData<T>(out);
+    // z = u_p + message, then the two bilinear terms.
+    OP_REQUIRES_OK(ctx, FillMask<T>(key_t, nonce_t, 0, z, nz, pf));
+    const T* msg = RingData<T>(ctx->input(3));
+    pf(nz, 2, [&](int64_t b, int64_t e) {
+      for (int64_t j = b; j < e; ++j) z[j] += msg[j];
+    });
+    Bilinear<T>(spec_, Dims(xs), xr, Dims(ys), RingData<T>(ctx->input(1)), z,
+                GemmMode::kAdd, pf);
+    Bilinear<T>(spec_, Dims(xs), RingData<T>(ctx->input(2)), Dims(ys), ry.get(),
+                z, GemmMode::kSub, pf);
+    if (frac_ > 0) {
+      const int p = party_, f = frac_;
+      pf(nz, 3, [&](int64_t b, int64_t e) {
+        for (int64_t j = b; j < e; ++j) z[j] = TruncateShare<T>(z[j], p, f);
+      });
+    }
+  }
+  int bits_, party_, frac_;
+  BilinearSpec spec_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>MulMask").Device(DEVICE_CPU),
+                        MulMaskOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>MulAssist").Device(DEVICE_CPU),
+                        MulAssistOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>MulFinish").Device(DEVICE_CPU),
+                        MulFinishOp);
+
+}  // namespace tf_privpy

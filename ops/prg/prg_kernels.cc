@@ -1,0 +1,120 @@
+// Kernels of the prg family (registrations in prg_ops.cc).
+#include <string>
+
+#include "ops/common/ring_types.h"
+#include "ops/common/tf_util.h"
+#include "ops/prg/aes_ctr.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_util.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+namespace errors = ::tensorflow::errors;
+
+namespace {
+
+class RandomKeyOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
+    std::string error;
+    OP_REQUIRES(ctx,
+                OsRandomBytes(reinterpret_cast<uint8_t*>(RingData<uint64_t>(out)),
+                              16, &error),
+                errors::Unavailable(error));
+  }
+};
+
+class PrgRingOp : public OpKernel {
+ public:
+  explicit PrgRingOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("offset", &offset_));
+    OP_REQUIRES(ctx, offset_ >= 0,
+                errors::InvalidArgument("offset must be >= 0"));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    uint8_t key[16];
+    uint64_t nonce;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
+    TensorShape shape;
+    OP_REQUIRES_OK(ctx, ::tensorflow::tensor::MakeShape(ctx->input(2), &shape));
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx, key, nonce, shape));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx, const uint8_t* key, uint64_t nonce,
+           const TensorShape& shape) {
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(shape), &out));
+    std::string error;
+    OP_REQUIRES(ctx,
+                PrgFill(key, nonce, static_cast<uint64_t>(offset_) * sizeof(T),
+                        reinterpret_cast<uint8_t*>(RingData<T>(out)),
+                        shape.num_elements() * sizeof(T), TfParallelFor(ctx),
+                        &error),
+                errors::Internal(error));
+  }
+  int bits_;
+  int64_t offset_;
+};
+
+class ShareSplitOp : public OpKernel {
+ public:
+  explicit ShareSplitOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    const Tensor& x = ctx->input(0);
+    TensorShape s;
+    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
+    Tensor *s0, *s1;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, x.shape(), &s0));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, x.shape(), &s1));
+    // A fresh seed per call: the (seed, nonce 0) stream is used only once.
+    uint8_t seed[16];
+    std::string error;
+    OP_REQUIRES(ctx, OsRandomBytes(seed, sizeof(seed), &error),
+                errors::Unavailable(error));
+    const ParallelFor pf = TfParallelFor(ctx);
+    T* r = RingData<T>(s0);
+    OP_REQUIRES(ctx,
+                PrgFill(seed, 0, 0, reinterpret_cast<uint8_t*>(r),
+                        s.num_elements() * sizeof(T), pf, &error),
+                errors::Internal(error));
+    const T* v = RingData<T>(x);
+    T* o = RingData<T>(s1);
+    pf(s.num_elements(), 2, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = v[i] - r[i];
+    });
+  }
+  int bits_;
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RandomKey").Device(DEVICE_CPU),
+                        RandomKeyOp);
+REGISTER_KERNEL_BUILDER(
+    Name("TfPrivpy>PrgRing").Device(DEVICE_CPU).HostMemory("shape"),
+    PrgRingOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>ShareSplit").Device(DEVICE_CPU),
+                        ShareSplitOp);
+
+}  // namespace tf_privpy

@@ -1,0 +1,53 @@
+// Op registrations of the prg family: OS-CSPRNG keys, AES-CTR ring streams
+// and client-side secret sharing. Kernels: prg_kernels.cc.
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+REGISTER_OP("TfPrivpy>RandomKey")
+    .Output("key: int64")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Vector(2));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("A fresh 128-bit key from the OS CSPRNG (getrandom), as int64[2].");
+
+REGISTER_OP("TfPrivpy>PrgRing")
+    .Input("key: int64")
+    .Input("nonce: int64")
+    .Input("shape: int64")
+    .Output("out: int64")
+    .Attr("ring_bits: int")
+    .Attr("offset: int = 0")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle s;
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(2, &s));
+      int bits;
+      TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+      if (bits == 128) TF_RETURN_IF_ERROR(c->Concatenate(s, c->Vector(2), &s));
+      c->set_output(0, s);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Uniform ring elements from AES-128-CTR(key), stream `nonce`, "
+         "starting at element `offset` of that stream.");
+
+REGISTER_OP("TfPrivpy>ShareSplit")
+    .Input("x: int64")
+    .Output("share0: int64")
+    .Output("share1: int64")
+    .Attr("ring_bits: int")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->input(0));
+      c->set_output(1, c->input(0));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Additive sharing x = share0 + share1: share0 is expanded by "
+         "AES-CTR from a fresh 128-bit OS-CSPRNG seed per call.");
+
+}  // namespace tf_privpy

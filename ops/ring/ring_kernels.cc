@@ -1,0 +1,340 @@
+// Kernels of the ring family (registrations in ring_ops.cc).
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ops/common/ring_types.h"
+#include "ops/common/tf_util.h"
+#include "ops/ring/bilinear.h"
+#include "ops/ring/bilinear_shape_fn.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+namespace errors = ::tensorflow::errors;
+
+namespace {
+
+std::vector<int64_t> Dims(const TensorShape& s) {
+  std::vector<int64_t> d;
+  for (int i = 0; i < s.dims(); ++i) d.push_back(s.dim_size(i));
+  return d;
+}
+
+template <typename In>
+class RingEncodeOp : public OpKernel {
+ public:
+  explicit RingEncodeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("bound", &bound_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("tensor_name", &name_));
+    OP_REQUIRES(ctx, frac_ >= 0 && frac_ < 60,
+                errors::InvalidArgument("frac_bits must be in [0, 60)"));
+    // Every in-range value must fit a signed 64-bit integer after scaling.
+    OP_REQUIRES(ctx, bound_ > 0 && std::ldexp(bound_, frac_) <= 0x1p62,
+                errors::InvalidArgument("bound * 2^frac_bits must be in "
+                                        "(0, 2^62]"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    TF_PRIVPY_DISPATCH_RING(bits_, Encode<RingT>(ctx, x));
+  }
+
+ private:
+  template <typename T>
+  void Encode(OpKernelContext* ctx, const Tensor& x) {
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(x.shape()),
+                                             &out));
+    const int64_t n = x.NumElements();
+    const In* in = x.flat<In>().data();
+    T* o = RingData<T>(out);
+    const double scale = std::ldexp(1.0, frac_);
+    const double bound = bound_;
+    std::mutex mu;
+    int64_t bad = std::numeric_limits<int64_t>::max();
+    TfParallelFor(ctx)(n, 10, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const double v = static_cast<double>(in[i]);
+        // !(|v| < bound) is also true for NaN.
+        if (!(std::fabs(v) < bound)) {
+          std::lock_guard<std::mutex> l(mu);
+          bad = std::min(bad, i);
+          return;
+        }
+        const int64_t q = std::llround(v * scale);
+        o[i] = static_cast<T>(static_cast<typename RingTraits<T>::Signed>(q));
+      }
+    });
+    if (bad != std::numeric_limits<int64_t>::max()) {
+      const double v = static_cast<double>(in[bad]);
+      const std::string what =
+          std::isnan(v) ? "NaN" : (std::isinf(v) ? "an infinite value"
+                                                 : "the value " +
+                                                       std::to_string(v));
+      ctx->CtxFailure(errors::InvalidArgument(
+          "tf_privpy: cannot share tensor '",
+          name_.empty() ? std::string("<unnamed>") : name_, "': it holds ",
+          what, " at flat index ", bad,
+          ", outside the fixed-point range |x| < ", bound_, " (ring 2^",
+          bits_, ", ", frac_,
+          " fractional bits). Clean or rescale the data, or raise the bound "
+          "with tp.init(tp.Config(bound=...)) at the cost of precision."));
+    }
+  }
+
+  int bits_, frac_;
+  float bound_;
+  std::string name_;
+};
+
+class RingDecodeOp : public OpKernel {
+ public:
+  explicit RingDecodeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Decode<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Decode(OpKernelContext* ctx) {
+    const Tensor& x = ctx->input(0);
+    TensorShape shape;
+    OP_REQUIRES_OK(ctx, RingShape<T>(x, "encoded", &shape));
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &out));
+    const T* in = RingData<T>(x);
+    double* o = out->flat<double>().data();
+    const double scale = std::ldexp(1.0, -frac_);
+    TfParallelFor(ctx)(shape.num_elements(), 10, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        o[i] = static_cast<double>(
+                   static_cast<typename RingTraits<T>::Signed>(in[i])) *
+               scale;
+    });
+  }
+  int bits_, frac_;
+};
+
+enum class BinOp { kAdd, kSub };
+
+template <BinOp OPK>
+class RingBinaryOp : public OpKernel {
+ public:
+  explicit RingBinaryOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& x = ctx->input(0);
+    const Tensor& y = ctx->input(1);
+    OP_REQUIRES(ctx, x.shape() == y.shape(),
+                errors::InvalidArgument(
+                    "ring operands must have equal shapes (broadcast "
+                    "first), got ",
+                    x.shape().DebugString(), " and ", y.shape().DebugString()));
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx, x, y));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx, const Tensor& x, const Tensor& y) {
+    TensorShape s;
+    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 1}, 0,
+                                                              x.shape(), &out));
+    const T* a = RingData<T>(x);
+    const T* b = RingData<T>(y);
+    T* o = RingData<T>(out);
+    TfParallelFor(ctx)(s.num_elements(), 2, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        o[i] = OPK == BinOp::kAdd ? a[i] + b[i] : a[i] - b[i];
+    });
+  }
+  int bits_;
+};
+
+class RingNegOp : public OpKernel {
+ public:
+  explicit RingNegOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    const Tensor& x = ctx->input(0);
+    TensorShape s;
+    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
+    Tensor* out;
+    OP_REQUIRES_OK(ctx,
+                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
+    const T* a = RingData<T>(x);
+    T* o = RingData<T>(out);
+    TfParallelFor(ctx)(s.num_elements(), 2, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = T(0) - a[i];
+    });
+  }
+  int bits_;
+};
+
+class RingTruncateOp : public OpKernel {
+ public:
+  explicit RingTruncateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("party", &party_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
+    OP_REQUIRES(ctx, party_ == 0 || party_ == 1,
+                errors::InvalidArgument("party must be 0 or 1"));
+    OP_REQUIRES(ctx, frac_ >= 0 && frac_ < 64,
+                errors::InvalidArgument("frac_bits must be in [0, 64)"));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    const Tensor& x = ctx->input(0);
+    TensorShape s;
+    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
+    Tensor* out;
+    OP_REQUIRES_OK(ctx,
+                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
+    const T* a = RingData<T>(x);
+    T* o = RingData<T>(out);
+    const int p = party_, f = frac_;
+    TfParallelFor(ctx)(s.num_elements(), 3, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) o[i] = TruncateShare<T>(a[i], p, f);
+    });
+  }
+  int bits_, party_, frac_;
+};
+
+class RingReduceSumOp : public OpKernel {
+ public:
+  explicit RingReduceSumOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    const Tensor& x = ctx->input(0);
+    TensorShape s;
+    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
+    OP_REQUIRES(ctx, s.dims() == 2,
+                errors::InvalidArgument("RingReduceSum takes a logical "
+                                        "[outer, inner] matrix, got ",
+                                        s.DebugString()));
+    const int64_t outer = s.dim_size(0), inner = s.dim_size(1);
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(
+                            0, StorageShape<T>(TensorShape({outer})), &out));
+    const T* a = RingData<T>(x);
+    T* o = RingData<T>(out);
+    TfParallelFor(ctx)(outer, inner + 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        T acc = 0;
+        const T* row = a + r * inner;
+        for (int64_t i = 0; i < inner; ++i) acc += row[i];
+        o[r] = acc;
+      }
+    });
+  }
+  int bits_;
+};
+
+class RingBilinearOp : public OpKernel {
+ public:
+  explicit RingBilinearOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("truncate_party", &party_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
+    OP_REQUIRES(ctx, party_ >= -1 && party_ <= 1,
+                errors::InvalidArgument("truncate_party must be -1, 0 or 1"));
+  }
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
+  }
+
+ private:
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    TensorShape xs, ys;
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "x", &xs));
+    OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "y", &ys));
+    std::vector<int64_t> os;
+    std::string error;
+    OP_REQUIRES(ctx, BilinearOutputShape(spec_, Dims(xs), Dims(ys), &os, &error),
+                errors::InvalidArgument(error));
+    TensorShape out_shape;
+    for (int64_t d : os) out_shape.AddDim(d);
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
+                                             &out));
+    const ParallelFor pf = TfParallelFor(ctx);
+    T* o = RingData<T>(out);
+    Bilinear<T>(spec_, Dims(xs), RingData<T>(ctx->input(0)), Dims(ys),
+                RingData<T>(ctx->input(1)), o, GemmMode::kSet, pf);
+    if (party_ >= 0) {
+      const int p = party_, f = frac_;
+      pf(out_shape.num_elements(), 3, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) o[i] = TruncateShare<T>(o[i], p, f);
+      });
+    }
+  }
+  int bits_, party_, frac_;
+  BilinearSpec spec_;
+};
+
+}  // namespace
+
+#define REGISTER_ENCODE(T)                                           \
+  REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingEncode")                \
+                              .Device(DEVICE_CPU)                    \
+                              .TypeConstraint<T>("T"),               \
+                          RingEncodeOp<T>)
+REGISTER_ENCODE(float);
+REGISTER_ENCODE(double);
+REGISTER_ENCODE(int32_t);
+REGISTER_ENCODE(int64_t);
+#undef REGISTER_ENCODE
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingDecode").Device(DEVICE_CPU),
+                        RingDecodeOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingAdd").Device(DEVICE_CPU),
+                        RingBinaryOp<BinOp::kAdd>);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingSub").Device(DEVICE_CPU),
+                        RingBinaryOp<BinOp::kSub>);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingNeg").Device(DEVICE_CPU),
+                        RingNegOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingTruncate").Device(DEVICE_CPU),
+                        RingTruncateOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingReduceSum").Device(DEVICE_CPU),
+                        RingReduceSumOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingBilinear").Device(DEVICE_CPU),
+                        RingBilinearOp);
+
+}  // namespace tf_privpy

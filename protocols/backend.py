@@ -1,0 +1,248 @@
+"""Backends: how shares are created, combined and multiplied.
+
+`PrivPyBackend` runs PrivPy's four-server protocols (DESIGN §5): shares live
+on S1 and S2, every multiplication is the masked protocol through T1 and T2.
+`PlaintextBackend` keeps the same API and fixed-point encoding but computes
+in the clear on the client device (value in share 0, zero in share 1): a
+debugging aid and the test oracle, never private.
+
+Everything is expressed on `Shares` (pairs of ring tensors); the public API
+(tf_privpy) wraps them in PrivateTensor.
+"""
+from __future__ import annotations
+
+import abc
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from . import kernels
+from . import shares as sh
+from .runtime import CLIENT, Runtime
+
+Shares = sh.Shares
+
+
+class Backend(abc.ABC):
+    """Protocol operations on shares for one runtime."""
+
+    name = "abstract"
+    #: the parties holding share 0 and share 1
+    holders: Tuple[str, str] = ("S1", "S2")
+
+    def __init__(self, runtime: Runtime):
+        self.rt = runtime
+        self.cfg = runtime.config
+        self.bits = runtime.config.ring_bits
+        self.limbs = runtime.config.limbs
+
+    # ------------------------------------------------------------ helpers
+    def on(self, i: int):
+        """Device scope of the holder of share i."""
+        return tf.device(self.rt.device(self.holders[i]))
+
+    def local(self, fn, *shares_args: Shares) -> Shares:
+        """Applies fn share-wise: fn(s_i of each arg..., party=i) on holder i."""
+        out = []
+        for i in range(2):
+            with self.on(i):
+                out.append(fn(*[a[i] for a in shares_args], party=i))
+        return out[0], out[1]
+
+    def encode(self, x: tf.Tensor, party: str, name: str = "",
+               frac_bits: Optional[int] = None, bound: Optional[float] = None) -> tf.Tensor:
+        """Fixed-point encoding of a (public or owned) tensor on `party`."""
+        with tf.device(self.rt.device(party)):
+            if x.dtype not in (tf.float32, tf.float64, tf.int32, tf.int64):
+                x = tf.cast(x, tf.float64)
+            return kernels.ring_encode(
+                x, self.bits, self.cfg.frac_bits if frac_bits is None else frac_bits,
+                self.cfg.bound if bound is None else bound, tensor_name=name)
+
+    def decode(self, v: tf.Tensor) -> tf.Tensor:
+        with tf.device(self.rt.device(CLIENT)):
+            return kernels.ring_decode(v, self.bits, self.cfg.frac_bits)
+
+    # ------------------------------------------------------ share / reveal
+    @abc.abstractmethod
+    def share(self, encoded: tf.Tensor) -> Shares:
+        """Splits a ring tensor on the client device into the holders' shares."""
+
+    def reveal(self, s: Shares) -> tf.Tensor:
+        """The ring value on the client device."""
+        s0 = self.rt.send(s[0], self.holders[0], CLIENT)
+        s1 = self.rt.send(s[1], self.holders[1], CLIENT)
+        with tf.device(self.rt.device(CLIENT)):
+            return kernels.ring_add(s0, s1, self.bits)
+
+    # ---------------------------------------------------------- linear ops
+    def add(self, x: Shares, y: Shares) -> Shares:
+        return self.local(lambda a, b, party: kernels.ring_add(a, b, self.bits), x, y)
+
+    def sub(self, x: Shares, y: Shares) -> Shares:
+        return self.local(lambda a, b, party: kernels.ring_sub(a, b, self.bits), x, y)
+
+    def neg(self, x: Shares) -> Shares:
+        return self.local(lambda a, party: kernels.ring_neg(a, self.bits), x)
+
+    def add_public(self, x: Shares, c: tf.Tensor, name: str = "") -> Shares:
+        """x + c for a public c of x's logical shape: only share 0 changes."""
+        c0 = self.encode(c, self.holders[0], name)
+        with self.on(0):
+            z0 = kernels.ring_add(x[0], c0, self.bits)
+        return z0, x[1]
+
+    def public_sub(self, c: tf.Tensor, x: Shares, name: str = "") -> Shares:
+        return self.add_public(self.neg(x), c, name)
+
+    def mul_public(self, x: Shares, c: tf.Tensor, kind: str = "mul", public_left: bool = False,
+                   strides=(1, 1), padding=(0, 0, 0, 0), c_frac_bits: Optional[int] = None,
+                   c_bound: Optional[float] = None, name: str = "") -> Shares:
+        """Product with a public operand: local, then local truncation.
+
+        c is encoded with c_frac_bits (default: the config's) fractional bits
+        and the product truncated by as many, so extra bits buy precision;
+        c_bound (default: the config's bound) is the range c is checked against.
+        """
+        f = self.cfg.frac_bits if c_frac_bits is None else c_frac_bits
+
+        def fn(s, party):
+            cp = self.encode(c, self.holders[party], name, frac_bits=f, bound=c_bound)
+            a, b = (cp, s) if public_left else (s, cp)
+            return kernels.ring_bilinear(a, b, self.bits, kind, strides, padding,
+                                         truncate_party=party if f > 0 else -1, frac_bits=f)
+
+        return self.local(fn, x)
+
+    def reduce_sum(self, x: Shares, axis=None, keepdims: bool = False) -> Shares:
+        shape = sh.logical_shape(x[0], self.limbs)
+        if not shape.is_fully_defined():
+            raise ValueError("reduce_sum needs a fully known shape")
+        kept, red = sh.reduce_axes_layout(shape, axis)
+        outer = [shape[i] for i in kept]
+        inner = int(np.prod([shape[i] for i in red], dtype=np.int64))
+        out_shape = [1 if i in red else shape[i] for i in range(shape.rank)] if keepdims else outer
+
+        def fn(s, party):
+            t = sh.transpose(s, kept + red, self.limbs) if red else s
+            t = sh.reshape(t, [int(np.prod(outer, dtype=np.int64)), inner], self.limbs)
+            return sh.reshape(kernels.ring_reduce_sum(t, self.bits), out_shape, self.limbs)
+
+        return self.local(fn, x)
+
+    def map_shares(self, fn, x: Shares) -> Shares:
+        """Applies a shape function (reshape, slice, ...) to both shares."""
+        return self.local(lambda s, party: fn(s), x)
+
+    def map_many(self, fn, xs: Sequence[Shares]) -> Shares:
+        """Applies fn(list of shares) (concat, stack) share-wise."""
+        out = []
+        for i in range(2):
+            with self.on(i):
+                out.append(fn([x[i] for x in xs]))
+        return out[0], out[1]
+
+    # -------------------------------------------------------- multiplication
+    @abc.abstractmethod
+    def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
+            padding=(0, 0, 0, 0)) -> Shares:
+        """Bilinear product of two shared operands, truncated to frac_bits."""
+
+    def mul_many(self, pairs: Sequence[Tuple[Shares, Shares]]) -> List[Shares]:
+        """Independent elementwise products (equal shapes per pair) as ONE
+        protocol call: one kernel per step and device, one round trip."""
+        if not pairs:
+            return []
+        shapes = [sh.logical_shape(x[0], self.limbs) for x, _ in pairs]
+        for (x, y), s in zip(pairs, shapes):
+            if sh.logical_shape(y[0], self.limbs) != s or not s.is_fully_defined():
+                raise ValueError("mul_many needs pairs of equal, fully known shapes")
+        sizes = [s.num_elements() for s in shapes]
+
+        def flat(parts):
+            return tf.concat([sh.reshape(p, [-1], self.limbs) for p in parts], 0)
+
+        fx = self.map_many(flat, [x for x, _ in pairs])
+        fy = self.map_many(flat, [y for _, y in pairs])
+        z = self.mul(fx, fy)
+        out = []
+        for i in range(2):
+            with self.on(i):
+                out.append(tf.split(z[i], sizes, axis=0))
+        return [self.map_shares(lambda s, s_=s: sh.reshape(s, s_.as_list(), self.limbs),
+                                (a, b)) for a, b, s in zip(out[0], out[1], shapes)]
+
+
+class PrivPyBackend(Backend):
+    """PrivPy's four-server protocols (DESIGN §5)."""
+
+    name = "privpy"
+    holders = ("S1", "S2")
+
+    def share(self, encoded: tf.Tensor) -> Shares:
+        with tf.device(self.rt.device(CLIENT)):
+            s0, s1 = kernels.share_split(encoded, self.bits)
+        return self.rt.send(s0, CLIENT, "S1"), self.rt.send(s1, CLIENT, "S2")
+
+    def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
+            padding=(0, 0, 0, 0)) -> Shares:
+        rt, bits, f = self.rt, self.bits, self.cfg.frac_bits
+        geo = dict(kind=kind, strides=strides, padding=padding)
+        # Step 1-2 (DESIGN §5): each server masks its shares with masks drawn
+        # from the S1-S2 stream; no message is needed to agree on them.
+        k12, n12 = {}, {}
+        masked = {}
+        for p, party in enumerate(("S1", "S2")):
+            k12[p], n12[p] = rt.key_material("S1", "S2", party)
+            with tf.device(rt.device(party)):
+                masked[p] = kernels.mul_mask(x[p], y[p], k12[p], n12[p], bits, party=p)
+        # T1 gets a = x0 + rx0 (from S1), b = y1 + ry1 (from S2);
+        # T2 gets a' = x1 + rx1 (from S2), b' = y0 + ry0 (from S1).
+        msgs = {}
+        for t, (own, other) in (("T1", (0, 1)), ("T2", (1, 0))):
+            left = rt.send(masked[own][0], ("S1", "S2")[own], t)
+            right = rt.send(masked[other][1], ("S1", "S2")[other], t)
+            server = ("S1", "S2")[own]  # T1 shares its mask u with S1, T2 with S2
+            kt, nt = rt.key_material(server, t, t)
+            with tf.device(rt.device(t)):
+                msg = kernels.mul_assist(left, right, kt, nt, bits, **geo)
+            msgs[other] = rt.send(msg, t, ("S1", "S2")[other])  # T1 -> S2, T2 -> S1
+        z = []
+        for p, (party, t) in enumerate((("S1", "T1"), ("S2", "T2"))):
+            kt, nt = rt.key_material(party, t, party)
+            with tf.device(rt.device(party)):
+                z.append(kernels.mul_finish(x[p], y[p], masked[p][0], msgs[p], k12[p], n12[p],
+                                            kt, nt, bits, party=p, frac_bits=f, **geo))
+        return z[0], z[1]
+
+
+class PlaintextBackend(Backend):
+    """The same operations in the clear on the client device (test oracle)."""
+
+    name = "plaintext"
+    holders = ("client", "client")
+
+    def share(self, encoded: tf.Tensor) -> Shares:
+        with tf.device(self.rt.device(CLIENT)):
+            return tf.identity(encoded), tf.zeros_like(encoded)
+
+    def reveal(self, s: Shares) -> tf.Tensor:
+        with tf.device(self.rt.device(CLIENT)):
+            return kernels.ring_add(s[0], s[1], self.bits)
+
+    def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
+            padding=(0, 0, 0, 0)) -> Shares:
+        with tf.device(self.rt.device(CLIENT)):
+            a = kernels.ring_add(x[0], x[1], self.bits)
+            b = kernels.ring_add(y[0], y[1], self.bits)
+            z = kernels.ring_bilinear(a, b, self.bits, kind, strides, padding,
+                                      truncate_party=0, frac_bits=self.cfg.frac_bits)
+            return z, tf.zeros_like(z)
+
+
+BACKENDS = {"privpy": PrivPyBackend, "plaintext": PlaintextBackend}
+
+
+def make_backend(runtime: Runtime) -> Backend:
+    return BACKENDS[runtime.config.backend](runtime)

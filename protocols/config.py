@@ -1,0 +1,86 @@
+"""Runtime configuration: one immutable object, defaults from defaults.json.
+
+The ring is a property of the config (and so of the runtime), never a
+module-level constant (DESIGN §3).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Optional
+
+_DEFAULTS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "defaults.json")
+with open(_DEFAULTS_PATH) as _f:
+    DEFAULTS = json.load(_f)
+
+BACKENDS = ("privpy", "plaintext")
+RINGS = (64, 128)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Settings of a tf_privpy runtime.
+
+    Args:
+      ring_bits: 128 (default, PrivPy's precision and range) or 64 (fast mode).
+      frac_bits: fractional bits of the fixed-point encoding; defaults to 20 in
+        the 128-bit ring and 16 in the 64-bit ring.
+      bound: share-time range bound B: sharing a value with |x| >= B raises.
+        Defaults to 2^23 (128-bit) and 2^15 (64-bit); see DESIGN §3.
+      backend: "privpy" (the four-server protocols) or "plaintext" (same API
+        and encoding computed in the clear on the client device: a debugging
+        aid and test oracle, never private).
+
+    Example:
+      >>> tp.init(tp.Config(ring_bits=64))   # the fast mode
+    """
+
+    ring_bits: int = DEFAULTS["ring_bits"]
+    frac_bits: Optional[int] = None
+    bound: Optional[float] = None
+    backend: str = DEFAULTS["backend"]
+
+    def __post_init__(self):
+        if self.ring_bits not in RINGS:
+            raise ValueError(f"ring_bits must be 64 or 128, got {self.ring_bits!r}")
+        ring = DEFAULTS["rings"][str(self.ring_bits)]
+        if self.frac_bits is None:
+            object.__setattr__(self, "frac_bits", int(ring["frac_bits"]))
+        if self.bound is None:
+            object.__setattr__(self, "bound", float(ring["bound"]))
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if not 0 <= self.frac_bits <= 40:
+            raise ValueError(f"frac_bits must be in [0, 40], got {self.frac_bits}")
+        b = float(self.bound)
+        if not (math.isfinite(b) and b > 0):
+            raise ValueError(f"bound must be a positive finite number, got {self.bound!r}")
+        # An in-range value times 2^f must fit a signed 64-bit integer, and
+        # the product of two in-range values must not wrap the ring.
+        limit = min(2.0 ** ((self.ring_bits - 2) / 2 - self.frac_bits),
+                    2.0 ** (62 - self.frac_bits))
+        if b > limit:
+            raise ValueError(
+                f"bound {b:g} is too large for a {self.ring_bits}-bit ring with "
+                f"{self.frac_bits} fractional bits: products would wrap. Use a bound "
+                f"<= {limit:g}, fewer fractional bits, or the 128-bit ring.")
+
+    @classmethod
+    def fast(cls, **kw) -> "Config":
+        """The 64-bit fast mode (16 fractional bits)."""
+        return cls(ring_bits=64, **kw)
+
+    @property
+    def limbs(self) -> int:
+        """int64 limbs per ring element in a share tensor."""
+        return self.ring_bits // 64
+
+    @property
+    def precision(self) -> float:
+        """One unit in the last place of the encoding, 2^-frac_bits."""
+        return 2.0 ** -self.frac_bits
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)

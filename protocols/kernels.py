@@ -1,0 +1,170 @@
+"""The one loader of the op library and thin wrappers around its ops.
+
+Every protocol calls kernels through this module, never through the generated
+op module. The library is loaded once, on first use; if it is missing or was
+built for another TensorFlow, this raises with the command that rebuilds it.
+There is no fallback: a privacy library that silently swapped its kernels for
+something else would silently weaken its guarantees.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from typing import Sequence
+
+import tensorflow as tf
+
+LIB_NAME = "_tf_privpy_ops.so"
+# The range of TensorFlow versions the library is built for (setup.py).
+TF_MIN, TF_MAX = (2, 14, 0), (2, 15, 0)
+_REBUILD = ("Rebuild it against the TensorFlow you run: `make build` in a source "
+            "checkout (python setup.py build_ext --inplace), or "
+            "`pip install --no-build-isolation --force-reinstall .`.")
+
+_lock = threading.Lock()
+_lib = None
+
+
+class OpLibraryError(ImportError):
+    """The op library is missing, or was built for another TensorFlow."""
+
+
+def _package_dir() -> str:
+    # protocols/ is installed as tf_privpy.protocols; in a source tree it sits
+    # beside tf_privpy/. The library is built into tf_privpy/ in both cases.
+    here = os.path.dirname(os.path.abspath(__file__))
+    parent = os.path.dirname(here)
+    if os.path.basename(parent) == "tf_privpy":  # installed layout
+        return parent
+    return os.path.join(parent, "tf_privpy")  # source tree
+
+
+def _version_tuple(v: str) -> tuple:
+    parts = []
+    for p in v.split(".")[:3]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def library_path() -> str:
+    return os.environ.get("TF_PRIVPY_OPS_LIBRARY") or os.path.join(_package_dir(), LIB_NAME)
+
+
+def load_library():
+    """Loads the op library once (thread-safe) and returns its op module."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tf_ver = tf.__version__
+        if "dev" in tf_ver or not (TF_MIN <= _version_tuple(tf_ver) < TF_MAX):
+            raise OpLibraryError(
+                f"tf_privpy's kernels need TensorFlow >=2.14.0,<2.15.0; this is "
+                f"TensorFlow {tf_ver}. Install tensorflow==2.14.1 and rebuild. " + _REBUILD)
+        path = library_path()
+        if not os.path.exists(path):
+            raise OpLibraryError(f"tf_privpy's op library {path} does not exist. " + _REBUILD)
+        info_path = os.path.join(os.path.dirname(path), "_build_info.json")
+        if os.path.exists(info_path):
+            with open(info_path) as f:
+                built_for = json.load(f).get("tf_version")
+            if built_for and built_for != tf_ver:
+                raise OpLibraryError(
+                    f"{path} was built for TensorFlow {built_for}, but TensorFlow {tf_ver} "
+                    "is running. " + _REBUILD)
+        try:
+            _lib = tf.load_op_library(path)
+        except tf.errors.NotFoundError as e:
+            raise OpLibraryError(
+                f"TensorFlow {tf_ver} could not load {path} ({e}). The library was "
+                "probably built for another TensorFlow or with other compiler flags. "
+                + _REBUILD) from e
+        return _lib
+
+
+def _ops():
+    return load_library()
+
+
+# ---------------------------------------------------------------- ring family
+def ring_encode(x: tf.Tensor, ring_bits: int, frac_bits: int, bound: float,
+                tensor_name: str = "") -> tf.Tensor:
+    """round(x * 2^frac_bits) in the ring; rejects NaN/Inf/|x| >= bound."""
+    return _ops().tf_privpy_ring_encode(x=x, ring_bits=ring_bits, frac_bits=frac_bits,
+                                        bound=bound, tensor_name=tensor_name)
+
+
+def ring_decode(x: tf.Tensor, ring_bits: int, frac_bits: int) -> tf.Tensor:
+    return _ops().tf_privpy_ring_decode(encoded=x, ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def ring_add(x, y, ring_bits: int):
+    return _ops().tf_privpy_ring_add(x=x, y=y, ring_bits=ring_bits)
+
+
+def ring_sub(x, y, ring_bits: int):
+    return _ops().tf_privpy_ring_sub(x=x, y=y, ring_bits=ring_bits)
+
+
+def ring_neg(x, ring_bits: int):
+    return _ops().tf_privpy_ring_neg(x=x, ring_bits=ring_bits)
+
+
+def ring_truncate(x, ring_bits: int, party: int, frac_bits: int):
+    return _ops().tf_privpy_ring_truncate(x=x, ring_bits=ring_bits, party=party,
+                                          frac_bits=frac_bits)
+
+
+def ring_reduce_sum(x, ring_bits: int):
+    """Sums a logical [outer, inner] ring matrix over its last axis."""
+    return _ops().tf_privpy_ring_reduce_sum(x=x, ring_bits=ring_bits)
+
+
+def ring_bilinear(x, y, ring_bits: int, kind: str, strides: Sequence[int] = (1, 1),
+                  padding: Sequence[int] = (0, 0, 0, 0), truncate_party: int = -1,
+                  frac_bits: int = 0):
+    return _ops().tf_privpy_ring_bilinear(
+        x=x, y=y, ring_bits=ring_bits, kind=kind, strides=list(strides),
+        padding=list(padding), truncate_party=truncate_party, frac_bits=frac_bits)
+
+
+# ----------------------------------------------------------------- prg family
+def random_key() -> tf.Tensor:
+    """A fresh 128-bit key (int64[2]) from the OS CSPRNG of the current device."""
+    return _ops().tf_privpy_random_key()
+
+
+def prg_ring(key, nonce, shape, ring_bits: int, offset: int = 0):
+    return _ops().tf_privpy_prg_ring(key=key, nonce=nonce,
+                                     shape=tf.cast(shape, tf.int64),
+                                     ring_bits=ring_bits, offset=offset)
+
+
+def share_split(x, ring_bits: int):
+    return _ops().tf_privpy_share_split(x=x, ring_bits=ring_bits)
+
+
+# ----------------------------------------------------------------- mul family
+def mul_mask(x, y, key12, nonce12, ring_bits: int, party: int):
+    return _ops().tf_privpy_mul_mask(x=x, y=y, key12=key12, nonce12=nonce12,
+                                     ring_bits=ring_bits, party=party)
+
+
+def mul_assist(left, right, key, nonce, ring_bits: int, kind: str,
+               strides=(1, 1), padding=(0, 0, 0, 0)):
+    return _ops().tf_privpy_mul_assist(left=left, right=right, key=key, nonce=nonce,
+                                       ring_bits=ring_bits, kind=kind,
+                                       strides=list(strides), padding=list(padding))
+
+
+def mul_finish(x, y, x_masked, message, key12, nonce12, key_t, nonce_t, ring_bits: int,
+               party: int, frac_bits: int, kind: str, strides=(1, 1),
+               padding=(0, 0, 0, 0)):
+    return _ops().tf_privpy_mul_finish(
+        x=x, y=y, x_masked=x_masked, message=message, key12=key12, nonce12=nonce12,
+        key_t=key_t, nonce_t=nonce_t, ring_bits=ring_bits, party=party,
+        frac_bits=frac_bits, kind=kind, strides=list(strides), padding=list(padding))

@@ -1,0 +1,132 @@
+"""Share-wise (local) operations on additive shares.
+
+A value x in Z_2^l is held as x = x0 + x1 with x0 on S1 and x1 on S2. Each
+share is an int64 tensor of the value's logical shape, plus a trailing
+dimension of 2 limbs in the 128-bit ring. Everything here is linear, so each
+server applies it to its own share with no message; shape functions translate
+logical shapes, axes and index keys into the share's storage layout.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+Shares = Tuple[tf.Tensor, tf.Tensor]
+
+
+def logical_shape(share: tf.Tensor, limbs: int) -> tf.TensorShape:
+    return share.shape[:-1] if limbs == 2 else share.shape
+
+
+def dynamic_shape(share: tf.Tensor, limbs: int) -> tf.Tensor:
+    s = tf.shape(share, out_type=tf.int64)
+    return s[:-1] if limbs == 2 else s
+
+
+def _rank(share: tf.Tensor, limbs: int) -> int:
+    r = share.shape.rank
+    if r is None:
+        raise ValueError("tf_privpy needs shares of known rank")
+    return r - (1 if limbs == 2 else 0)
+
+
+def norm_axis(axis: int, rank: int, what: str = "axis") -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"{what} {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank
+
+
+def storage(shape, limbs: int):
+    """Logical shape (list or 1-D tensor) -> storage shape."""
+    if limbs == 1:
+        return shape
+    if isinstance(shape, tf.Tensor):
+        return tf.concat([tf.cast(shape, tf.int64), tf.constant([2], tf.int64)], 0)
+    return list(shape) + [2]
+
+
+def reshape(s: tf.Tensor, shape, limbs: int) -> tf.Tensor:
+    if isinstance(shape, (list, tuple)):
+        shape = list(shape)
+    return tf.reshape(s, storage(shape, limbs))
+
+
+def transpose(s: tf.Tensor, perm: Optional[Sequence[int]], limbs: int) -> tf.Tensor:
+    r = _rank(s, limbs)
+    perm = list(reversed(range(r))) if perm is None else [norm_axis(p, r, "perm") for p in perm]
+    if sorted(perm) != list(range(r)):
+        raise ValueError(f"perm {perm} is not a permutation of {list(range(r))}")
+    return tf.transpose(s, perm + ([r] if limbs == 2 else []))
+
+
+def getitem(s: tf.Tensor, key, limbs: int) -> tf.Tensor:
+    if limbs == 2:
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis for k in key):
+            key = key + (slice(None),)  # keep '...' off the limb dimension
+    return s[key]
+
+
+def concat(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
+    return tf.concat(list(shares), norm_axis(axis, _rank(shares[0], limbs)))
+
+
+def stack(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
+    return tf.stack(list(shares), norm_axis(axis, _rank(shares[0], limbs) + 1))
+
+
+def tile(s: tf.Tensor, multiples: Sequence[int], limbs: int) -> tf.Tensor:
+    return tf.tile(s, list(multiples) + ([1] if limbs == 2 else []))
+
+
+def repeat(s: tf.Tensor, repeats, axis: Optional[int], limbs: int) -> tf.Tensor:
+    if axis is None:
+        s = reshape(s, [-1], limbs)
+        axis = 0
+    return tf.repeat(s, repeats, axis=norm_axis(axis, _rank(s, limbs)))
+
+
+def expand_dims(s: tf.Tensor, axis: int, limbs: int) -> tf.Tensor:
+    return tf.expand_dims(s, norm_axis(axis, _rank(s, limbs) + 1))
+
+
+def squeeze(s: tf.Tensor, axis, limbs: int) -> tf.Tensor:
+    r = _rank(s, limbs)
+    if axis is None:
+        shape = logical_shape(s, limbs)
+        if not shape.is_fully_defined():
+            raise ValueError("squeeze without axis needs a fully known shape")
+        axis = [i for i, d in enumerate(shape) if d == 1]
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    if not axes:
+        return s
+    return tf.squeeze(s, [norm_axis(a, r) for a in axes])
+
+
+def pad(s: tf.Tensor, paddings, limbs: int) -> tf.Tensor:
+    paddings = [list(p) for p in paddings]
+    if len(paddings) != _rank(s, limbs):
+        raise ValueError(f"paddings needs one [before, after] pair per dimension "
+                         f"({_rank(s, limbs)}), got {len(paddings)}")
+    # Zero is a share of zero on both servers, so padding is local.
+    return tf.pad(s, paddings + ([[0, 0]] if limbs == 2 else []))
+
+
+def broadcast_to(s: tf.Tensor, shape, limbs: int) -> tf.Tensor:
+    return tf.broadcast_to(s, storage(list(shape), limbs))
+
+
+def gather(s: tf.Tensor, indices, axis: int, limbs: int) -> tf.Tensor:
+    return tf.gather(s, indices, axis=norm_axis(axis, _rank(s, limbs)))
+
+
+def reduce_axes_layout(shape: tf.TensorShape, axis) -> Tuple[List[int], List[int]]:
+    """(kept axes, reduced axes) of a reduction over `axis` (None: all)."""
+    r = shape.rank
+    if axis is None:
+        red = list(range(r))
+    else:
+        red = sorted({norm_axis(a, r) for a in ([axis] if isinstance(axis, int) else axis)})
+    kept = [i for i in range(r) if i not in red]
+    return kept, red

@@ -1,0 +1,103 @@
+"""Helpers shared by the API modules: operand coercion, wrapping, dtypes."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from tf_privpy import runtime as _runtime
+from tf_privpy.private_tensor import PrivateTensor, check_runtime
+
+#: dtypes the fixed-point encoder accepts directly (others are cast to float64)
+ENCODABLE = (tf.float32, tf.float64, tf.int32, tf.int64)
+_DTYPE_ORDER = (tf.int32, tf.int64, tf.float32, tf.float64)
+
+
+def is_private(v) -> bool:
+    return isinstance(v, PrivateTensor)
+
+
+def public(v) -> tf.Tensor:
+    """A public operand as a tensor the encoder accepts."""
+    t = tf.convert_to_tensor(v)
+    if t.dtype not in ENCODABLE:
+        t = tf.cast(t, tf.float64)
+    return t
+
+
+def result_dtype(*dtypes: tf.DType) -> tf.DType:
+    known = [d for d in dtypes if d in _DTYPE_ORDER]
+    return max(known, key=_DTYPE_ORDER.index) if known else tf.float32
+
+
+def handle_of(*values) -> _runtime.Handle:
+    """The runtime handle, checked against every private operand."""
+    h = None
+    for v in values:
+        if is_private(v):
+            h = check_runtime(v)
+    return h or _runtime.get_runtime()
+
+
+def shares(p: PrivateTensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    return p.share0, p.share1
+
+
+def wrap(h: _runtime.Handle, s, dtype: tf.DType) -> PrivateTensor:
+    return PrivateTensor(share0=s[0], share1=s[1], ring_bits=h.config.ring_bits,
+                         frac_bits=h.config.frac_bits, value_dtype=dtype,
+                         runtime_id=h.runtime.id)
+
+
+def static_shape(v) -> tf.TensorShape:
+    return v.shape if is_private(v) else tf.convert_to_tensor(v).shape
+
+
+def broadcast_shape(a: tf.TensorShape, b: tf.TensorShape, what: str) -> tf.TensorShape:
+    try:
+        return tf.broadcast_static_shape(a, b)
+    except ValueError as e:
+        raise ValueError(f"{what}: shapes {a} and {b} cannot be broadcast together") from e
+
+
+def broadcast(h: _runtime.Handle, v, shape: tf.TensorShape):
+    """Broadcasts a private or public operand to `shape` (static)."""
+    if v.shape == shape:
+        return v
+    if not shape.is_fully_defined():
+        raise ValueError(f"broadcasting to a partially known shape {shape} is not "
+                         "supported; give the tensors static shapes")
+    if is_private(v):
+        from tf_privpy.protocols import shares as sh
+        s = h.backend.map_shares(lambda t: sh.broadcast_to(t, shape.as_list(),
+                                                           h.config.limbs), shares(v))
+        return wrap(h, s, v.dtype)
+    return tf.broadcast_to(v, shape)
+
+
+def recip_frac_bits(h: _runtime.Handle, c: tf.Tensor) -> Optional[int]:
+    """Extra-precision encoding for multiplying by 1/c, when it is safe.
+
+    In the 128-bit ring, |x| < 2^23 and |1/c| <= 1 leave room for 20 more
+    fractional bits in the public factor (|x|·2^f·2^(f+20) < 2^83, so local
+    truncation still fails with probability < 2^-44), which makes x / c as
+    exact as the encoding of x instead of losing |x|·2^-21.
+    """
+    if h.config.ring_bits != 128:
+        return None
+    cv = tf.get_static_value(c)
+    if cv is None:
+        return None
+    import numpy as np
+    if np.size(cv) and np.min(np.abs(cv)) >= 1:
+        return h.config.frac_bits + 20
+    return None
+
+
+def normalize_axes(axes: Sequence[int], rank: int) -> list:
+    out = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ValueError(f"axis {a} is out of range for rank {rank}")
+        out.append(a % rank)
+    return out

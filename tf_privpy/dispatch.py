@@ -1,0 +1,91 @@
+"""TensorFlow API dispatch: tf.matmul, tf.add, ... accept PrivateTensors.
+
+Registered once on import with tf.experimental.dispatch_for_api; a call
+with any PrivateTensor argument in a dispatched position runs the private
+implementation, every other call is TensorFlow's own.
+"""
+from __future__ import annotations
+
+import typing
+
+import tensorflow as tf
+
+from tf_privpy import array_ops, math_ops
+from tf_privpy.private_tensor import PrivateTensor
+
+P = PrivateTensor
+_registered = False
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    d = tf.experimental.dispatch_for_api
+
+    @d(tf.math.add, {"x": P}, {"y": P})
+    def _add(x, y, name=None):
+        return math_ops.add(x, y, name=name)
+
+    @d(tf.math.subtract, {"x": P}, {"y": P})
+    def _sub(x, y, name=None):
+        return math_ops.subtract(x, y, name=name)
+
+    @d(tf.math.multiply, {"x": P}, {"y": P})
+    def _mul(x, y, name=None):
+        return math_ops.multiply(x, y, name=name)
+
+    @d(tf.math.negative, {"x": P})
+    def _neg(x, name=None):
+        return math_ops.negative(x, name=name)
+
+    @d(tf.linalg.matmul, {"a": P}, {"b": P})
+    def _matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
+                a_is_sparse=False, b_is_sparse=False, output_type=None, name=None):
+        return math_ops.matmul(a, b, transpose_a=transpose_a or adjoint_a,
+                               transpose_b=transpose_b or adjoint_b, name=name)
+
+    @d(tf.tensordot, {"a": P}, {"b": P})
+    def _tensordot(a, b, axes, name=None):
+        return math_ops.tensordot(a, b, axes, name=name)
+
+    @d(tf.math.reduce_sum, {"input_tensor": P})
+    def _reduce_sum(input_tensor, axis=None, keepdims=False, name=None):
+        return math_ops.reduce_sum(input_tensor, axis, keepdims, name=name)
+
+    @d(tf.math.reduce_mean, {"input_tensor": P})
+    def _reduce_mean(input_tensor, axis=None, keepdims=False, name=None):
+        return math_ops.reduce_mean(input_tensor, axis, keepdims, name=name)
+
+    @d(tf.reshape, {"tensor": P})
+    def _reshape(tensor, shape, name=None):
+        return array_ops.reshape(tensor, shape, name=name)
+
+    @d(tf.transpose, {"a": P})
+    def _transpose(a, perm=None, conjugate=False, name="transpose"):
+        return array_ops.transpose(a, perm)
+
+    @d(tf.concat, {"values": typing.List[P]})
+    def _concat(values, axis, name="concat"):
+        return array_ops.concat(values, axis)
+
+    @d(tf.stack, {"values": typing.List[P]})
+    def _stack(values, axis=0, name="stack"):
+        return array_ops.stack(values, axis)
+
+    @d(tf.expand_dims, {"input": P})
+    def _expand_dims(input, axis, name=None):
+        return array_ops.expand_dims(input, axis)
+
+    @d(tf.squeeze, {"input": P})
+    def _squeeze(input, axis=None, name=None):
+        return array_ops.squeeze(input, axis)
+
+    @d(tf.tile, {"input": P})
+    def _tile(input, multiples, name=None):
+        return array_ops.tile(input, multiples)
+
+    @d(tf.pad, {"tensor": P})
+    def _pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
+        return array_ops.pad(tensor, paddings, mode, constant_values)

@@ -1,0 +1,116 @@
+"""Neural-network ops on PrivateTensors (tp.nn)."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tf_privpy import _common as C
+from tf_privpy import array_ops, math_ops
+from tf_privpy.private_tensor import PrivateTensor
+
+
+def _pair(v, what) -> Tuple[int, int]:
+    if isinstance(v, int):
+        return v, v
+    v = list(v)
+    if len(v) == 4:  # NHWC-style [1, h, w, 1]
+        if v[0] != 1 or v[3] != 1:
+            raise ValueError(f"{what} {v}: batch and channel entries must be 1")
+        v = v[1:3]
+    if len(v) != 2:
+        raise ValueError(f"{what} must be an int, or 2 or 4 values, got {v}")
+    return int(v[0]), int(v[1])
+
+
+def _explicit_padding(padding, in_hw, k_hw, s_hw):
+    """TF's SAME/VALID (or explicit [[0,0],[t,b],[l,r],[0,0]]) as (t, b, l, r)."""
+    if isinstance(padding, str):
+        if padding.upper() == "VALID":
+            return 0, 0, 0, 0
+        if padding.upper() != "SAME":
+            raise ValueError(f"padding must be 'SAME', 'VALID' or explicit, got {padding!r}")
+        pads = []
+        for n, k, s in zip(in_hw, k_hw, s_hw):
+            out = -(-n // s)
+            total = max((out - 1) * s + k - n, 0)
+            pads += [total // 2, total - total // 2]
+        return tuple(pads)
+    p = [list(x) for x in padding]
+    if len(p) != 4 or p[0] != [0, 0] or p[3] != [0, 0]:
+        raise ValueError("explicit padding must be [[0,0],[top,bottom],[left,right],[0,0]]")
+    return p[1][0], p[1][1], p[2][0], p[2][1]
+
+
+def conv2d(input, filters, strides=1, padding: Union[str, Sequence] = "VALID",
+           data_format: str = "NHWC", dilations=None, name: Optional[str] = None):
+    """2-D convolution (tf.nn.conv2d semantics, NHWC input, HWIO filters).
+
+    Private input and private filters run the four-server protocol once,
+    with the assistants convolving masked operands; a public operand makes it
+    local. Strides and SAME/VALID/explicit padding are supported.
+
+    Example:
+      >>> y = tp.nn.conv2d(tp.share(images), tp.share(kernel), strides=1, padding="SAME")
+    """
+    if not (C.is_private(input) or C.is_private(filters)):
+        return tf.nn.conv2d(input, filters, strides, padding, data_format, dilations, name)
+    if data_format != "NHWC":
+        raise ValueError("tp.nn.conv2d supports data_format='NHWC' only")
+    if dilations not in (None, 1, [1, 1], [1, 1, 1, 1], (1, 1), (1, 1, 1, 1)):
+        raise ValueError("tp.nn.conv2d supports dilations of 1 only")
+    h = C.handle_of(input, filters)
+    x = input if C.is_private(input) else C.public(input)
+    w = filters if C.is_private(filters) else C.public(filters)
+    xs, ws = C.static_shape(x), C.static_shape(w)
+    if xs.rank != 4 or ws.rank != 4 or not (xs[1:].is_fully_defined() and ws.is_fully_defined()):
+        raise ValueError(f"tp.nn.conv2d needs an NHWC input and HWIO filters of known shape, "
+                         f"got {xs} and {ws}")
+    if xs[3] != ws[2]:
+        raise ValueError(f"tp.nn.conv2d: input has {xs[3]} channels, filters expect {ws[2]}")
+    st = _pair(strides, "strides")
+    pads = _explicit_padding(padding, (xs[1], xs[2]), (ws[0], ws[1]), st)
+    dtype = C.result_dtype(x.dtype, w.dtype)
+    if C.is_private(x) and C.is_private(w):
+        s = h.backend.mul(C.shares(x), C.shares(w), "conv2d", st, pads)
+    elif C.is_private(x):
+        s = h.backend.mul_public(C.shares(x), w, "conv2d", strides=st, padding=pads,
+                                 name=name or "")
+    else:
+        s = h.backend.mul_public(C.shares(w), x, "conv2d", public_left=True, strides=st,
+                                 padding=pads, name=name or "")
+    return C.wrap(h, s, dtype)
+
+
+def avg_pool2d(input: PrivateTensor, ksize, strides, padding: str = "VALID",
+               data_format: str = "NHWC", name: Optional[str] = None) -> PrivateTensor:
+    """Average pooling (tf.nn.avg_pool2d semantics; SAME averages over the
+    in-bounds taps only, like TensorFlow). Local: window sums of shares times
+    a public 1/count."""
+    if not C.is_private(input):
+        return tf.nn.avg_pool2d(input, ksize, strides, padding, data_format, name)
+    if data_format != "NHWC":
+        raise ValueError("tp.nn.avg_pool2d supports data_format='NHWC' only")
+    xs = input.shape
+    if xs.rank != 4 or not xs[1:].is_fully_defined():
+        raise ValueError(f"tp.nn.avg_pool2d needs an NHWC input of known shape, got {xs}")
+    kh, kw = _pair(ksize, "ksize")
+    sh_, sw = _pair(strides, "strides")
+    t, b, l, r = _explicit_padding(padding, (xs[1], xs[2]), (kh, kw), (sh_, sw))
+    x = array_ops.pad(input, [[0, 0], [t, b], [l, r], [0, 0]]) if (t or b or l or r) else input
+    H, W = xs[1] + t + b, xs[2] + l + r
+    oh, ow = (H - kh) // sh_ + 1, (W - kw) // sw + 1
+    total = None
+    for i in range(kh):
+        for j in range(kw):
+            win = x[:, i:i + (oh - 1) * sh_ + 1:sh_, j:j + (ow - 1) * sw + 1:sw, :]
+            total = win if total is None else math_ops.add(total, win)
+    # Number of in-bounds taps per output position (public).
+    mask = np.zeros((H, W))
+    mask[t:t + xs[1], l:l + xs[2]] = 1
+    counts = np.zeros((oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            counts += mask[i:i + (oh - 1) * sh_ + 1:sh_, j:j + (ow - 1) * sw + 1:sw]
+    return math_ops.divide(total, tf.constant(counts[None, :, :, None], tf.float64))

@@ -50,8 +50,12 @@ class BuildOps(build_ext):
             "compile_flags": tf.sysconfig.get_compile_flags(),
             "library": LIB_NAME,
         }
-        for ext in self.extensions:
-            out_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
+        out_dirs = {os.path.dirname(self.get_ext_fullpath(e.name)) for e in self.extensions}
+        # With --inplace, setuptools builds into build/ and copies the .so into
+        # the source tree afterwards; the loader reads the info beside it.
+        out_dirs.add(os.path.join(HERE, "tf_privpy"))
+        for out_dir in out_dirs:
+            os.makedirs(out_dir, exist_ok=True)
             with open(os.path.join(out_dir, "_build_info.json"), "w") as f:
                 json.dump(info, f, indent=1)
 

@@ -80,7 +80,7 @@ class MulMaskOp : public OpKernel {
     OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "x", &xs));
     OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "y", &ys));
     uint8_t key[16];
-    uint64_t nonce;
+    uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key12", key));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce12", &nonce));
     const int64_t nx = xs.num_elements(), ny = ys.num_elements();
@@ -119,7 +119,7 @@ class MulAssistOp : public OpKernel {
     OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "left", &ls));
     OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "right", &rs));
     uint8_t key[16];
-    uint64_t nonce;
+    uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key", key));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce", &nonce));
     std::vector<int64_t> os;
@@ -171,7 +171,7 @@ class MulFinishOp : public OpKernel {
     OP_REQUIRES(ctx, ms == xs,
                 errors::InvalidArgument("x_masked must have x's shape"));
     uint8_t key12[16], key_t[16];
-    uint64_t nonce12, nonce_t;
+    uint64_t nonce12 = 0, nonce_t = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(4), "key12", key12));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(5), "nonce12", &nonce12));
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(6), "key_t", key_t));

@@ -43,7 +43,7 @@ class PrgRingOp : public OpKernel {
   }
   void Compute(OpKernelContext* ctx) override {
     uint8_t key[16];
-    uint64_t nonce;
+    uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", key));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
     TensorShape shape;

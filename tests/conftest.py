@@ -1,0 +1,45 @@
+"""Shared fixtures. tp.init() runs at import, before any test module touches
+TensorFlow, because logical devices must be configured before TF initializes
+its devices; fixtures then re-init with the config each test needs."""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import tf_privpy as tp  # noqa: E402
+
+tp.init()
+
+RINGS = [128, 64]
+
+
+@pytest.fixture(params=RINGS, ids=lambda b: f"ring{b}")
+def ring(request):
+    """A fresh privpy runtime in each ring."""
+    tp.reset()
+    tp.init(tp.Config(ring_bits=request.param))
+    yield request.param
+    tp.reset()
+    tp.init()
+
+
+@pytest.fixture(params=["eager", "tf_function"])
+def mode(request):
+    """Runs a test body eagerly and inside tf.function."""
+    return request.param
+
+
+def run(mode, fn, *args):
+    """fn(*args) eagerly or as a tf.function; tf.function results are
+    returned as the same (tensor / PrivateTensor) values."""
+    if mode == "eager":
+        return fn(*args)
+    return tf.function(fn)(*args)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)

@@ -1,0 +1,245 @@
+"""Each kernel against a plain reference (python ints, numpy, or an
+independent AES implementation)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from tf_privpy.protocols import kernels as K
+
+RINGS = [64, 128]
+
+
+def to_storage(vals, bits, shape):
+    """python ints (mod 2^bits) -> int64 share tensor."""
+    vals = [v % (1 << bits) for v in vals]
+    if bits == 64:
+        arr = np.array([v - (1 << 64) if v >= 1 << 63 else v for v in vals], np.int64)
+        return tf.constant(arr.reshape(shape))
+    lo = [v & ((1 << 64) - 1) for v in vals]
+    hi = [v >> 64 for v in vals]
+    to_i = lambda u: u - (1 << 64) if u >= 1 << 63 else u  # noqa: E731
+    arr = np.array([[to_i(a), to_i(b)] for a, b in zip(lo, hi)], np.int64)
+    return tf.constant(arr.reshape(list(shape) + [2]))
+
+
+def from_storage(t, bits):
+    a = t.numpy()
+    if bits == 64:
+        return [int(v) % (1 << 64) for v in a.reshape(-1)]
+    a = a.reshape(-1, 2)
+    return [(int(lo) % (1 << 64)) | ((int(hi) % (1 << 64)) << 64) for lo, hi in a]
+
+
+def rand_ring(rng, n, bits):
+    return [int.from_bytes(rng.bytes(bits // 8), "little") for _ in range(n)]
+
+
+def signed(v, bits):
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_add_sub_neg(bits):
+    rng = np.random.default_rng(0)
+    a, b = rand_ring(rng, 50, bits), rand_ring(rng, 50, bits)
+    ta, tb = to_storage(a, bits, [5, 10]), to_storage(b, bits, [5, 10])
+    m = 1 << bits
+    assert from_storage(K.ring_add(ta, tb, bits), bits) == [(x + y) % m for x, y in zip(a, b)]
+    assert from_storage(K.ring_sub(ta, tb, bits), bits) == [(x - y) % m for x, y in zip(a, b)]
+    assert from_storage(K.ring_neg(ta, bits), bits) == [(-x) % m for x in a]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("party", [0, 1])
+def test_truncate(bits, party):
+    rng = np.random.default_rng(1)
+    a = rand_ring(rng, 64, bits) + [0, 1, (1 << bits) - 1, 1 << (bits - 1)]
+    out = from_storage(K.ring_truncate(to_storage(a, bits, [len(a)]), bits, party, 20), bits)
+    m = 1 << bits
+    for v, o in zip(a, out):
+        # party 0: arithmetic shift; party 1: -((-v) >> f)
+        want = signed(v, bits) >> 20 if party == 0 else -(signed((-v) % m, bits) >> 20)
+        assert o == want % m
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_reduce_sum(bits):
+    rng = np.random.default_rng(2)
+    a = rand_ring(rng, 3 * 7, bits)
+    out = from_storage(K.ring_reduce_sum(to_storage(a, bits, [3, 7]), bits), bits)
+    assert out == [sum(a[i * 7:(i + 1) * 7]) % (1 << bits) for i in range(3)]
+
+
+def ref_matmul(a, b, m, k, n, bits):
+    return [sum(a[i * k + t] * b[t * n + j] for t in range(k)) % (1 << bits)
+            for i in range(m) for j in range(n)]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("mkn", [(1, 1, 1), (3, 5, 2), (17, 33, 9), (0, 4, 3), (4, 0, 3)])
+def test_bilinear_matmul(bits, mkn):
+    m, k, n = mkn
+    rng = np.random.default_rng(3)
+    a, b = rand_ring(rng, m * k, bits), rand_ring(rng, k * n, bits)
+    out = K.ring_bilinear(to_storage(a, bits, [m, k]), to_storage(b, bits, [k, n]), bits,
+                          "matmul")
+    assert from_storage(out, bits) == ref_matmul(a, b, m, k, n, bits)
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_bilinear_mul_and_batched_matmul(bits):
+    rng = np.random.default_rng(4)
+    a, b = rand_ring(rng, 24, bits), rand_ring(rng, 24, bits)
+    out = K.ring_bilinear(to_storage(a, bits, [4, 6]), to_storage(b, bits, [4, 6]), bits, "mul")
+    assert from_storage(out, bits) == [(x * y) % (1 << bits) for x, y in zip(a, b)]
+    out = K.ring_bilinear(to_storage(a, bits, [2, 3, 4]), to_storage(b, bits, [2, 4, 3]), bits,
+                          "matmul")
+    want = ref_matmul(a[:12], b[:12], 3, 4, 3, bits) + ref_matmul(a[12:], b[12:], 3, 4, 3, bits)
+    assert from_storage(out, bits) == want
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_bilinear_conv2d(bits):
+    rng = np.random.default_rng(5)
+    # Small exact integers: compare with TF's float conv (exact below 2^53).
+    x = rng.integers(-50, 50, (2, 5, 6, 3))
+    w = rng.integers(-50, 50, (3, 2, 3, 4))
+    for strides, pad, tfpad in [((1, 1), (0, 0, 0, 0), "VALID"),
+                                ((2, 1), (1, 1, 0, 1), [[0, 0], [1, 1], [0, 1], [0, 0]])]:
+        want = tf.nn.conv2d(x.astype(np.float64), w.astype(np.float64), strides, tfpad).numpy()
+        out = K.ring_bilinear(to_storage(x.reshape(-1).tolist(), bits, x.shape),
+                              to_storage(w.reshape(-1).tolist(), bits, w.shape), bits, "conv2d",
+                              strides, pad)
+        got = [signed(v, bits) for v in from_storage(out, bits)]
+        assert got == want.reshape(-1).astype(np.int64).tolist()
+    # big ring values: conv == matmul of im2col patches, against python ints
+    xs = rand_ring(rng, 1 * 3 * 3 * 2, bits)
+    ws = rand_ring(rng, 2 * 2 * 2 * 1, bits)
+    out = from_storage(K.ring_bilinear(to_storage(xs, bits, [1, 3, 3, 2]),
+                                       to_storage(ws, bits, [2, 2, 2, 1]), bits, "conv2d"), bits)
+    want = []
+    for oh in range(2):
+        for ow in range(2):
+            acc = 0
+            for kh in range(2):
+                for kw in range(2):
+                    for c in range(2):
+                        acc += xs[((oh + kh) * 3 + ow + kw) * 2 + c] * ws[(kh * 2 + kw) * 2 + c]
+            want.append(acc % (1 << bits))
+    assert out == want
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_bilinear_truncates_per_party(bits):
+    a = to_storage([3 << 20, (-5 << 20)], bits, [2])
+    b = to_storage([2 << 20, 7 << 20], bits, [2])
+    out = K.ring_bilinear(a, b, bits, "mul", truncate_party=0, frac_bits=20)
+    assert [signed(v, bits) for v in from_storage(out, bits)] == [6 << 20, -35 << 20]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_encode_decode(bits):
+    x = tf.constant([0.0, 1.5, -2.25, 1e-6, -1000.125], tf.float64)
+    enc = K.ring_encode(x, bits, 16, 32768.0)
+    assert [signed(v, bits) for v in from_storage(enc, bits)] == \
+        [round(v * 2 ** 16) for v in x.numpy()]
+    np.testing.assert_array_equal(K.ring_decode(enc, bits, 16).numpy(),
+                                  np.round(x.numpy() * 2 ** 16) / 2 ** 16)
+    ints = K.ring_encode(tf.constant([-3, 4], tf.int32), bits, 16, 32768.0)
+    assert [signed(v, bits) for v in from_storage(ints, bits)] == [-3 << 16, 4 << 16]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 40000.0, -32768.0])
+def test_encode_rejects(bad):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="'feat'.*32768"):
+        K.ring_encode(tf.constant([1.0, bad]), 64, 16, 32768.0, tensor_name="feat")
+
+
+def aes_ctr_ref(key: bytes, nonce: int, nbytes: int, offset: int = 0) -> bytes:
+    iv = nonce.to_bytes(8, "big") + (0).to_bytes(8, "big")
+    enc = Cipher(algorithms.AES(key), modes.CTR(iv)).encryptor()
+    return enc.update(b"\0" * (offset + nbytes))[offset:]
+
+
+def key_bytes(k):
+    return k.numpy().astype("<i8").tobytes()
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("n,offset", [(1, 0), (3, 1), (1000, 0), (70001, 5), (5, 70001)])
+def test_prg_matches_aes_ctr(bits, n, offset):
+    key = K.random_key()
+    out = K.prg_ring(key, tf.constant(77, tf.int64), [n], bits, offset=offset)
+    want = aes_ctr_ref(key_bytes(key), 77, n * bits // 8, offset * bits // 8)
+    assert out.numpy().astype("<i8").tobytes() == want
+
+
+def test_random_key_is_fresh():
+    keys = {key_bytes(K.random_key()) for _ in range(50)}
+    assert len(keys) == 50
+
+
+def test_prg_portable_path_matches():
+    """OpenSSL's portable AES (AES-NI masked off) gives the same stream."""
+    code = ("import tensorflow as tf, sys\n"
+            "from tf_privpy.protocols import kernels as K\n"
+            "k = tf.constant([123456789, -987654321], tf.int64)\n"
+            "sys.stdout.write(K.prg_ring(k, tf.constant(5, tf.int64), [4099], 128).numpy()"
+            ".tobytes().hex())\n")
+    outs = []
+    for cap in (None, "~0x200000200000000"):  # bit 57 (AES-NI) and 41 (AVX) off
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        if cap:
+            env["OPENSSL_ia32cap"] = cap
+        outs.append(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                   capture_output=True, text=True).stdout)
+    assert outs[0] == outs[1] and len(outs[0]) == 4099 * 32
+    want = aes_ctr_ref(np.array([123456789, -987654321], "<i8").tobytes(), 5, 4099 * 16)
+    assert bytes.fromhex(outs[0]) == want
+
+
+@pytest.mark.parametrize("bits", RINGS)
+def test_share_split(bits):
+    rng = np.random.default_rng(6)
+    a = rand_ring(rng, 100, bits)
+    t = to_storage(a, bits, [100])
+    s0, s1 = K.share_split(t, bits)
+    s0b, _ = K.share_split(t, bits)
+    assert [(x + y) % (1 << bits) for x, y in zip(from_storage(s0, bits), from_storage(s1, bits))] == a
+    assert from_storage(s0, bits) != from_storage(s0b, bits)  # fresh seed per call
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("kind", ["mul", "matmul"])
+def test_mul_protocol_kernels(bits, kind):
+    """MulMask/MulAssist/MulFinish composed by hand give trunc(x*y)."""
+    rng = np.random.default_rng(7)
+    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else ([4, 3], [3, 2])
+    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
+    xv = [int(v) << 20 for v in rng.integers(-100, 100, nx)]
+    yv = [int(v) << 20 for v in rng.integers(-100, 100, ny)]
+    x0, y0 = rand_ring(rng, nx, bits), rand_ring(rng, ny, bits)
+    x1 = [(v - s) for v, s in zip(xv, x0)]
+    y1 = [(v - s) for v, s in zip(yv, y0)]
+    X0, X1 = to_storage(x0, bits, shp_x), to_storage(x1, bits, shp_x)
+    Y0, Y1 = to_storage(y0, bits, shp_y), to_storage(y1, bits, shp_y)
+    k12, k1, k2 = K.random_key(), K.random_key(), K.random_key()
+    n = tf.constant(9, tf.int64)
+    a0, b0 = K.mul_mask(X0, Y0, k12, n, bits, 0)
+    a1, b1 = K.mul_mask(X1, Y1, k12, n, bits, 1)
+    m_to_s2 = K.mul_assist(a0, b1, k1, n, bits, kind)  # T1
+    m_to_s1 = K.mul_assist(a1, b0, k2, n, bits, kind)  # T2
+    z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, 20, kind)
+    z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, 20, kind)
+    z = [signed((u + v) % (1 << bits), bits) for u, v in
+         zip(from_storage(z0, bits), from_storage(z1, bits))]
+    xs = np.array([v >> 20 for v in xv]).reshape(shp_x)
+    ys = np.array([v >> 20 for v in yv]).reshape(shp_y)
+    want = (xs * ys if kind == "mul" else xs @ ys).reshape(-1)
+    # exact integers: the only error is the truncation's 1 ulp
+    assert all(abs(g - (int(w) << 20)) <= 1 for g, w in zip(z, want))

@@ -138,6 +138,12 @@ def random_key() -> tf.Tensor:
     return _ops().tf_privpy_random_key()
 
 
+def stream_next(key_var: tf.Variable, counter_var: tf.Variable):
+    """(key, nonce): reads a pair key and takes its stream's next nonce, in
+    one stateful kernel on the variables' device."""
+    return _ops().tf_privpy_stream_next(key=key_var.handle, counter=counter_var.handle)
+
+
 def prg_ring(key, nonce, shape, ring_bits: int, offset: int = 0):
     return _ops().tf_privpy_prg_ring(key=key, nonce=nonce,
                                      shape=tf.cast(shape, tf.int64),

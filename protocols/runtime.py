@@ -101,18 +101,23 @@ class Runtime:
         Both parties of a pair advance their own counter once per protocol
         call, so they agree without a message.
         """
-        v = self._counters[self._pair(a, b)][at]
-        with tf.device(self.devices[at]):
-            return tf.identity(v.assign_add(1, read_value=True)) - 1
+        return self.key_material(a, b, at)[1]
 
     def key_material(self, a: str, b: str, at: str) -> Tuple[tf.Tensor, tf.Tensor]:
-        return self.key(a, b, at), self.nonce(a, b, at)
+        """(key, fresh nonce) of the a-b stream on party `at`, in one op."""
+        pair = self._pair(a, b)
+        with tf.device(self.devices[at]):
+            return kernels.stream_next(self._keys[pair][at], self._counters[pair][at])
 
     # ------------------------------------------------------------ traffic
     def send(self, x: tf.Tensor, src: str, dst: str) -> tf.Tensor:
-        """Moves x from party src to party dst; the only place traffic happens."""
-        with tf.device(self.devices[dst]):
-            y = tf.identity(x)
+        """Moves x from party src to party dst; the only place traffic happens.
+
+        The copy itself is TensorFlow's: the receiver's kernel runs under its
+        device scope and TF inserts the Send/Recv pair (in memory when
+        embedded, over gRPC between tasks), so no extra op is built here.
+        """
+        y = x
         n = x.shape.num_elements()
         with self._lock:
             st = self.stats.setdefault((src, dst), LinkStats())

@@ -6,6 +6,7 @@ truncation; sums and differences are always local.
 """
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -55,7 +56,13 @@ def _encode_checked(h, t: tf.Tensor, label: str) -> tf.Tensor:
     except tf.errors.InvalidArgumentError as e:
         # Eager: a ValueError, as for any bad argument (in a graph the kernel's
         # InvalidArgumentError, which carries the same message, is raised at run).
-        raise ValueError(e.message) from None
+        raise ValueError(_clean_tf_message(e.message)) from None
+
+
+def _clean_tf_message(msg: str) -> str:
+    """Drops TF's '{{function_node ...}}' prefix and '[Op:...]' suffix."""
+    msg = re.sub(r"^\{\{[^}]*\}\}\s*", "", msg)
+    return re.sub(r"\s*\[Op:[^\]]*\].*$", "", msg, flags=re.S)
 
 
 def reveal(p: PrivateTensor) -> tf.Tensor:

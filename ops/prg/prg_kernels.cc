@@ -1,10 +1,13 @@
 // Kernels of the prg family (registrations in prg_ops.cc).
+#include <limits>
 #include <string>
 
 #include "ops/common/ring_types.h"
 #include "ops/common/tf_util.h"
 #include "ops/prg/aes_ctr.h"
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/tensor_util.h"
 
 namespace tf_privpy {
@@ -30,6 +33,41 @@ class RandomKeyOp : public OpKernel {
                 OsRandomBytes(reinterpret_cast<uint8_t*>(RingData<uint64_t>(out)),
                               16, &error),
                 errors::Unavailable(error));
+  }
+};
+
+class StreamNextOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    using ::tensorflow::Var;
+    ::tensorflow::core::RefCountPtr<Var> key, counter;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &key));
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 1), &counter));
+    Tensor* key_out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &key_out));
+    {
+      ::tensorflow::tf_shared_lock l(*key->mu());
+      const Tensor& k = *key->tensor();
+      OP_REQUIRES(ctx, k.dtype() == ::tensorflow::DT_INT64 && k.NumElements() == 2,
+                  errors::InvalidArgument("key variable must hold int64[2]"));
+      key_out->flat<int64_t>()(0) = k.flat<int64_t>()(0);
+      key_out->flat<int64_t>()(1) = k.flat<int64_t>()(1);
+    }
+    Tensor* nonce_out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &nonce_out));
+    ::tensorflow::mutex_lock l(*counter->mu());
+    Tensor* c = counter->tensor();
+    OP_REQUIRES(ctx, c->dtype() == ::tensorflow::DT_INT64 && c->NumElements() == 1,
+                errors::InvalidArgument("counter variable must hold an int64 scalar"));
+    const int64_t n = c->scalar<int64_t>()();
+    OP_REQUIRES(ctx, n >= 0 && n < std::numeric_limits<int64_t>::max(),
+                errors::ResourceExhausted("PRG stream nonces exhausted"));
+    // Replace rather than update in place: a reader may alias the old buffer.
+    Tensor next(::tensorflow::DT_INT64, TensorShape({}));
+    next.scalar<int64_t>()() = n + 1;
+    *c = next;
+    nonce_out->scalar<int64_t>()() = n;
   }
 };
 
@@ -111,6 +149,8 @@ class ShareSplitOp : public OpKernel {
 
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RandomKey").Device(DEVICE_CPU),
                         RandomKeyOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>StreamNext").Device(DEVICE_CPU),
+                        StreamNextOp);
 REGISTER_KERNEL_BUILDER(
     Name("TfPrivpy>PrgRing").Device(DEVICE_CPU).HostMemory("shape"),
     PrgRingOp);

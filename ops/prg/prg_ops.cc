@@ -17,6 +17,22 @@ REGISTER_OP("TfPrivpy>RandomKey")
     })
     .Doc("A fresh 128-bit key from the OS CSPRNG (getrandom), as int64[2].");
 
+REGISTER_OP("TfPrivpy>StreamNext")
+    .Input("key: resource")
+    .Input("counter: resource")
+    .Output("key_value: int64")
+    .Output("nonce: int64")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Vector(2));
+      c->set_output(1, c->Scalar());
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Reads a pair key variable and takes the next nonce of its stream: "
+         "returns the counter's value and advances it by one, atomically. "
+         "The counter lives in TF state, so every run of a traced function "
+         "gets a fresh nonce (DESIGN §4).");
+
 REGISTER_OP("TfPrivpy>PrgRing")
     .Input("key: int64")
     .Input("nonce: int64")

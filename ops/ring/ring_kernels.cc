@@ -84,10 +84,9 @@ class RingEncodeOp : public OpKernel {
                                                        std::to_string(v));
       ctx->CtxFailure(errors::InvalidArgument(
           "tf_privpy: cannot share tensor '",
-          name_.empty() ? std::string("<unnamed>") : name_, "': it holds ",
-          what, " at flat index ", bad,
-          ", outside the fixed-point range |x| < ", bound_, " (ring 2^",
-          bits_, ", ", frac_,
+          name_.empty() ? std::string("<unnamed>") : name_, "': flat index ", bad,
+          " holds ", what, "; values must be finite with |x| < ", bound_,
+          " (the fixed-point range of the 2^", bits_, " ring with ", frac_,
           " fractional bits). Clean or rescale the data, or raise the bound "
           "with tp.init(tp.Config(bound=...)) at the cost of precision."));
     }

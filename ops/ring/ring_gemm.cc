@@ -1,0 +1,99 @@
+// RingGemm: runtime dispatch between the AVX-512 IFMA kernels
+// (ring_gemm_avx512.cc) and a portable register-blocked C++ kernel.
+#include "ops/ring/ring_gemm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/ring/ring_gemm_internal.h"
+
+namespace tf_privpy {
+namespace ring_gemm_internal {
+namespace {
+
+// Portable policy: packed panels hold plain T values; the compiler keeps the
+// MR x NR accumulator tile in registers and wraps modulo 2^bits for free.
+template <typename TT, int MR, int NR>
+struct PortablePolicy {
+  using T = TT;
+  static constexpr int kMR = MR, kNR = NR;
+  static constexpr int64_t kKC = 256, kMC = 128, kNC = 256;
+  static constexpr int kAPanelK = MR * sizeof(T) / 8;
+  static constexpr int kBPanelK = NR * sizeof(T) / 8;
+  static constexpr double kCyclesPerMac = sizeof(T) == 8 ? 1.0 : 4.0;
+
+  static void PackA(const T* A, int64_t lda, int64_t m, int64_t kc,
+                    uint64_t* dst) {
+    T* d = reinterpret_cast<T*>(dst);
+    for (int64_t i0 = 0; i0 < m; i0 += MR) {
+      for (int64_t k = 0; k < kc; ++k) {
+        for (int r = 0; r < MR; ++r) {
+          *d++ = i0 + r < m ? A[(i0 + r) * lda + k] : T(0);
+        }
+      }
+    }
+  }
+
+  static void PackB(const T* B, int64_t ldb, int64_t kc, int64_t n,
+                    uint64_t* dst) {
+    T* d = reinterpret_cast<T*>(dst);
+    for (int64_t j0 = 0; j0 < n; j0 += NR) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* b = B + k * ldb + j0;
+        for (int c = 0; c < NR; ++c) *d++ = j0 + c < n ? b[c] : T(0);
+      }
+    }
+  }
+
+  static void Micro(int64_t kc, const uint64_t* ap, const uint64_t* bp, T* C,
+                    int64_t ldc, int m, int n, GemmMode mode) {
+    const T* a = reinterpret_cast<const T*>(ap);
+    const T* b = reinterpret_cast<const T*>(bp);
+    T acc[MR][NR] = {};
+    for (int64_t k = 0; k < kc; ++k) {
+      for (int r = 0; r < MR; ++r) {
+        const T ar = a[k * MR + r];
+        for (int c = 0; c < NR; ++c) acc[r][c] += ar * b[k * NR + c];
+      }
+    }
+    for (int r = 0; r < m; ++r) {
+      for (int c = 0; c < n; ++c) ApplyMode(C + r * ldc + c, acc[r][c], mode);
+    }
+  }
+};
+
+bool Avx512Disabled() {
+  const char* v = std::getenv("TF_PRIVPY_DISABLE_AVX512");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace
+}  // namespace ring_gemm_internal
+
+template <typename T>
+void RingGemm(const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
+              int64_t ldc, int64_t M, int64_t K, int64_t N, GemmMode mode,
+              const ParallelFor& parallel_for) {
+  namespace in = ring_gemm_internal;
+  // getenv per call (not cached) so tests can toggle the path; it is
+  // negligible next to the GEMM itself.
+  if (in::CpuHasAvx512Ifma() && !in::Avx512Disabled()) {
+    in::GemmAvx512(A, lda, B, ldb, C, ldc, M, K, N, mode, parallel_for);
+    return;
+  }
+  using Policy = typename std::conditional<
+      sizeof(T) == 8, in::PortablePolicy<T, 4, 4>,
+      in::PortablePolicy<T, 2, 4>>::type;
+  in::GemmDriver<Policy>(A, lda, B, ldb, C, ldc, M, K, N, mode, parallel_for);
+}
+
+template void RingGemm<uint64_t>(const uint64_t*, int64_t, const uint64_t*,
+                                 int64_t, uint64_t*, int64_t, int64_t, int64_t,
+                                 int64_t, GemmMode, const ParallelFor&);
+template void RingGemm<uint128_t>(const uint128_t*, int64_t, const uint128_t*,
+                                  int64_t, uint128_t*, int64_t, int64_t,
+                                  int64_t, int64_t, GemmMode,
+                                  const ParallelFor&);
+
+}  // namespace tf_privpy

@@ -262,3 +262,45 @@ def test_scalar_and_empty(ring, mode):
     close(s.reveal(), -7.5, mul_tol(3.0, 2.5, frac()))
     e = run(mode, lambda a, b: a * b, share64(np.zeros((0, 3))), share64(np.zeros((0, 3))))
     assert e.reveal().shape == (0, 3)
+
+
+def test_tf_api_dispatch(ring, mode, rng):
+    """TensorFlow's own functions accept PrivateTensors (and mixed operands)."""
+    x = rng.normal(0, 5, (3, 4))
+    c = tf.constant(rng.normal(0, 5, (3, 4)))
+    f = frac()
+    p = share64(x)
+    cases = [
+        (lambda a: tf.add(a, c), x + c.numpy(), linear_tol(f)),
+        (lambda a: tf.add(c, a), x + c.numpy(), linear_tol(f)),
+        (lambda a: c + a, x + c.numpy(), linear_tol(f)),
+        (lambda a: tf.subtract(c, a), c.numpy() - x, linear_tol(f)),
+        (lambda a: tf.multiply(a, a), x * x, mul_tol(x, x, f)),
+        (lambda a: tf.multiply(c, a), x * c.numpy(), public_mul_tol(x, c.numpy(), f)),
+        (lambda a: tf.negative(a), -x, encode_tol(f)),
+        (lambda a: tf.reduce_mean(a, axis=1), x.mean(1),
+         4 * encode_tol(f) + np.abs(x).max() * ulp(f) + 2 * ulp(f)),
+        (lambda a: tf.expand_dims(a, 0), x[None], encode_tol(f)),
+        (lambda a: tf.tile(a, [2, 1]), np.tile(x, [2, 1]), encode_tol(f)),
+        (lambda a: tf.pad(a, [[1, 0], [0, 0]]), np.pad(x, [[1, 0], [0, 0]]), encode_tol(f)),
+        (lambda a: tf.tensordot(a, a, [[1], [1]]), x @ x.T, matmul_tol(x, x.T, f)),
+    ]
+    for fn, want, tol in cases:
+        close(run(mode, fn, p).reveal(), want, tol)
+    assert isinstance(tf.matmul(p, tf.transpose(p)), tp.PrivateTensor)
+
+
+def test_private_tensor_as_tf_function_signature(ring):
+    """A PrivateTensor TypeSpec works in input_signature; one trace serves
+    every call."""
+    spec = tp.share(np.zeros((2, 2))).__class__.Spec
+    p = tp.share(np.eye(2))
+
+    @tf.function(input_signature=[tf.nest.map_structure(lambda t: t, p._type_spec)])
+    def sq(a):
+        return a @ a
+
+    for k in (1.0, 2.0):
+        close(sq(tp.share(np.eye(2) * k)).reveal(), np.eye(2) * k * k, 3 * ulp(frac()))
+    assert sq.experimental_get_tracing_count() == 1
+    assert spec is not None

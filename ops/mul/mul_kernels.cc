@@ -9,6 +9,8 @@
 //   T2 gets a' = x1 + rx_1, b' = y0 + ry_0 and returns a'b' - u1 to S1;
 //   S_p: z_p = (x_p - rx_q) y_p - (x_p + rx_p) ry_q + u_p + msg_p,
 // and z_0 + z_1 = xy for any bilinear product.
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +65,47 @@ tensorflow::Status ReadParty(OpKernelConstruction* ctx, int* party) {
   return ::tensorflow::OkStatus();
 }
 
+// One PRG stream slice: elements [offset, offset + n) of (key, nonce).
+struct Stream {
+  const uint8_t* key;
+  uint64_t nonce;
+  int64_t offset;
+};
+
+// Elementwise kernels are bound by AES and memory traffic, so they generate
+// their masks chunk by chunk into cache-resident scratch and consume them in
+// the same pass: fn(begin, end, masks) sees masks[i][0, end - begin) =
+// elements [offset_i + begin, offset_i + end) of stream i.
+template <typename T, int kStreams, typename Fn>
+tensorflow::Status ForChunksWithMasks(int64_t n, const Stream (&streams)[kStreams],
+                                      const ParallelFor& pf, const Fn& fn) {
+  constexpr int64_t kChunk = 2048;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::atomic<bool> failed{false};
+  pf(chunks, kChunk * 30, [&](int64_t cb, int64_t ce) {
+    std::unique_ptr<T[]> scratch(new T[kChunk * kStreams]);
+    const T* masks[kStreams];
+    std::string error;
+    for (int64_t c = cb; c < ce && !failed; ++c) {
+      const int64_t b = c * kChunk, e = std::min(n, b + kChunk);
+      for (int i = 0; i < kStreams; ++i) {
+        T* buf = scratch.get() + i * kChunk;
+        if (!PrgFill(streams[i].key, streams[i].nonce,
+                     static_cast<uint64_t>(streams[i].offset + b) * sizeof(T),
+                     reinterpret_cast<uint8_t*>(buf), (e - b) * sizeof(T), SerialFor,
+                     &error)) {
+          failed = true;
+          return;
+        }
+        masks[i] = buf;
+      }
+      fn(b, e, masks);
+    }
+  });
+  if (failed) return errors::Internal("AES-CTR keystream generation failed");
+  return ::tensorflow::OkStatus();
+}
+
 class MulMaskOp : public OpKernel {
  public:
   explicit MulMaskOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
@@ -91,12 +134,13 @@ class MulMaskOp : public OpKernel {
       Tensor* out;
       OP_REQUIRES_OK(ctx, ctx->allocate_output(i, ctx->input(i).shape(), &out));
       T* o = RingData<T>(out);
-      const int64_t n = i == 0 ? nx : ny;
-      OP_REQUIRES_OK(ctx, FillMask<T>(key, nonce, i == 0 ? rx : ry, o, n, pf));
       const T* v = RingData<T>(ctx->input(i));
-      pf(n, 2, [&](int64_t b, int64_t e) {
-        for (int64_t j = b; j < e; ++j) o[j] += v[j];
-      });
+      const Stream streams[1] = {{key, nonce, i == 0 ? rx : ry}};
+      OP_REQUIRES_OK(ctx, (ForChunksWithMasks<T, 1>(
+                              i == 0 ? nx : ny, streams, pf,
+                              [&](int64_t b, int64_t e, const T* const* m) {
+                                for (int64_t j = b; j < e; ++j) o[j] = v[j] + m[0][j - b];
+                              })));
     }
   }
   int bits_, party_;
@@ -133,10 +177,20 @@ class MulAssistOp : public OpKernel {
                                              &out));
     const ParallelFor pf = TfParallelFor(ctx);
     T* o = RingData<T>(out);
+    const int64_t nz = out_shape.num_elements();
+    if (spec_.kind == BilinearKind::kMul) {  // one fused pass
+      const T* l = RingData<T>(ctx->input(0));
+      const T* r = RingData<T>(ctx->input(1));
+      const Stream streams[1] = {{key, nonce, 0}};
+      OP_REQUIRES_OK(ctx, (ForChunksWithMasks<T, 1>(
+                              nz, streams, pf, [&](int64_t b, int64_t e, const T* const* m) {
+                                for (int64_t j = b; j < e; ++j) o[j] = l[j] * r[j] - m[0][j - b];
+                              })));
+      return;
+    }
     // o = -u, then o += left (*) right.
-    OP_REQUIRES_OK(ctx, FillMask<T>(key, nonce, 0, o, out_shape.num_elements(),
-                                    pf));
-    pf(out_shape.num_elements(), 2, [&](int64_t b, int64_t e) {
+    OP_REQUIRES_OK(ctx, FillMask<T>(key, nonce, 0, o, nz, pf));
+    pf(nz, 2, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) o[j] = T(0) - o[j];
     });
     Bilinear<T>(spec_, Dims(ls), RingData<T>(ctx->input(0)), Dims(rs),
@@ -191,25 +245,44 @@ class MulFinishOp : public OpKernel {
     int64_t rx_other, ry_other;
     MaskOffsets(1 - party_, nx, ny, &rx_other, &ry_other);
     const ParallelFor pf = TfParallelFor(ctx);
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
+                                             &out));
+    T* z = RingData<T>(out);
+    const T* x = RingData<T>(ctx->input(0));
+    const T* msg = RingData<T>(ctx->input(3));
+    const int p = party_, f = frac_;
+
+    if (spec_.kind == BilinearKind::kMul) {  // one fused pass, masks in cache
+      const T* y = RingData<T>(ctx->input(1));
+      const T* xm = RingData<T>(ctx->input(2));
+      const Stream streams[3] = {{key12, nonce12, rx_other},
+                                 {key12, nonce12, ry_other},
+                                 {key_t, nonce_t, 0}};
+      OP_REQUIRES_OK(ctx, (ForChunksWithMasks<T, 3>(
+                              nz, streams, pf, [&](int64_t b, int64_t e, const T* const* m) {
+                                for (int64_t j = b; j < e; ++j) {
+                                  const int64_t k = j - b;
+                                  const T v = m[2][k] + msg[j] + (x[j] - m[0][k]) * y[j] -
+                                              xm[j] * m[1][k];
+                                  z[j] = f > 0 ? TruncateShare<T>(v, p, f) : v;
+                                }
+                              })));
+      return;
+    }
 
     // Masks of the other server: rx_q (|x|), ry_q (|y|).
     std::unique_ptr<T[]> rx(new T[nx > 0 ? nx : 1]);
     std::unique_ptr<T[]> ry(new T[ny > 0 ? ny : 1]);
     OP_REQUIRES_OK(ctx, FillMask<T>(key12, nonce12, rx_other, rx.get(), nx, pf));
     OP_REQUIRES_OK(ctx, FillMask<T>(key12, nonce12, ry_other, ry.get(), ny, pf));
-    const T* x = RingData<T>(ctx->input(0));
     T* xr = rx.get();
     pf(nx, 2, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) xr[j] = x[j] - xr[j];
     });
 
-    Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
-                                             &out));
-    T* z = RingData<T>(out);
     // z = u_p + message, then the two bilinear terms.
     OP_REQUIRES_OK(ctx, FillMask<T>(key_t, nonce_t, 0, z, nz, pf));
-    const T* msg = RingData<T>(ctx->input(3));
     pf(nz, 2, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) z[j] += msg[j];
     });
@@ -218,7 +291,6 @@ class MulFinishOp : public OpKernel {
     Bilinear<T>(spec_, Dims(xs), RingData<T>(ctx->input(2)), Dims(ys), ry.get(),
                 z, GemmMode::kSub, pf);
     if (frac_ > 0) {
-      const int p = party_, f = frac_;
       pf(nz, 3, [&](int64_t b, int64_t e) {
         for (int64_t j = b; j < e; ++j) z[j] = TruncateShare<T>(z[j], p, f);
       });

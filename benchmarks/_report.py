@@ -1,0 +1,52 @@
+"""Shared output of the benchmark programs: a table on stdout, JSON and PNG."""
+import json
+import os
+import platform
+import time
+from typing import Dict, List
+
+
+def machine() -> Dict[str, str]:
+    return {"cpus": str(os.cpu_count()), "machine": platform.machine(),
+            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+
+
+def print_table(title: str, header: List[str], rows: List[List]) -> None:
+    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for i, r in enumerate(cells):
+        print("  " + "  ".join(c.rjust(w) for c, w in zip(r, widths)))
+        if i == 0:
+            print("  " + "  ".join("-" * w for w in widths))
+
+
+def write_json(path: str, payload: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)
+    print(f"wrote {path}")
+
+
+def bar_png(path: str, title: str, labels: List[str], series: Dict[str, List[float]],
+            ylabel: str, log: bool = True) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    x = np.arange(len(labels))
+    w = 0.8 / max(1, len(series))
+    fig, ax = plt.subplots(figsize=(max(6, len(labels) * 1.3), 4))
+    for i, (name, vals) in enumerate(series.items()):
+        ax.bar(x + i * w - 0.4 + w / 2, vals, w, label=name)
+    ax.set_xticks(x, labels, rotation=20, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if log:
+        ax.set_yscale("log")
+    ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")

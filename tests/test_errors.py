@@ -111,8 +111,7 @@ def test_config_validation():
 
 
 def test_missing_library_fails_clearly(tmp_path):
-    r = run_py("import tf_privpy as tp; tp.init()",
-               TF_PRIVPY_OPS_LIBRARY=str(tmp_path / "_tf_privpy_ops.so"))
+    r = run_py("import tf_privpy", TF_PRIVPY_OPS_LIBRARY=str(tmp_path / "_tf_privpy_ops.so"))
     assert r.returncode != 0
     assert "OpLibraryError" in r.stderr and "does not exist" in r.stderr
     assert "make build" in r.stderr
@@ -122,8 +121,7 @@ def test_library_built_for_other_tf_fails_clearly(tmp_path):
     lib = os.path.join(ROOT, "tf_privpy", "_tf_privpy_ops.so")
     shutil.copy(lib, tmp_path / "_tf_privpy_ops.so")
     (tmp_path / "_build_info.json").write_text(json.dumps({"tf_version": "2.13.0"}))
-    r = run_py("import tf_privpy as tp; tp.init()",
-               TF_PRIVPY_OPS_LIBRARY=str(tmp_path / "_tf_privpy_ops.so"))
+    r = run_py("import tf_privpy", TF_PRIVPY_OPS_LIBRARY=str(tmp_path / "_tf_privpy_ops.so"))
     assert r.returncode != 0
     assert "built for TensorFlow 2.13.0" in r.stderr and "Rebuild" in r.stderr
 

@@ -304,3 +304,16 @@ def test_private_tensor_as_tf_function_signature(ring):
         close(sq(tp.share(np.eye(2) * k)).reveal(), np.eye(2) * k * k, 3 * ulp(frac()))
     assert sq.experimental_get_tracing_count() == 1
     assert spec is not None
+
+
+def test_edge_products(ring, mode):
+    """0, ±1 ulp, ±1 and the largest operands whose product stays in range."""
+    cfg = tp.get_runtime().config
+    u = ulp(cfg.frac_bits)
+    big = float(np.floor(np.sqrt(cfg.bound))) - 1
+    vals = np.array([0.0, u, -u, 1.0, -1.0, 0.5, big, -big, big / 3, 2 * u])
+    x, y = np.meshgrid(vals, vals)
+    got = run(mode, lambda a, b: a * b, share64(x), share64(y)).reveal()
+    close(got, x * y, mul_tol(x, y, cfg.frac_bits))
+    got = run(mode, lambda a, b: a @ b, share64(x), share64(y)).reveal()
+    close(got, x @ y, matmul_tol(x, y, cfg.frac_bits))

@@ -11,7 +11,13 @@ Example:
   >>> tp.reveal(x @ w)
   <tf.Tensor: shape=(1, 1), dtype=float32, numpy=array([[1.]], dtype=float32)>
 """
-from tf_privpy import nn
+from tf_privpy.protocols import kernels as _kernels
+
+# Load the op library now: a missing library, or one built for another
+# TensorFlow, fails the import with the command that rebuilds it.
+_kernels.load_library()
+
+from tf_privpy import nn  # noqa: E402
 from tf_privpy.array_ops import (broadcast_to, concat, expand_dims, gather, pad, repeat,
                                  reshape, squeeze, stack, tile, transpose)
 from tf_privpy.math_ops import (add, divide, dot, matmul, multiply, multiply_many, negative,

@@ -4,6 +4,8 @@
 #define TF_PRIVPY_OPS_COMMON_TF_UTIL_H_
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "ops/common/parallel.h"
 #include "ops/common/ring_types.h"
@@ -57,6 +59,12 @@ template <typename T>
 inline tensorflow::TensorShape StorageShape(tensorflow::TensorShape shape) {
   if (RingTraits<T>::kLimbs == 2) shape.AddDim(2);
   return shape;
+}
+
+inline std::vector<int64_t> ShapeDims(const tensorflow::TensorShape& s) {
+  std::vector<int64_t> d;
+  for (int i = 0; i < s.dims(); ++i) d.push_back(s.dim_size(i));
+  return d;
 }
 
 template <typename T>

@@ -19,6 +19,7 @@
 #include "ops/common/tf_util.h"
 #include "ops/prg/aes_ctr.h"
 #include "ops/ring/bilinear.h"
+#include "ops/ring/bilinear_kernel_util.h"
 #include "ops/ring/bilinear_shape_fn.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -33,12 +34,6 @@ using ::tensorflow::TensorShape;
 namespace errors = ::tensorflow::errors;
 
 namespace {
-
-std::vector<int64_t> Dims(const TensorShape& s) {
-  std::vector<int64_t> d;
-  for (int i = 0; i < s.dims(); ++i) d.push_back(s.dim_size(i));
-  return d;
-}
 
 // Element offsets of server p's masks in the S1-S2 stream.
 void MaskOffsets(int party, int64_t nx, int64_t ny, int64_t* rx,
@@ -166,15 +161,9 @@ class MulAssistOp : public OpKernel {
     uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key", key));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce", &nonce));
-    std::vector<int64_t> os;
-    std::string error;
-    OP_REQUIRES(ctx, BilinearOutputShape(spec_, Dims(ls), Dims(rs), &os, &error),
-                errors::InvalidArgument(error));
     TensorShape out_shape;
-    for (int64_t d : os) out_shape.AddDim(d);
     Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
-                                             &out));
+    OP_REQUIRES_OK(ctx, AllocateBilinearOutput<T>(ctx, spec_, ls, rs, &out_shape, &out));
     const ParallelFor pf = TfParallelFor(ctx);
     T* o = RingData<T>(out);
     const int64_t nz = out_shape.num_elements();
@@ -193,7 +182,7 @@ class MulAssistOp : public OpKernel {
     pf(nz, 2, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) o[j] = T(0) - o[j];
     });
-    Bilinear<T>(spec_, Dims(ls), RingData<T>(ctx->input(0)), Dims(rs),
+    Bilinear<T>(spec_, ShapeDims(ls), RingData<T>(ctx->input(0)), ShapeDims(rs),
                 RingData<T>(ctx->input(1)), o, GemmMode::kAdd, pf);
   }
   int bits_;
@@ -230,12 +219,9 @@ class MulFinishOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(5), "nonce12", &nonce12));
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(6), "key_t", key_t));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(7), "nonce_t", &nonce_t));
-    std::vector<int64_t> os;
-    std::string error;
-    OP_REQUIRES(ctx, BilinearOutputShape(spec_, Dims(xs), Dims(ys), &os, &error),
-                errors::InvalidArgument(error));
     TensorShape out_shape;
-    for (int64_t d : os) out_shape.AddDim(d);
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, AllocateBilinearOutput<T>(ctx, spec_, xs, ys, &out_shape, &out));
     OP_REQUIRES(ctx, cs == out_shape,
                 errors::InvalidArgument("message shape ", cs.DebugString(),
                                         " differs from the product's ",
@@ -245,9 +231,6 @@ class MulFinishOp : public OpKernel {
     int64_t rx_other, ry_other;
     MaskOffsets(1 - party_, nx, ny, &rx_other, &ry_other);
     const ParallelFor pf = TfParallelFor(ctx);
-    Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
-                                             &out));
     T* z = RingData<T>(out);
     const T* x = RingData<T>(ctx->input(0));
     const T* msg = RingData<T>(ctx->input(3));
@@ -286,9 +269,9 @@ class MulFinishOp : public OpKernel {
     pf(nz, 2, [&](int64_t b, int64_t e) {
       for (int64_t j = b; j < e; ++j) z[j] += msg[j];
     });
-    Bilinear<T>(spec_, Dims(xs), xr, Dims(ys), RingData<T>(ctx->input(1)), z,
+    Bilinear<T>(spec_, ShapeDims(xs), xr, ShapeDims(ys), RingData<T>(ctx->input(1)), z,
                 GemmMode::kAdd, pf);
-    Bilinear<T>(spec_, Dims(xs), RingData<T>(ctx->input(2)), Dims(ys), ry.get(),
+    Bilinear<T>(spec_, ShapeDims(xs), RingData<T>(ctx->input(2)), ShapeDims(ys), ry.get(),
                 z, GemmMode::kSub, pf);
     if (frac_ > 0) {
       pf(nz, 3, [&](int64_t b, int64_t e) {

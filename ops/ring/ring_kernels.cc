@@ -8,6 +8,7 @@
 #include "ops/common/ring_types.h"
 #include "ops/common/tf_util.h"
 #include "ops/ring/bilinear.h"
+#include "ops/ring/bilinear_kernel_util.h"
 #include "ops/ring/bilinear_shape_fn.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
@@ -22,12 +23,6 @@ using ::tensorflow::TensorShape;
 namespace errors = ::tensorflow::errors;
 
 namespace {
-
-std::vector<int64_t> Dims(const TensorShape& s) {
-  std::vector<int64_t> d;
-  for (int i = 0; i < s.dims(); ++i) d.push_back(s.dim_size(i));
-  return d;
-}
 
 template <typename In>
 class RingEncodeOp : public OpKernel {
@@ -128,50 +123,35 @@ class RingDecodeOp : public OpKernel {
   int bits_, frac_;
 };
 
-enum class BinOp { kAdd, kSub };
+// Share-wise elementwise ops: z = x + y, x - y, -x, or the local truncation
+// of x (PrivPy §5.2) as share `party`.
+enum class Elem { kAdd, kSub, kNeg, kTruncate };
 
-template <BinOp OPK>
-class RingBinaryOp : public OpKernel {
+template <Elem K>
+class RingElementwiseOp : public OpKernel {
+  static constexpr bool kBinary = K == Elem::kAdd || K == Elem::kSub;
+
  public:
-  explicit RingBinaryOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+  explicit RingElementwiseOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
     OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+    if (K == Elem::kTruncate) {
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("party", &party_));
+      OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
+      OP_REQUIRES(ctx, party_ == 0 || party_ == 1,
+                  errors::InvalidArgument("party must be 0 or 1"));
+      OP_REQUIRES(ctx, frac_ >= 0 && frac_ < 64,
+                  errors::InvalidArgument("frac_bits must be in [0, 64)"));
+    }
   }
   void Compute(OpKernelContext* ctx) override {
     const Tensor& x = ctx->input(0);
-    const Tensor& y = ctx->input(1);
-    OP_REQUIRES(ctx, x.shape() == y.shape(),
-                errors::InvalidArgument(
-                    "ring operands must have equal shapes (broadcast "
-                    "first), got ",
-                    x.shape().DebugString(), " and ", y.shape().DebugString()));
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx, x, y));
-  }
-
- private:
-  template <typename T>
-  void Run(OpKernelContext* ctx, const Tensor& x, const Tensor& y) {
-    TensorShape s;
-    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
-    Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->forward_input_or_allocate_output({0, 1}, 0,
-                                                              x.shape(), &out));
-    const T* a = RingData<T>(x);
-    const T* b = RingData<T>(y);
-    T* o = RingData<T>(out);
-    TfParallelFor(ctx)(s.num_elements(), 2, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        o[i] = OPK == BinOp::kAdd ? a[i] + b[i] : a[i] - b[i];
-    });
-  }
-  int bits_;
-};
-
-class RingNegOp : public OpKernel {
- public:
-  explicit RingNegOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
-  }
-  void Compute(OpKernelContext* ctx) override {
+    if (kBinary) {
+      OP_REQUIRES(ctx, x.shape() == ctx->input(1).shape(),
+                  errors::InvalidArgument(
+                      "ring operands must have equal shapes (broadcast first), got ",
+                      x.shape().DebugString(), " and ",
+                      ctx->input(1).shape().DebugString()));
+    }
     TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
   }
 
@@ -182,49 +162,22 @@ class RingNegOp : public OpKernel {
     TensorShape s;
     OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
     Tensor* out;
-    OP_REQUIRES_OK(ctx,
-                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
+    OP_REQUIRES_OK(ctx, kBinary ? ctx->forward_input_or_allocate_output({0, 1}, 0, x.shape(), &out)
+                                : ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
     const T* a = RingData<T>(x);
-    T* o = RingData<T>(out);
-    TfParallelFor(ctx)(s.num_elements(), 2, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) o[i] = T(0) - a[i];
-    });
-  }
-  int bits_;
-};
-
-class RingTruncateOp : public OpKernel {
- public:
-  explicit RingTruncateOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("party", &party_));
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
-    OP_REQUIRES(ctx, party_ == 0 || party_ == 1,
-                errors::InvalidArgument("party must be 0 or 1"));
-    OP_REQUIRES(ctx, frac_ >= 0 && frac_ < 64,
-                errors::InvalidArgument("frac_bits must be in [0, 64)"));
-  }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
-
- private:
-  template <typename T>
-  void Run(OpKernelContext* ctx) {
-    const Tensor& x = ctx->input(0);
-    TensorShape s;
-    OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
-    Tensor* out;
-    OP_REQUIRES_OK(ctx,
-                   ctx->forward_input_or_allocate_output({0}, 0, x.shape(), &out));
-    const T* a = RingData<T>(x);
+    const T* b = kBinary ? RingData<T>(ctx->input(1)) : nullptr;
     T* o = RingData<T>(out);
     const int p = party_, f = frac_;
     TfParallelFor(ctx)(s.num_elements(), 3, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) o[i] = TruncateShare<T>(a[i], p, f);
+      for (int64_t i = lo; i < hi; ++i) {
+        if constexpr (K == Elem::kAdd) o[i] = a[i] + b[i];
+        if constexpr (K == Elem::kSub) o[i] = a[i] - b[i];
+        if constexpr (K == Elem::kNeg) o[i] = T(0) - a[i];
+        if constexpr (K == Elem::kTruncate) o[i] = TruncateShare<T>(a[i], p, f);
+      }
     });
   }
-  int bits_, party_, frac_;
+  int bits_, party_ = 0, frac_ = 0;
 };
 
 class RingReduceSumOp : public OpKernel {
@@ -284,18 +237,12 @@ class RingBilinearOp : public OpKernel {
     TensorShape xs, ys;
     OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(0), "x", &xs));
     OP_REQUIRES_OK(ctx, RingShape<T>(ctx->input(1), "y", &ys));
-    std::vector<int64_t> os;
-    std::string error;
-    OP_REQUIRES(ctx, BilinearOutputShape(spec_, Dims(xs), Dims(ys), &os, &error),
-                errors::InvalidArgument(error));
     TensorShape out_shape;
-    for (int64_t d : os) out_shape.AddDim(d);
     Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(out_shape),
-                                             &out));
+    OP_REQUIRES_OK(ctx, AllocateBilinearOutput<T>(ctx, spec_, xs, ys, &out_shape, &out));
     const ParallelFor pf = TfParallelFor(ctx);
     T* o = RingData<T>(out);
-    Bilinear<T>(spec_, Dims(xs), RingData<T>(ctx->input(0)), Dims(ys),
+    Bilinear<T>(spec_, ShapeDims(xs), RingData<T>(ctx->input(0)), ShapeDims(ys),
                 RingData<T>(ctx->input(1)), o, GemmMode::kSet, pf);
     if (party_ >= 0) {
       const int p = party_, f = frac_;
@@ -324,13 +271,13 @@ REGISTER_ENCODE(int64_t);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingDecode").Device(DEVICE_CPU),
                         RingDecodeOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingAdd").Device(DEVICE_CPU),
-                        RingBinaryOp<BinOp::kAdd>);
+                        RingElementwiseOp<Elem::kAdd>);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingSub").Device(DEVICE_CPU),
-                        RingBinaryOp<BinOp::kSub>);
+                        RingElementwiseOp<Elem::kSub>);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingNeg").Device(DEVICE_CPU),
-                        RingNegOp);
+                        RingElementwiseOp<Elem::kNeg>);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingTruncate").Device(DEVICE_CPU),
-                        RingTruncateOp);
+                        RingElementwiseOp<Elem::kTruncate>);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingReduceSum").Device(DEVICE_CPU),
                         RingReduceSumOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RingBilinear").Device(DEVICE_CPU),

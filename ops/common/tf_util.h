@@ -103,6 +103,20 @@ inline tensorflow::Status ReadNonce(const tensorflow::Tensor& t,
   return tensorflow::OkStatus();
 }
 
+// Base of the kernels whose math is templated on the ring element type: reads
+// ring_bits and dispatches Compute to Derived::Run<uint64_t or uint128_t>.
+template <typename Derived>
+class RingKernel : public tensorflow::OpKernel {
+ public:
+  explicit RingKernel(tensorflow::OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  }
+  void Compute(tensorflow::OpKernelContext* ctx) override;
+
+ protected:
+  int bits_ = 64;
+};
+
 }  // namespace tf_privpy
 
 // Calls BODY with `RingT` bound to the ring element type for `bits`.
@@ -116,5 +130,11 @@ inline tensorflow::Status ReadNonce(const tensorflow::Tensor& t,
       BODY;                                       \
     }                                             \
   } while (0)
+
+template <typename Derived>
+void tf_privpy::RingKernel<Derived>::Compute(tensorflow::OpKernelContext* ctx) {
+  auto* self = static_cast<Derived*>(this);
+  TF_PRIVPY_DISPATCH_RING(bits_, self->template Run<RingT>(ctx));
+}
 
 #endif  // TF_PRIVPY_OPS_COMMON_TF_UTIL_H_

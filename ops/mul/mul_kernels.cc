@@ -101,17 +101,11 @@ tensorflow::Status ForChunksWithMasks(int64_t n, const Stream (&streams)[kStream
   return ::tensorflow::OkStatus();
 }
 
-class MulMaskOp : public OpKernel {
+class MulMaskOp : public RingKernel<MulMaskOp> {
  public:
-  explicit MulMaskOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit MulMaskOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadParty(ctx, &party_));
   }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
-
- private:
   template <typename T>
   void Run(OpKernelContext* ctx) {
     TensorShape xs, ys;
@@ -138,20 +132,16 @@ class MulMaskOp : public OpKernel {
                               })));
     }
   }
-  int bits_, party_;
-};
-
-class MulAssistOp : public OpKernel {
- public:
-  explicit MulAssistOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
-    OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
-  }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
 
  private:
+  int party_;
+};
+
+class MulAssistOp : public RingKernel<MulAssistOp> {
+ public:
+  explicit MulAssistOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
+  }
   template <typename T>
   void Run(OpKernelContext* ctx) {
     TensorShape ls, rs;
@@ -185,25 +175,20 @@ class MulAssistOp : public OpKernel {
     Bilinear<T>(spec_, ShapeDims(ls), RingData<T>(ctx->input(0)), ShapeDims(rs),
                 RingData<T>(ctx->input(1)), o, GemmMode::kAdd, pf);
   }
-  int bits_;
+
+ private:
   BilinearSpec spec_;
 };
 
-class MulFinishOp : public OpKernel {
+class MulFinishOp : public RingKernel<MulFinishOp> {
  public:
-  explicit MulFinishOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit MulFinishOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadParty(ctx, &party_));
     OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
     OP_REQUIRES(ctx, frac_ >= 0 && frac_ < 64,
                 errors::InvalidArgument("frac_bits must be in [0, 64)"));
   }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
-
- private:
   template <typename T>
   void Run(OpKernelContext* ctx) {
     TensorShape xs, ys, ms, cs;
@@ -279,7 +264,9 @@ class MulFinishOp : public OpKernel {
       });
     }
   }
-  int bits_, party_, frac_;
+
+ private:
+  int party_, frac_;
   BilinearSpec spec_;
 };
 

@@ -71,28 +71,21 @@ class StreamNextOp : public OpKernel {
   }
 };
 
-class PrgRingOp : public OpKernel {
+class PrgRingOp : public RingKernel<PrgRingOp> {
  public:
-  explicit PrgRingOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit PrgRingOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("offset", &offset_));
     OP_REQUIRES(ctx, offset_ >= 0,
                 errors::InvalidArgument("offset must be >= 0"));
   }
-  void Compute(OpKernelContext* ctx) override {
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
     uint8_t key[16];
     uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", key));
     OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
     TensorShape shape;
     OP_REQUIRES_OK(ctx, ::tensorflow::tensor::MakeShape(ctx->input(2), &shape));
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx, key, nonce, shape));
-  }
-
- private:
-  template <typename T>
-  void Run(OpKernelContext* ctx, const uint8_t* key, uint64_t nonce,
-           const TensorShape& shape) {
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(shape), &out));
     std::string error;
@@ -103,20 +96,15 @@ class PrgRingOp : public OpKernel {
                         &error),
                 errors::Internal(error));
   }
-  int bits_;
+
+ private:
   int64_t offset_;
 };
 
-class ShareSplitOp : public OpKernel {
+class ShareSplitOp : public RingKernel<ShareSplitOp> {
  public:
-  explicit ShareSplitOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
-  }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
+  using RingKernel::RingKernel;
 
- private:
   template <typename T>
   void Run(OpKernelContext* ctx) {
     const Tensor& x = ctx->input(0);
@@ -142,7 +130,7 @@ class ShareSplitOp : public OpKernel {
       for (int64_t i = b; i < e; ++i) o[i] = v[i] - r[i];
     });
   }
-  int bits_;
+
 };
 
 }  // namespace

@@ -25,10 +25,12 @@ namespace errors = ::tensorflow::errors;
 namespace {
 
 template <typename In>
-class RingEncodeOp : public OpKernel {
+class RingEncodeOp : public RingKernel<RingEncodeOp<In>> {
+  using Base = RingKernel<RingEncodeOp<In>>;
+  using Base::bits_;
+
  public:
-  explicit RingEncodeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit RingEncodeOp(OpKernelConstruction* ctx) : Base(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("bound", &bound_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("tensor_name", &name_));
@@ -40,14 +42,9 @@ class RingEncodeOp : public OpKernel {
                                         "(0, 2^62]"));
   }
 
-  void Compute(OpKernelContext* ctx) override {
-    const Tensor& x = ctx->input(0);
-    TF_PRIVPY_DISPATCH_RING(bits_, Encode<RingT>(ctx, x));
-  }
-
- private:
   template <typename T>
-  void Encode(OpKernelContext* ctx, const Tensor& x) {
+  void Run(OpKernelContext* ctx) {
+    const Tensor& x = ctx->input(0);
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(x.shape()),
                                              &out));
@@ -87,24 +84,19 @@ class RingEncodeOp : public OpKernel {
     }
   }
 
-  int bits_, frac_;
+ private:
+  int frac_;
   float bound_;
   std::string name_;
 };
 
-class RingDecodeOp : public OpKernel {
+class RingDecodeOp : public RingKernel<RingDecodeOp> {
  public:
-  explicit RingDecodeOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit RingDecodeOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
   }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Decode<RingT>(ctx));
-  }
-
- private:
   template <typename T>
-  void Decode(OpKernelContext* ctx) {
+  void Run(OpKernelContext* ctx) {
     const Tensor& x = ctx->input(0);
     TensorShape shape;
     OP_REQUIRES_OK(ctx, RingShape<T>(x, "encoded", &shape));
@@ -120,7 +112,9 @@ class RingDecodeOp : public OpKernel {
                scale;
     });
   }
-  int bits_, frac_;
+
+ private:
+  int frac_;
 };
 
 // Share-wise elementwise ops: z = x + y, x - y, -x, or the local truncation
@@ -128,12 +122,12 @@ class RingDecodeOp : public OpKernel {
 enum class Elem { kAdd, kSub, kNeg, kTruncate };
 
 template <Elem K>
-class RingElementwiseOp : public OpKernel {
+class RingElementwiseOp : public RingKernel<RingElementwiseOp<K>> {
   static constexpr bool kBinary = K == Elem::kAdd || K == Elem::kSub;
 
  public:
-  explicit RingElementwiseOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit RingElementwiseOp(OpKernelConstruction* ctx)
+      : RingKernel<RingElementwiseOp<K>>(ctx) {
     if (K == Elem::kTruncate) {
       OP_REQUIRES_OK(ctx, ctx->GetAttr("party", &party_));
       OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
@@ -143,7 +137,8 @@ class RingElementwiseOp : public OpKernel {
                   errors::InvalidArgument("frac_bits must be in [0, 64)"));
     }
   }
-  void Compute(OpKernelContext* ctx) override {
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
     const Tensor& x = ctx->input(0);
     if (kBinary) {
       OP_REQUIRES(ctx, x.shape() == ctx->input(1).shape(),
@@ -152,13 +147,6 @@ class RingElementwiseOp : public OpKernel {
                       x.shape().DebugString(), " and ",
                       ctx->input(1).shape().DebugString()));
     }
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
-
- private:
-  template <typename T>
-  void Run(OpKernelContext* ctx) {
-    const Tensor& x = ctx->input(0);
     TensorShape s;
     OP_REQUIRES_OK(ctx, RingShape<T>(x, "x", &s));
     Tensor* out;
@@ -177,19 +165,15 @@ class RingElementwiseOp : public OpKernel {
       }
     });
   }
-  int bits_, party_ = 0, frac_ = 0;
-};
-
-class RingReduceSumOp : public OpKernel {
- public:
-  explicit RingReduceSumOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
-  }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
 
  private:
+  int party_ = 0, frac_ = 0;
+};
+
+class RingReduceSumOp : public RingKernel<RingReduceSumOp> {
+ public:
+  using RingKernel::RingKernel;
+
   template <typename T>
   void Run(OpKernelContext* ctx) {
     const Tensor& x = ctx->input(0);
@@ -214,24 +198,18 @@ class RingReduceSumOp : public OpKernel {
       }
     });
   }
-  int bits_;
+
 };
 
-class RingBilinearOp : public OpKernel {
+class RingBilinearOp : public RingKernel<RingBilinearOp> {
  public:
-  explicit RingBilinearOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, GetRingBits(ctx, &bits_));
+  explicit RingBilinearOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
     OP_REQUIRES_OK(ctx, ReadBilinearSpec(ctx, &spec_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("truncate_party", &party_));
     OP_REQUIRES_OK(ctx, ctx->GetAttr("frac_bits", &frac_));
     OP_REQUIRES(ctx, party_ >= -1 && party_ <= 1,
                 errors::InvalidArgument("truncate_party must be -1, 0 or 1"));
   }
-  void Compute(OpKernelContext* ctx) override {
-    TF_PRIVPY_DISPATCH_RING(bits_, Run<RingT>(ctx));
-  }
-
- private:
   template <typename T>
   void Run(OpKernelContext* ctx) {
     TensorShape xs, ys;
@@ -251,7 +229,9 @@ class RingBilinearOp : public OpKernel {
       });
     }
   }
-  int bits_, party_, frac_;
+
+ private:
+  int party_, frac_;
   BilinearSpec spec_;
 };
 

@@ -32,8 +32,10 @@ $(LIB): $(VENV)/.installed $(OPS_SRCS) setup.py
 
 build: $(LIB)
 
+# TF 2.14's pip wheel logs three harmless "Unable to register cuDNN/cuFFT/cuBLAS
+# factory" errors at import; programs people read run with C++ logging off.
 demo: build
-	$(PY) examples/private_logistic.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/private_logistic.py
 
 test: build
 	$(PY) -m pytest -q
@@ -42,7 +44,7 @@ test-fast: build
 	$(PY) -m pytest -q -m "not slow"
 
 bench: build
-	$(PY) benchmarks/micro.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/micro.py
 
 bazel: setup
 	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh build/bazel/_tf_privpy_ops.so

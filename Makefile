@@ -28,7 +28,7 @@ $(VENV)/.installed: requirements/constraints.txt requirements/base.txt requireme
 setup: $(VENV)/.installed
 
 $(LIB): $(VENV)/.installed $(OPS_SRCS) setup.py
-	$(PY) setup.py -q build_ext --inplace --parallel 2
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) setup.py -q build_ext --inplace --parallel 2
 
 build: $(LIB)
 

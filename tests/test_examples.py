@@ -1,0 +1,23 @@
+"""The examples run end to end and agree with plaintext (what `make demo` runs)."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("ring", [128, 64])
+def test_private_logistic_example(ring):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "private_logistic.py"),
+                        f"--ring_bits={ring}", "--iters=20"], env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    errs = [float(v) for v in re.findall(r"max \|private - plaintext[^=]*= ([0-9.e+-]+)", r.stdout)]
+    assert len(errs) == 2, r.stdout
+    # matmul of 6 terms and 40 chained products: a few hundred ulps at most
+    ulp = 2.0 ** -(20 if ring == 128 else 16)
+    assert errs[0] < 16 * ulp and errs[1] < 400 * ulp, errs

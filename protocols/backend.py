@@ -131,6 +131,9 @@ class Backend(abc.ABC):
 
         return self.local(fn, x)
 
+    def garble_ahead(self, shape) -> "Pregarbled":
+        raise ValueError(f"the {self.name} backend has no garbled circuits to prepare")
+
     def map_shares(self, fn, x: Shares) -> Shares:
         """Applies a shape function (reshape, slice, ...) to both shares."""
         return self.local(lambda s, party: fn(s), x)
@@ -148,6 +151,12 @@ class Backend(abc.ABC):
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
             padding=(0, 0, 0, 0)) -> Shares:
         """Bilinear product of two shared operands, truncated to frac_bits."""
+
+    @abc.abstractmethod
+    def ltz(self, x: Shares, pregarbled=None) -> Shares:
+        """Shares of the bit [x < 0], encoded as fixed-point 1.0 or 0.0 (DESIGN §6).
+
+        Every comparison derives from it: x < y is ltz(x - y)."""
 
     def mul_many(self, pairs: Sequence[Tuple[Shares, Shares]]) -> List[Shares]:
         """Independent elementwise products (equal shapes per pair) as ONE
@@ -217,6 +226,133 @@ class PrivPyBackend(Backend):
         return z[0], z[1]
 
 
+    def ltz(self, x: Shares, pregarbled: Optional["Pregarbled"] = None) -> Shares:
+        """PrivPy Protocol 2 (DESIGN §6): [x < 0] by a garbled comparator on
+        the low 64 bits of the shares, evaluated by T1 (first half of the
+        batch) and T2 (second half), turned back into arithmetic shares.
+
+        With `pregarbled` (from `garble_ahead`), the garbled tables are
+        already at T1 and T2 and only input labels travel online."""
+        rt = self.rt
+        shape = sh.dynamic_shape(x[0], self.limbs)
+        low = [sh.reshape(s, [-1], self.limbs) for s in x]
+        if self.limbs == 2:  # reduction mod 2^64 is a ring homomorphism
+            low = [s[:, 0] for s in low]
+        if pregarbled is None:
+            n = tf.shape(low[0], out_type=tf.int64)[0]
+            key, nonce = self._take_gc_stream()
+            with tf.device(rt.device("S1")):
+                tables, decode = kernels.gc_garble(key[0], nonce[0], n)
+            at_t = self._ship_tables(tables, decode, nonce[0], n // 2)
+        else:
+            key, nonce, at_t = pregarbled.consume(x[0].shape, self.limbs)
+            n = tf.shape(low[0], out_type=tf.int64)[0]
+        with tf.device(rt.device("S1")):
+            labels_y = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
+            mask0 = kernels.gc_output_mask(key[0], nonce[0], n)
+        with tf.device(rt.device("S2")):
+            labels_x = kernels.gc_encode_input(key[1], nonce[1], kernels.ring_neg(low[1], 64), "x")
+            mask1 = kernels.gc_output_mask(key[1], nonce[1], n)
+        bits, f, half = self.bits, self.cfg.frac_bits, n // 2
+        # T1 evaluates [0, half), T2 [half, n); each shares its bits b' with
+        # its server (beta) and sends b'·2^f - beta to the other server.
+        own_share, msg = {}, {}
+        for t, server, other, sl in (("T1", "S1", "S2", slice(None, half)),
+                                     ("T2", "S2", "S1", slice(half, None))):
+            lx, ly = rt.send(labels_x[sl], "S2", t), rt.send(labels_y[sl], "S1", t)
+            tables_t, decode_t, nonce_t, first_t = at_t[t]
+            kt, nt = rt.key_material(server, t, t)
+            with tf.device(rt.device(t)):
+                b = kernels.gc_evaluate(tables_t, decode_t, lx, ly, nonce_t, first_t)
+                m = kernels.bit_share_assist(b, kt, nt, bits, f)
+            msg[other] = rt.send(m, t, other)
+            ks, ns = rt.key_material(server, t, server)
+            with tf.device(rt.device(server)):
+                own_share[server] = kernels.prg_ring(ks, ns, tf.shape(b, out_type=tf.int64), bits)
+        out = []
+        for p, (party, first, second, mask) in enumerate((
+                ("S1", own_share["S1"], msg["S1"], mask0),
+                ("S2", msg["S2"], own_share["S2"], mask1))):
+            with tf.device(rt.device(party)):
+                z = kernels.bit_unmask(tf.concat([first, second], 0), mask, bits, f, party=p)
+                out.append(sh.reshape(z, shape, self.limbs))
+        return out[0], out[1]
+
+    def _take_gc_stream(self):
+        """(key, nonce) of a fresh S1-S2 stream on each server, per party index."""
+        key, nonce = {}, {}
+        for p, party in enumerate(("S1", "S2")):
+            key[p], nonce[p] = self.rt.key_material("S1", "S2", party)
+        return key, nonce
+
+    def _ship_tables(self, tables, decode, nonce, half):
+        """S1 sends the garbled tables and decoding bits of [0, half) to T1 and
+        of [half, n) to T2, with the stream nonce and the index of the first
+        comparison (public: together they fix the hash tweaks)."""
+        at_t = {}
+        half = tf.cast(half, tf.int64)
+        for t, sl, first in (("T1", slice(None, half), tf.zeros_like(half)),
+                             ("T2", slice(half, None), half)):
+            at_t[t] = (self.rt.send(tables[sl], "S1", t), self.rt.send(decode[sl], "S1", t),
+                       self.rt.send(nonce, "S1", t), self.rt.send(first, "S1", t))
+        return at_t
+
+    def garble_ahead(self, shape) -> "Pregarbled":
+        """Garbles comparators for one later comparison of `shape` now, and
+        stores the tables at T1 and T2 (TF variables): the setup phase of
+        DESIGN §6. The result is single-use, enforced in TF state by each
+        server, so a traced function cannot replay it."""
+        return Pregarbled(self, tf.TensorShape(shape))
+
+
+class Pregarbled:
+    """Garbled comparators made ahead of time for one comparison batch."""
+
+    def __init__(self, backend: "PrivPyBackend", shape: tf.TensorShape):
+        if not shape.is_fully_defined():
+            raise ValueError(f"garble_comparisons needs a fully known shape, got {shape}")
+        self.shape = shape
+        rt = backend.rt
+        n = shape.num_elements()
+        with tf.init_scope():  # variables and garbling happen once, eagerly
+            key, nonce = backend._take_gc_stream()
+            with tf.device(rt.device("S1")):
+                tables, decode = kernels.gc_garble(key[0], nonce[0], tf.constant(n, tf.int64))
+            shipped = backend._ship_tables(tables, decode, nonce[0], n // 2)
+            self._nonce, self._fresh, self._at_t = {}, {}, {}
+            for p, party in enumerate(("S1", "S2")):
+                with tf.device(rt.device(party)):
+                    self._nonce[p] = tf.Variable(nonce[p], trainable=False)
+                    self._fresh[p] = tf.Variable(True, trainable=False)
+            for t in ("T1", "T2"):
+                with tf.device(rt.device(t)):
+                    self._at_t[t] = tuple(tf.Variable(v, trainable=False) for v in shipped[t])
+        self._rt = rt
+
+    def consume(self, share_shape: tf.TensorShape, limbs: int):
+        """(key, nonce, {T: (tables, decode, nonce)}) for the online phase,
+        after each server checks in TF state that this batch is unused."""
+        logical = share_shape[:-1] if limbs == 2 else share_shape
+        if logical.num_elements() != self.shape.num_elements():
+            raise ValueError(f"these garbled comparators are for {self.shape.num_elements()} "
+                             f"comparisons, not {logical.num_elements()}")
+        rt = self._rt
+        key, nonce = {}, {}
+        for p, party in enumerate(("S1", "S2")):
+            with tf.device(rt.device(party)):
+                check = tf.debugging.Assert(
+                    self._fresh[p].read_value(),
+                    ["tf_privpy: these pregarbled comparators were already used; garble "
+                     "new ones (tp.garble_comparisons) for every comparison"])
+                with tf.control_dependencies([check]):
+                    with tf.control_dependencies([self._fresh[p].assign(False)]):
+                        nonce[p] = tf.identity(self._nonce[p].read_value())
+                        pair = rt._pair("S1", "S2")
+                        key[p] = rt._keys[pair][party].read_value()
+        at_t = {t: tuple(v.read_value() for v in vs) for t, vs in self._at_t.items()}
+        return key, nonce, at_t
+
+
 class PlaintextBackend(Backend):
     """The same operations in the clear on the client device (test oracle)."""
 
@@ -238,6 +374,16 @@ class PlaintextBackend(Backend):
             b = kernels.ring_add(y[0], y[1], self.bits)
             z = kernels.ring_bilinear(a, b, self.bits, kind, strides, padding,
                                       truncate_party=0, frac_bits=self.cfg.frac_bits)
+            return z, tf.zeros_like(z)
+
+
+    def ltz(self, x: Shares, pregarbled=None) -> Shares:
+        if pregarbled is not None:
+            raise ValueError("pregarbled comparators belong to the privpy backend")
+        with tf.device(self.rt.device(CLIENT)):
+            v = kernels.ring_decode(kernels.ring_add(x[0], x[1], self.bits), self.bits, 0)
+            bit = tf.cast(v < 0, tf.int64)
+            z = kernels.ring_encode(bit, self.bits, self.cfg.frac_bits, 2.0)
             return z, tf.zeros_like(z)
 
 

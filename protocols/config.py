@@ -9,7 +9,7 @@ import dataclasses
 import json
 import math
 import os
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 _DEFAULTS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "defaults.json")
 with open(_DEFAULTS_PATH) as _f:
@@ -32,6 +32,8 @@ class Config:
       backend: "privpy" (the four-server protocols) or "plaintext" (same API
         and encoding computed in the clear on the client device: a debugging
         aid and test oracle, never private).
+      functions: settings of the non-linear functions (method, iterations),
+        keyed by function name; missing keys take defaults.json's values.
 
     Example:
       >>> tp.init(tp.Config(ring_bits=64))   # the fast mode
@@ -41,6 +43,8 @@ class Config:
     frac_bits: Optional[int] = None
     bound: Optional[float] = None
     backend: str = DEFAULTS["backend"]
+    functions: Mapping[str, Any] = dataclasses.field(
+        default_factory=lambda: dict(DEFAULTS.get("functions", {})), compare=False, hash=False)
 
     def __post_init__(self):
         if self.ring_bits not in RINGS:
@@ -81,6 +85,17 @@ class Config:
     def precision(self) -> float:
         """One unit in the last place of the encoding, 2^-frac_bits."""
         return 2.0 ** -self.frac_bits
+
+    def function_setting(self, function: str, key: str, override: Any = None) -> Any:
+        """A non-linear function's setting: the per-call override if given,
+        else this config's, else defaults.json's."""
+        if override is not None:
+            return override
+        for source in (self.functions, DEFAULTS.get("functions", {})):
+            if key in source.get(function, {}):
+                return source[function][key]
+        raise KeyError(f"no setting {key!r} for function {function!r} in the config or "
+                       f"protocols/defaults.json")
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

@@ -174,3 +174,39 @@ def mul_finish(x, y, x_masked, message, key12, nonce12, key_t, nonce_t, ring_bit
         x=x, y=y, x_masked=x_masked, message=message, key12=key12, nonce12=nonce12,
         key_t=key_t, nonce_t=nonce_t, ring_bits=ring_bits, party=party,
         frac_bits=frac_bits, kind=kind, strides=list(strides), padding=list(padding))
+
+
+# ------------------------------------------------------------------ gc family
+def gc_garble(key12, nonce, n):
+    """S1: garbled comparators for n comparisons -> (tables [n,64,4], decode [n])."""
+    return _ops().tf_privpy_gc_garble(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
+
+
+def gc_encode_input(key12, nonce, values, role: str):
+    """Active input labels [n,64,2] of int64 values; role "y" = S1's x1,
+    role "x" = S2's -x2 (the circuit outputs [y < x] as signed integers)."""
+    return _ops().tf_privpy_gc_encode_input(key12=key12, nonce=nonce, values=values, role=role)
+
+
+def gc_evaluate(tables, decode, labels_x, labels_y, nonce, first_index):
+    """T1/T2: the masked comparison bits b XOR m (uint8 [n]) of comparisons
+    first_index, first_index + 1, ... of the garbled batch."""
+    return _ops().tf_privpy_gc_evaluate(tables=tables, decode=decode, labels_x=labels_x,
+                                        labels_y=labels_y, nonce=nonce,
+                                        first_index=tf.cast(first_index, tf.int64))
+
+
+def gc_output_mask(key12, nonce, n):
+    """S1/S2: the output mask bits m (uint8 [n])."""
+    return _ops().tf_privpy_gc_output_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
+
+
+# ----------------------------------------------------------------- b2a family
+def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
+    return _ops().tf_privpy_bit_share_assist(bits=bits, key=key, nonce=nonce,
+                                             ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
+    return _ops().tf_privpy_bit_unmask(share=share, mask=mask, ring_bits=ring_bits,
+                                       frac_bits=frac_bits, party=party)

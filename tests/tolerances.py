@@ -48,3 +48,10 @@ def public_mul_tol(x, c, frac_bits: int, c_frac_bits: int = None) -> np.ndarray:
     u = ulp(frac_bits)
     uc = ulp(c_frac_bits if c_frac_bits is not None else frac_bits)
     return np.abs(c) * u / 2 + np.abs(x) * uc / 2 + u * uc / 4 + TRUNC_ULPS * u
+
+
+def select_tol(levels: int, frac_bits: int) -> float:
+    """Results of `levels` sequential oblivious selections (max, min, relu,
+    where, compare-exchange). A selection multiplies by an exact bit (0 or
+    2^f), so each costs only one local truncation: TRUNC_ULPS ulps."""
+    return TRUNC_ULPS * levels * ulp(frac_bits)

@@ -18,9 +18,15 @@ from tf_privpy.protocols import kernels as _kernels
 _kernels.load_library()
 
 from tf_privpy import nn  # noqa: E402
+from tf_privpy import tp_math as math  # noqa: E402
+from tf_privpy.compare_ops import (abs, argmax, argmin, equal, garble_comparisons,  # noqa: E402,A004
+                                   greater, greater_equal, less, less_equal, logical_not, maximum,
+                                   minimum, not_equal, reduce_max, reduce_min, sign, sort,
+                                   where)
 from tf_privpy.array_ops import (broadcast_to, concat, expand_dims, gather, pad, repeat,
                                  reshape, squeeze, stack, tile, transpose)
-from tf_privpy.math_ops import (add, divide, dot, matmul, multiply, multiply_many, negative,
+from tf_privpy.math_fns import divide, exp, sigmoid, sqrt, tanh  # noqa: E402
+from tf_privpy.math_ops import (add, dot, matmul, multiply, multiply_many, negative,
                                 outer, reduce_mean, reduce_sum, reveal, share, subtract,
                                 tensordot)
 from tf_privpy.private_tensor import PrivateTensor
@@ -34,6 +40,9 @@ _dispatch.register()
 __version__ = "0.1.0"
 
 __all__ = [
+    "abs", "argmax", "argmin", "equal", "garble_comparisons", "greater", "greater_equal", "less", "less_equal",
+    "logical_not", "math", "maximum", "minimum", "not_equal", "reduce_max", "reduce_min",
+    "sign", "sort", "where", "exp", "sigmoid", "sqrt", "tanh",
     "Config", "OpLibraryError", "PrivateTensor", "add", "broadcast_to", "concat", "divide",
     "dot", "expand_dims", "gather", "get_runtime", "init", "is_initialized", "matmul",
     "multiply", "multiply_many", "negative", "nn", "outer", "pad", "reduce_mean",

@@ -10,7 +10,7 @@ from tf_privpy.private_tensor import PrivateTensor, check_runtime
 
 #: dtypes the fixed-point encoder accepts directly (others are cast to float64)
 ENCODABLE = (tf.float32, tf.float64, tf.int32, tf.int64)
-_DTYPE_ORDER = (tf.int32, tf.int64, tf.float32, tf.float64)
+_DTYPE_ORDER = (tf.bool, tf.int32, tf.int64, tf.float32, tf.float64)
 
 
 def is_private(v) -> bool:
@@ -20,6 +20,8 @@ def is_private(v) -> bool:
 def public(v) -> tf.Tensor:
     """A public operand as a tensor the encoder accepts."""
     t = tf.convert_to_tensor(v)
+    if t.dtype == tf.bool:
+        t = tf.cast(t, tf.int32)
     if t.dtype not in ENCODABLE:
         t = tf.cast(t, tf.float64)
     return t

@@ -10,7 +10,7 @@ import typing
 
 import tensorflow as tf
 
-from tf_privpy import array_ops, math_ops
+from tf_privpy import array_ops, compare_ops, math_ops
 from tf_privpy.private_tensor import PrivateTensor
 
 P = PrivateTensor
@@ -89,3 +89,48 @@ def register() -> None:
     @d(tf.pad, {"tensor": P})
     def _pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
         return array_ops.pad(tensor, paddings, mode, constant_values)
+
+    for api, impl in ((tf.math.less, compare_ops.less), (tf.math.greater, compare_ops.greater),
+                      (tf.math.less_equal, compare_ops.less_equal),
+                      (tf.math.greater_equal, compare_ops.greater_equal),
+                      (tf.math.maximum, compare_ops.maximum),
+                      (tf.math.minimum, compare_ops.minimum)):
+        d(api, {"x": P}, {"y": P})(_binary(impl))
+
+    @d(tf.nn.relu, {"features": P})
+    def _relu(features, name=None):
+        return compare_ops.relu(features)
+
+    @d(tf.math.abs, {"x": P})
+    def _abs(x, name=None):
+        return compare_ops.abs(x)
+
+    @d(tf.math.sign, {"x": P})
+    def _sign(x, name=None):
+        return compare_ops.sign(x)
+
+    @d(tf.math.reduce_max, {"input_tensor": P})
+    def _reduce_max(input_tensor, axis=None, keepdims=False, name=None):
+        return compare_ops.reduce_max(input_tensor, axis, keepdims)
+
+    @d(tf.math.reduce_min, {"input_tensor": P})
+    def _reduce_min(input_tensor, axis=None, keepdims=False, name=None):
+        return compare_ops.reduce_min(input_tensor, axis, keepdims)
+
+    @d(tf.where, {"condition": P}, {"x": P}, {"y": P})
+    def _where(condition, x=None, y=None, name=None):
+        return compare_ops.where(condition, x, y)
+
+    @d(tf.math.argmax, {"input": P})
+    def _argmax(input, axis=None, output_type=tf.int64, name=None):
+        return compare_ops.argmax(input, 0 if axis is None else axis, output_type)
+
+    @d(tf.sort, {"values": P})
+    def _sort(values, axis=-1, direction="ASCENDING", name=None):
+        return compare_ops.sort(values, axis, direction)
+
+
+def _binary(impl):
+    def f(x, y, name=None):
+        return impl(x, y)
+    return f

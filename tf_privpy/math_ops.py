@@ -81,6 +81,8 @@ def reveal(p: PrivateTensor) -> tf.Tensor:
     ring = h.backend.reveal(C.shares(p))
     with tf.device(h.runtime.device("client")):
         x = h.backend.decode(ring)
+        if p.dtype == tf.bool:
+            return x > 0.5
         if p.dtype.is_integer:
             x = tf.round(x)
         return tf.cast(x, p.dtype)
@@ -180,8 +182,8 @@ def divide(x: PrivateTensor, y, name: Optional[str] = None) -> PrivateTensor:
     with the comparison protocols.
     """
     if C.is_private(y):
-        raise TypeError("tp.divide by a PrivateTensor is not available yet; divide by a "
-                        "public value, or reveal the divisor if it may be disclosed")
+        raise TypeError("math_ops.divide divides by public values; tp.divide handles a "
+                        "private divisor")
     if not C.is_private(x):
         return tf.divide(x, y, name=name)
     h = C.handle_of(x)

@@ -7,8 +7,12 @@ import numpy as np
 import tensorflow as tf
 
 from tf_privpy import _common as C
-from tf_privpy import array_ops, math_ops
+from tf_privpy import array_ops, compare_ops, math_ops
+from tf_privpy.compare_ops import relu
+from tf_privpy.math_fns import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from tf_privpy.private_tensor import PrivateTensor
+from tf_privpy.protocols import compare as P
+from tf_privpy.protocols import shares as sh
 
 
 def _pair(v, what) -> Tuple[int, int]:
@@ -114,3 +118,55 @@ def avg_pool2d(input: PrivateTensor, ksize, strides, padding: str = "VALID",
         for j in range(kw):
             counts += mask[i:i + (oh - 1) * sh_ + 1:sh_, j:j + (ow - 1) * sw + 1:sw]
     return math_ops.divide(total, tf.constant(counts[None, :, :, None], tf.float64))
+
+
+def _windows(input: PrivateTensor, ksize, strides, padding, what):
+    """The pooling windows of an NHWC input stacked on a new last axis
+    [N, OH, OW, C, kh*kw] (local slicing), with SAME padding by zeros."""
+    if not C.is_private(input):
+        raise TypeError(f"{what} takes a PrivateTensor")
+    xs = input.shape
+    if xs.rank != 4 or not xs[1:].is_fully_defined():
+        raise ValueError(f"{what} needs an NHWC input of known shape, got {xs}")
+    kh, kw = _pair(ksize, "ksize")
+    sh_, sw = _pair(strides, "strides")
+    t, b, l, r = _explicit_padding(padding, (xs[1], xs[2]), (kh, kw), (sh_, sw))
+    if t or b or l or r:
+        # Max pooling must ignore padding: pad with the most negative encodable
+        # value, so a padded tap never wins (a public constant, so local).
+        h = C.handle_of(input)
+        low = -(h.config.bound * (1 - 2.0 ** -8))
+        shifted = math_ops.subtract(input, low)
+        x = math_ops.add(array_ops.pad(shifted, [[0, 0], [t, b], [l, r], [0, 0]]), low)
+    else:
+        x = input
+    H, W = xs[1] + t + b, xs[2] + l + r
+    oh, ow = (H - kh) // sh_ + 1, (W - kw) // sw + 1
+    wins = [x[:, i:i + (oh - 1) * sh_ + 1:sh_, j:j + (ow - 1) * sw + 1:sw, :]
+            for i in range(kh) for j in range(kw)]
+    return array_ops.stack(wins, axis=-1), kh * kw
+
+
+def max_pool2d(input: PrivateTensor, ksize, strides, padding: str = "VALID",
+               data_format: str = "NHWC", name: Optional[str] = None) -> PrivateTensor:
+    """Max pooling (tf.nn.max_pool2d semantics) by a comparison tree over each
+    window: ceil(log2(kh*kw)) comparison rounds for all windows at once.
+
+    For relu followed by max pooling use `max_pool2d_relu`, which computes the
+    same values as relu(max_pool2d(x)) with kh*kw times fewer ReLU comparisons
+    (maxpool and relu commute).
+    """
+    if not C.is_private(input):
+        return tf.nn.max_pool2d(input, ksize, strides, padding, data_format, name)
+    if data_format != "NHWC":
+        raise ValueError("tp.nn.max_pool2d supports data_format='NHWC' only")
+    win, n = _windows(input, ksize, strides, padding, "tp.nn.max_pool2d")
+    h = C.handle_of(win)
+    return C.wrap(h, P.reduce_max_last(h.backend, C.shares(win), n), input.dtype)
+
+
+def max_pool2d_relu(input: PrivateTensor, ksize, strides, padding: str = "VALID",
+                    name: Optional[str] = None) -> PrivateTensor:
+    """maxpool(relu(x)) computed as relu(maxpool(x)): the ReLU then runs on
+    the pooled tensor only (PrivPy §6.2)."""
+    return relu(max_pool2d(input, ksize, strides, padding))

@@ -101,12 +101,12 @@ class PrivateTensor(tf.experimental.ExtensionType):
         return math_ops.multiply(other, self)
 
     def __truediv__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.divide(self, other)
+        from tf_privpy import math_fns
+        return math_fns.divide(self, other)
 
     def __rtruediv__(self, other):
-        raise TypeError("division by a PrivateTensor needs the private reciprocal "
-                        "(comparison issue); divide by a public value instead")
+        from tf_privpy import math_fns
+        return math_fns.divide(other, self)
 
     def __neg__(self):
         from tf_privpy import math_ops
@@ -122,6 +122,26 @@ class PrivateTensor(tf.experimental.ExtensionType):
     def __rmatmul__(self, other):
         from tf_privpy import math_ops
         return math_ops.matmul(other, self)
+
+    def __lt__(self, other):
+        from tf_privpy import compare_ops
+        return compare_ops.less(self, other)
+
+    def __le__(self, other):
+        from tf_privpy import compare_ops
+        return compare_ops.less_equal(self, other)
+
+    def __gt__(self, other):
+        from tf_privpy import compare_ops
+        return compare_ops.greater(self, other)
+
+    def __ge__(self, other):
+        from tf_privpy import compare_ops
+        return compare_ops.greater_equal(self, other)
+
+    def __abs__(self):
+        from tf_privpy import compare_ops
+        return compare_ops.abs(self)
 
     def __getitem__(self, key):
         from tf_privpy import array_ops

@@ -1,0 +1,124 @@
+"""Benchmark of the comparison protocol and what is built on it.
+
+Embedded four-server runtime, both rings, beside plaintext TensorFlow in the
+same run, and beside the peers' published figures (shared/ANCHORS.md):
+PrivPy 150,125 comparisons/s (four 8-vCPU servers), Obliv-C 78,431/s;
+TF-Encrypted (3 machines, LAN): sort 2^16 in 7.37 s, max of 2^16 groups of 4
+in 0.29 s.
+
+    python benchmarks/compare.py                  # what `make bench` runs
+    python benchmarks/compare.py --sizes=1000,100000 --reps=2   # quick
+
+Targets (issue #3, 2 cores): >= 500,000 comparisons/s online and >= 250,000/s
+with garbling, <= 2.1 KB online per comparison.
+"""
+import os
+import time
+
+from absl import app, flags
+
+import tf_privpy as tp
+
+flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
+flags.DEFINE_list("sizes", ["1000", "10000", "100000", "1000000"], "comparison batch sizes")
+flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
+flags.DEFINE_list("sort_sizes", ["1024", "65536"], "sort lengths (TF-Encrypted task)")
+flags.DEFINE_list("max_groups", ["1024", "65536"], "number of groups of 4 for max")
+flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                    "folder for compare.json and compare.png")
+F = flags.FLAGS
+
+ANCHORS = {"privpy_cmp_per_s": 150_125, "obliv_c_cmp_per_s": 78_431,
+           "tfe_sort_65536_s": 7.37, "tfe_max_65536x4_s": 0.29}
+
+
+def best_time(fn, reps):
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+
+def main(argv):
+    del argv
+    tp.init()
+    import numpy as np
+    import tensorflow as tf
+
+    from _report import bar_png, machine, print_table, write_json
+    tf.get_logger().setLevel("ERROR")
+    rng = np.random.default_rng(0)
+    res = {"machine": machine(), "anchors": ANCHORS, "compare": [], "relu": [], "tasks": []}
+    for bits in map(int, F.rings):
+        tp.reset()
+        tp.init(tp.Config(ring_bits=bits))
+        rt = tp.get_runtime().runtime
+        for n in map(int, F.sizes):
+            x = tp.share(rng.uniform(-100, 100, n))
+            y = tp.share(rng.uniform(-100, 100, n))
+            less = tf.function(lambda a, b: a < b)
+            t_full = best_time(lambda: less(x, y).share0.shape, F.reps)
+            pool = [tp.garble_comparisons(n) for _ in range(F.reps + 1)]
+            online = tf.function(lambda a, b, g: tp.less(a, b, pregarbled=g))
+            it = iter(pool)
+            t_online = best_time(lambda: online(x, y, next(it)).share0.shape, F.reps)
+            rt.reset_stats()
+            tp.less(x, y, pregarbled=tp.garble_comparisons(n))
+            online_bytes = sum(s.bytes for s in rt.stats.values()) / n
+            rt.reset_stats()
+            tp.garble_comparisons(n)
+            offline_bytes = sum(s.bytes for s in rt.stats.values()) / n
+            plain = tf.function(lambda a, b: a < b)
+            xf = tf.constant(rng.uniform(-100, 100, n))
+            t_plain = best_time(lambda: plain(xf, xf).numpy(), F.reps)
+            res["compare"].append({"ring": bits, "n": n, "with_garbling_per_s": n / t_full,
+                                   "online_per_s": n / t_online,
+                                   "online_bytes_per_cmp": online_bytes,
+                                   "offline_bytes_per_cmp": offline_bytes,
+                                   "plaintext_per_s": n / t_plain})
+        n = int(F.sizes[-1])
+        x = tp.share(rng.uniform(-100, 100, n))
+        relu = tf.function(lambda a: tp.nn.relu(a))
+        res["relu"].append({"ring": bits, "n": n,
+                            "per_s": n / best_time(lambda: relu(x).share0.shape, F.reps)})
+        for m in map(int, F.sort_sizes):
+            v = tp.share(rng.uniform(-100, 100, m))
+            f = tf.function(lambda a: tp.sort(a))
+            res["tasks"].append({"ring": bits, "task": f"sort {m}",
+                                 "s": best_time(lambda: f(v).share0.shape, 1),
+                                 "tfe_lan_s": ANCHORS["tfe_sort_65536_s"] if m == 65536 else None})
+        for g in map(int, F.max_groups):
+            v = tp.share(rng.uniform(-100, 100, (g, 4)))
+            f = tf.function(lambda a: tp.reduce_max(a, axis=1))
+            res["tasks"].append({"ring": bits, "task": f"max of {g} groups of 4",
+                                 "s": best_time(lambda: f(v).share0.shape, F.reps),
+                                 "tfe_lan_s": ANCHORS["tfe_max_65536x4_s"] if g == 65536 else None})
+
+    print_table("Private comparison x < y, embedded, 2 cores (PrivPy 150,125/s on 4x8 vCPU; "
+                "Obliv-C 78,431/s)",
+                ["ring", "batch", "online /s", "with garbling /s", "online B/cmp",
+                 "offline B/cmp", "plaintext /s"],
+                [[r["ring"], f"{r['n']:,}", f"{r['online_per_s']:,.0f}",
+                  f"{r['with_garbling_per_s']:,.0f}", f"{r['online_bytes_per_cmp']:.0f}",
+                  f"{r['offline_bytes_per_cmp']:.0f}", f"{r['plaintext_per_s']:,.0f}"]
+                 for r in res["compare"]])
+    print_table("ReLU", ["ring", "n", "ReLU /s"],
+                [[r["ring"], f"{r['n']:,}", f"{r['per_s']:,.0f}"] for r in res["relu"]])
+    print_table("TF-Encrypted benchmark tasks (TFE: 3 machines, LAN)",
+                ["ring", "task", "tf_privpy s", "TF-Encrypted s"],
+                [[r["ring"], r["task"], f"{r['s']:.3f}",
+                  f"{r['tfe_lan_s']}" if r["tfe_lan_s"] else "-"] for r in res["tasks"]])
+    write_json(os.path.join(F.out, "compare.json"), res)
+    rows = [r for r in res["compare"]]
+    bar_png(os.path.join(F.out, "compare.png"), "Comparisons per second",
+            [f"{r['ring']}-bit {r['n']:,}" for r in rows],
+            {"online": [r["online_per_s"] for r in rows],
+             "with garbling": [r["with_garbling_per_s"] for r in rows],
+             "PrivPy (paper)": [ANCHORS["privpy_cmp_per_s"]] * len(rows)}, "comparisons/s")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,236 @@
+"""Comparison-based protocols on shares (PrivPy §5.4-5.5, DESIGN §6).
+
+Everything here composes `Backend.ltz` (the garbled-circuit comparison,
+shares of [x < 0] as fixed-point 0/1) with local linear operations and the
+multiplication protocol:
+  select(c, a, b) = b + c·(a - b)          one multiplication
+  max(a, b) = b + [b < a]·(a - b)          one comparison + one multiplication
+Independent comparisons and products of one level are always issued as one
+batched call, so a tree of depth d costs d comparison rounds and d
+multiplication rounds, whatever the batch size.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from . import shares as sh
+from .backend import Backend, Shares
+
+
+def _one(backend: Backend, like: Shares) -> Shares:
+    """Shares of the fixed-point constant 1.0 shaped like `like`."""
+    zero = backend.sub(like, like)
+    shape = sh.dynamic_shape(like[0], backend.limbs)
+    return backend.add_public(zero, tf.ones(shape, tf.float64))
+
+
+def ltz_many(backend: Backend, xs: Sequence[Shares]) -> List[Shares]:
+    """[x < 0] for several tensors in ONE comparison batch (one round)."""
+    if len(xs) == 1:
+        return [backend.ltz(xs[0])]
+    limbs = backend.limbs
+    shapes = [sh.dynamic_shape(x[0], limbs) for x in xs]
+    sizes = [tf.reduce_prod(s) for s in shapes]
+    flat = backend.map_many(lambda parts: tf.concat([sh.reshape(p, [-1], limbs) for p in parts], 0),
+                            list(xs))
+    bits = backend.ltz(flat)
+    out = []
+    for i in range(2):
+        with backend.on(i):
+            out.append(tf.split(bits[i], tf.stack(sizes), axis=0))
+    return [backend.map_shares(lambda s, shp=shp: sh.reshape(s, shp, limbs), (a, b))
+            for a, b, shp in zip(out[0], out[1], shapes)]
+
+
+def less(backend: Backend, x: Shares, y: Shares, pregarbled=None) -> Shares:
+    """[x < y] (with garbled tables prepared ahead if `pregarbled` is given)."""
+    return backend.ltz(backend.sub(x, y), pregarbled)
+
+
+def not_(backend: Backend, c: Shares) -> Shares:
+    """1 - c for a shared bit c."""
+    return backend.public_sub(tf.ones(sh.dynamic_shape(c[0], backend.limbs), tf.float64), c)
+
+
+def equal(backend: Backend, x: Shares, y: Shares) -> Shares:
+    """[x == y] = 1 - [x < y] - [y < x]: two comparisons, one round."""
+    d = backend.sub(x, y)
+    lt, gt = ltz_many(backend, [d, backend.neg(d)])
+    return not_(backend, backend.add(lt, gt))
+
+
+def sign(backend: Backend, x: Shares) -> Shares:
+    """-1, 0 or 1 (tf.sign): [x > 0] - [x < 0], one comparison round."""
+    neg, pos = ltz_many(backend, [x, backend.neg(x)])
+    return backend.sub(pos, neg)
+
+
+def select(backend: Backend, c: Shares, a: Shares, b: Shares) -> Shares:
+    """c ? a : b for a shared bit c: b + c·(a - b), one multiplication."""
+    return backend.add(b, backend.mul(c, backend.sub(a, b)))
+
+
+def abs_(backend: Backend, x: Shares) -> Shares:
+    """|x| = x - 2·x·[x < 0]."""
+    c = backend.ltz(x)
+    xc = backend.mul(x, c)
+    return backend.sub(x, backend.add(xc, xc))
+
+
+def relu(backend: Backend, x: Shares) -> Shares:
+    """max(x, 0) = x - x·[x < 0] (PrivPy §5.5)."""
+    return backend.sub(x, backend.mul(x, backend.ltz(x)))
+
+
+def maximum(backend: Backend, a: Shares, b: Shares) -> Shares:
+    """max(a, b) = b + [b < a]·(a - b)."""
+    d = backend.sub(a, b)
+    return backend.add(b, backend.mul(backend.ltz(backend.neg(d)), d))
+
+
+def minimum(backend: Backend, a: Shares, b: Shares) -> Shares:
+    """min(a, b) = a - [b < a]·(a - b)."""
+    d = backend.sub(a, b)
+    return backend.sub(a, backend.mul(backend.ltz(backend.neg(d)), d))
+
+
+# ------------------------------------------------------------- reductions
+def _split_last(backend: Backend, x: Shares, n: int) -> Tuple[Shares, Shares, Shares]:
+    """(first half, second half, odd leftover or None) along the last axis."""
+    h = n // 2
+    limbs = backend.limbs
+    a = backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(0, h)), limbs), x)
+    b = backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(h, 2 * h)), limbs), x)
+    rest = (backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(2 * h, n)), limbs), x)
+            if n % 2 else None)
+    return a, b, rest
+
+
+def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
+                    with_index: bool = False):
+    """Max (or min) over the last axis of static length n by a tree of
+    comparisons: ceil(log2 n) levels, each one comparison round and one
+    multiplication round for the whole level. With with_index, also the
+    (shared, fixed-point) index of the first extremum."""
+    limbs = backend.limbs
+    if n < 1:
+        raise ValueError("reduction over an empty axis")
+    idx = None
+    if with_index:
+        shape = sh.dynamic_shape(x[0], limbs)
+        pos = tf.broadcast_to(tf.range(n, dtype=tf.float64), shape)
+        idx = backend.add_public(backend.sub(x, x), pos)
+    while n > 1:
+        a, b, rest = _split_last(backend, x, n)
+        d = backend.sub(a, b)
+        # c = 1 where b wins: b > a for max (first index wins ties), b < a for min
+        c = backend.ltz(d if not want_min else backend.neg(d))
+        if with_index:
+            ia, ib, irest = _split_last(backend, idx, n)
+            di = backend.sub(ib, ia)
+            neg_d = backend.neg(d)
+            prod_v, prod_i = backend.mul_many([(c, neg_d), (c, di)])
+            x, idx = backend.add(a, prod_v), backend.add(ia, prod_i)
+        else:
+            x = backend.add(a, backend.mul(c, backend.neg(d)))
+        if rest is not None:
+            x = backend.map_many(lambda p: sh.concat(p, -1, limbs), [x, rest])
+            if with_index:
+                idx = backend.map_many(lambda p: sh.concat(p, -1, limbs), [idx, irest])
+        n = (n + 1) // 2
+    squeeze = lambda s: sh.squeeze(s, -1, limbs)  # noqa: E731
+    x = backend.map_shares(squeeze, x)
+    if with_index:
+        return x, backend.map_shares(squeeze, idx)
+    return x
+
+
+def reduce_max(backend: Backend, x: Shares, axis: int, keepdims: bool = False,
+               want_min: bool = False) -> Shares:
+    """Max (or min) along `axis` (static length), a comparison tree."""
+    limbs = backend.limbs
+    shape = sh.logical_shape(x[0], limbs)
+    r = shape.rank
+    axis = sh.norm_axis(axis, r)
+    n = shape[axis]
+    if n is None:
+        raise ValueError("reduce_max needs a static length along the reduced axis")
+    perm = [i for i in range(r) if i != axis] + [axis]
+    xt = backend.map_shares(lambda s: sh.transpose(s, perm, limbs), x)
+    out = reduce_max_last(backend, xt, n, want_min)
+    if keepdims:
+        out = backend.map_shares(lambda s: sh.expand_dims(s, axis, limbs), out)
+    return out
+
+
+# --------------------------------------------------------------- sorting
+def batcher_pairs(n: int) -> List[List[Tuple[int, int]]]:
+    """Layers of Batcher's odd-even merge sort for n elements: comparators
+    (i, j), i < j, disjoint within a layer. Built for the next power of two;
+    comparators touching indices >= n are dropped, which is the same as
+    padding with +inf (they would never swap)."""
+    p = 1
+    while p < n:
+        p *= 2
+    layers = []
+    k = 1
+    while k < p:
+        j = k
+        while j >= 1:
+            layer = []
+            for i in range(j % k, p - j, 2 * j):
+                for t in range(min(j, p - i - j)):
+                    a, b = i + t, i + t + j
+                    if (a // (2 * k)) == (b // (2 * k)) and b < n:
+                        layer.append((a, b))
+            if layer:
+                layers.append(layer)
+            j //= 2
+        k *= 2
+    return layers
+
+
+def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
+              with_index: bool = False):
+    """Sorts along the last axis (static length n) with Batcher's network:
+    O(log^2 n) layers, each one comparison round and one multiplication
+    round for all its comparators."""
+    limbs = backend.limbs
+    idx = None
+    if with_index:
+        shape = sh.dynamic_shape(x[0], limbs)
+        idx = backend.add_public(backend.sub(x, x),
+                                 tf.broadcast_to(tf.range(n, dtype=tf.float64), shape))
+    for layer in batcher_pairs(n):
+        ia = np.array([a for a, _ in layer])
+        ib = np.array([b for _, b in layer])
+        touched = np.concatenate([ia, ib])
+        rest = np.setdiff1d(np.arange(n), touched)
+        order = np.concatenate([ia, ib, rest])
+        inv = np.argsort(order)
+        take = lambda s, i: sh.gather(s, i, -1, limbs)  # noqa: E731
+        a = backend.map_shares(lambda s: take(s, ia), x)
+        b = backend.map_shares(lambda s: take(s, ib), x)
+        d = backend.sub(a, b)
+        # c = 1 where the pair is out of order
+        c = backend.ltz(backend.neg(d) if not descending else d)
+        if with_index:
+            ja = backend.map_shares(lambda s: take(s, ia), idx)
+            jb = backend.map_shares(lambda s: take(s, ib), idx)
+            dv, di = backend.mul_many([(c, d), (c, backend.sub(ja, jb))])
+        else:
+            dv = backend.mul(c, d)
+        lo, hi = backend.sub(a, dv), backend.add(b, dv)
+        parts = [lo, hi]
+        if len(rest):
+            parts.append(backend.map_shares(lambda s: take(s, rest), x))
+        x = backend.map_many(lambda p: take(sh.concat(p, -1, limbs), inv), parts)
+        if with_index:
+            iparts = [backend.sub(ja, di), backend.add(jb, di)]
+            if len(rest):
+                iparts.append(backend.map_shares(lambda s: take(s, rest), idx))
+            idx = backend.map_many(lambda p: take(sh.concat(p, -1, limbs), inv), iparts)
+    return (x, idx) if with_index else x

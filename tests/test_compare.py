@@ -1,0 +1,156 @@
+"""Comparison (PrivPy Protocol 2, DESIGN §6) and everything built on it,
+against numpy, in both rings and both backends, eagerly and in tf.function.
+
+The comparison is exact except when the 64-bit integer sum of the low share
+halves wraps, which happens with probability about |x|·2^f / 2^63 per
+comparison (DESIGN §6): under 2^-33 for |x| < 1000, under 2^-20 at the
+128-bit ring's bound 2^23. Random tests therefore use |x| < 1000."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_privpy as tp
+from conftest import run
+from tolerances import encode_tol, select_tol, ulp
+
+from tf_privpy.protocols.compare import batcher_pairs
+
+
+@pytest.fixture(params=[(128, "privpy"), (64, "privpy"), (128, "plaintext")],
+                ids=["ring128", "ring64", "plaintext"])
+def setup(request):
+    bits, backend = request.param
+    tp.reset()
+    tp.init(tp.Config(ring_bits=bits, backend=backend))
+    yield tp.get_runtime().config
+    tp.reset()
+    tp.init()
+
+
+def exact(cfg, a):
+    """Values exactly representable in the encoding (so comparisons of the
+    encoded values equal numpy's)."""
+    return np.round(np.asarray(a, np.float64) * 2 ** cfg.frac_bits) / 2 ** cfg.frac_bits
+
+
+def sh(a):
+    return tp.share(tf.constant(a, tf.float64))
+
+
+def test_edge_comparisons(setup, mode):
+    cfg = setup
+    u = ulp(cfg.frac_bits)
+    big = cfg.bound - u
+    vals = exact(cfg, [0.0, u, -u, 2 * u, 1.0, -1.0, big, -big, 123.5, -123.5])
+    x, y = np.meshgrid(vals, vals)
+    px, py = sh(x), sh(y)
+    for fn, want in [(lambda a, b: a < b, x < y), (lambda a, b: a <= b, x <= y),
+                     (lambda a, b: a > b, x > y), (lambda a, b: a >= b, x >= y),
+                     (tp.equal, x == y), (tp.not_equal, x != y)]:
+        got = run(mode, fn, px, py).reveal().numpy()
+        assert got.dtype == bool
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+def test_million_random_comparisons(setup):
+    cfg = setup
+    rng = np.random.default_rng(7)
+    n = 10 ** 6
+    x = exact(cfg, rng.uniform(-1000, 1000, n))
+    y = exact(cfg, np.where(rng.random(n) < 0.01, x, rng.uniform(-1000, 1000, n)))
+    got = tp.less(sh(x), sh(y)).reveal().numpy()
+    assert int(np.sum(got != (x < y))) == 0
+
+
+def test_sign_abs_relu_where(setup, mode, rng):
+    cfg = setup
+    x = exact(cfg, np.concatenate([rng.normal(0, 50, 20), [0.0, ulp(cfg.frac_bits)]]))
+    f = cfg.frac_bits
+    p = sh(x)
+    np.testing.assert_array_equal(run(mode, tp.sign, p).reveal().numpy(), np.sign(x))
+    np.testing.assert_allclose(run(mode, tp.abs, p).reveal().numpy(), np.abs(x),
+                               atol=select_tol(2, f), rtol=0)
+    np.testing.assert_allclose(run(mode, tp.nn.relu, p).reveal().numpy(), np.maximum(x, 0),
+                               atol=select_tol(1, f), rtol=0)
+    np.testing.assert_allclose(run(mode, tf.nn.relu, p).reveal().numpy(), np.maximum(x, 0),
+                               atol=select_tol(1, f), rtol=0)
+    y = exact(cfg, rng.normal(0, 50, x.shape))
+    got = run(mode, lambda a, b: tp.where(a > b, a, b * 2.0), p, sh(y)).reveal().numpy()
+    np.testing.assert_allclose(got, np.where(x > y, x, 2 * y), atol=select_tol(1, f), rtol=0)
+    got = run(mode, lambda a: tp.where(np.array(x > 0), a, 0.0), p).reveal().numpy()
+    np.testing.assert_allclose(got, np.where(x > 0, x, 0.0), atol=2 * ulp(f), rtol=0)
+
+
+def test_maximum_minimum(setup, mode, rng):
+    cfg = setup
+    x, y = exact(cfg, rng.normal(0, 50, (4, 5))), exact(cfg, rng.normal(0, 50, (1, 5)))
+    tol = select_tol(1, cfg.frac_bits)
+    np.testing.assert_allclose(run(mode, tp.maximum, sh(x), sh(y)).reveal(), np.maximum(x, y),
+                               atol=tol, rtol=0)
+    np.testing.assert_allclose(run(mode, tf.minimum, sh(x), sh(y)).reveal(), np.minimum(x, y),
+                               atol=tol, rtol=0)
+    np.testing.assert_allclose(run(mode, lambda a: tp.maximum(a, 0.5), sh(x)).reveal(),
+                               np.maximum(x, 0.5), atol=tol, rtol=0)
+
+
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), (1, True), (-1, False),
+                                           ((0, 2), False)])
+def test_reduce_max_min(setup, mode, rng, axis, keepdims):
+    cfg = setup
+    x = exact(cfg, rng.normal(0, 50, (3, 7, 5)))
+    tol = select_tol(7, cfg.frac_bits)  # tree depth <= ceil(log2(105))
+    np.testing.assert_allclose(run(mode, lambda a: tp.reduce_max(a, axis, keepdims), sh(x))
+                               .reveal(), x.max(axis=axis, keepdims=keepdims), atol=tol, rtol=0)
+    np.testing.assert_allclose(run(mode, lambda a: tf.reduce_min(a, axis, keepdims), sh(x))
+                               .reveal(), x.min(axis=axis, keepdims=keepdims), atol=tol, rtol=0)
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_argmax_argmin(setup, mode, rng, axis):
+    cfg = setup
+    x = exact(cfg, rng.permutation(60).reshape(4, 15) * 1.5 - 20)
+    np.testing.assert_array_equal(run(mode, lambda a: tp.argmax(a, axis), sh(x)).reveal(),
+                                  np.argmax(x, axis))
+    np.testing.assert_array_equal(run(mode, lambda a: tp.argmin(a, axis), sh(x)).reveal(),
+                                  np.argmin(x, axis))
+    ties = np.zeros((3, 6))
+    np.testing.assert_array_equal(tp.argmax(sh(ties), 1).reveal(), np.zeros(3))  # first wins
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 16, 33])
+def test_sort_and_top_k(setup, mode, rng, n):
+    cfg = setup
+    x = exact(cfg, rng.normal(0, 50, (3, n)))
+    tol = select_tol(max(1, len(batcher_pairs(max(n, 3)))), cfg.frac_bits)
+    np.testing.assert_allclose(run(mode, tp.sort, sh(x)).reveal(), np.sort(x, -1), atol=tol,
+                               rtol=0)
+    np.testing.assert_allclose(
+        run(mode, lambda a: tp.sort(a, 0, "DESCENDING"), sh(x)).reveal(),
+        -np.sort(-x, 0), atol=tol, rtol=0)
+    k = min(3, n)
+    v, i = run(mode, lambda a: tp.math.top_k(a, k), sh(x))
+    want_v, want_i = tf.math.top_k(x, k)
+    np.testing.assert_allclose(v.reveal(), want_v, atol=tol, rtol=0)
+    np.testing.assert_array_equal(i.reveal(), want_i)
+
+
+@pytest.mark.parametrize("padding,ksize,strides", [("VALID", 2, 2), ("SAME", 3, 2),
+                                                   ("VALID", 3, 1)])
+def test_max_pool(setup, mode, rng, padding, ksize, strides):
+    cfg = setup
+    x = exact(cfg, rng.normal(0, 50, (2, 6, 7, 3)))
+    want = tf.nn.max_pool2d(x, ksize, strides, padding).numpy()
+    tol = select_tol(4, cfg.frac_bits)  # tree over <= 9 taps
+    got = run(mode, lambda a: tp.nn.max_pool2d(a, ksize, strides, padding), sh(x)).reveal()
+    np.testing.assert_allclose(got, want, atol=tol, rtol=0)
+    got = run(mode, lambda a: tp.nn.max_pool2d_relu(a, ksize, strides, padding), sh(x)).reveal()
+    np.testing.assert_allclose(got, np.maximum(want, 0), atol=tol, rtol=0)
+
+
+def test_bits_in_arithmetic(setup):
+    cfg = setup
+    x = exact(cfg, np.array([-2.0, 3.0, 0.5]))
+    c = tp.greater(sh(x), 0.0)
+    # a private bit is a fixed-point 0/1: count the positives
+    np.testing.assert_allclose(tp.reduce_sum(c * 1.0).reveal(), 2.0, atol=encode_tol(20) * 3)

@@ -1,0 +1,383 @@
+"""Garbled-circuit comparison kernels (ops/gc, DESIGN §6): GcGarble on S1,
+GcEncodeInput on S1 (role y, values x1) and S2 (role x, values -x2),
+GcEvaluate on an assistant, GcOutputMask on S1/S2.
+
+Contract tested here: GcEvaluate(...) XOR GcOutputMask(...) equals
+[values_y < values_x] as a SIGNED int64 comparison, i.e. [x1 < -x2]."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from tf_privpy.protocols import kernels as K
+
+LIB = K.load_library()
+I64 = np.iinfo(np.int64)
+FIXED_KEY = bytes.fromhex("243F6A8885A308D313198A2E03707344")  # garble.h kFixedAesKey
+
+
+def rand_key(rng):
+    return tf.constant(rng.integers(I64.min, I64.max, 2, dtype=np.int64, endpoint=True))
+
+
+def c64(v):
+    return tf.constant(v, tf.int64)
+
+
+def garble_eval(key, nonce, y, x):
+    """Runs the four kernels; returns (b' = evaluate output, m, garble outputs, labels)."""
+    n = len(y)
+    nonce = c64(nonce)
+    tables, decode = LIB.tf_privpy_gc_garble(key, nonce, c64(n))
+    lx = LIB.tf_privpy_gc_encode_input(key, nonce, c64(x), role="x")  # S2: -x2
+    ly = LIB.tf_privpy_gc_encode_input(key, nonce, c64(y), role="y")  # S1: x1
+    bits = LIB.tf_privpy_gc_evaluate(tables, decode, lx, ly, nonce, c64(0))
+    m = LIB.tf_privpy_gc_output_mask(key, nonce, c64(n))
+    return bits.numpy(), m.numpy(), (tables.numpy(), decode.numpy()), (lx.numpy(), ly.numpy())
+
+
+EDGES = [0, 1, -1, 2, -2, I64.min, I64.max, I64.min + 1, I64.max - 1, 1 << 62, -(1 << 62),
+         (1 << 32), -(1 << 32)]
+
+
+def test_edge_pairs_exact():
+    rng = np.random.default_rng(1)
+    y, x = np.array([(a, b) for a in EDGES for b in EDGES], dtype=np.int64).T
+    bits, m, _, _ = garble_eval(rand_key(rng), 12345, y, x)
+    assert bits.dtype == np.uint8 and set(np.unique(bits)) <= {0, 1}
+    np.testing.assert_array_equal(bits ^ m, (y < x).astype(np.uint8))
+
+
+def test_random_pairs_exact():
+    rng = np.random.default_rng(2)
+    n = 100_000
+    y = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)  # full range
+    x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    q = n // 4
+    x[q:2 * q] = y[q:2 * q]  # equal values
+    x[2 * q:3 * q] = y[2 * q:3 * q] + rng.integers(-1, 2, q)  # neighbours (wraps at the ends)
+    y[3 * q:] = rng.integers(-1000, 1000, n - 3 * q)  # small values of both signs
+    x[3 * q:] = rng.integers(-1000, 1000, n - 3 * q)
+    bits, m, _, _ = garble_eval(rand_key(rng), int(rng.integers(0, 1 << 62)), y, x)
+    want = (y < x).astype(np.uint8)
+    assert 0.3 < want.mean() < 0.7
+    np.testing.assert_array_equal(bits ^ m, want)
+
+
+def test_protocol_use_gives_sign_of_shared_value():
+    """DESIGN §6: S1 feeds x1 as role y, S2 feeds -x2 as role x, b = [x < 0]."""
+    rng = np.random.default_rng(3)
+    n = 5000
+    x = rng.integers(-(1 << 40), 1 << 40, n)
+    x[:3] = [0, -1, 1]
+    x1 = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    with np.errstate(over="ignore"):
+        x2 = x - x1  # shares mod 2^64
+        neg_x2 = -x2
+    bits, m, _, _ = garble_eval(rand_key(rng), 99, x1, neg_x2)
+    # Exact when x1 + x2 does not wrap as signed integers (probability ~1 - 2^-23 here).
+    ok = (x1.astype(object) + x2.astype(object)) == x.astype(object)
+    assert ok.mean() > 0.999
+    np.testing.assert_array_equal((bits ^ m)[ok], (x < 0)[ok].astype(np.uint8))
+
+
+@pytest.mark.slow
+def test_million_comparisons():
+    """A batch of 10^6 comparisons (2 GB of tables) garbles and evaluates exactly."""
+    rng = np.random.default_rng(12)
+    n = 1_000_000
+    y = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    x[::3] = y[::3]
+    key, nonce = rand_key(rng), c64(77)
+    tables, decode = LIB.tf_privpy_gc_garble(key, nonce, c64(n))
+    bits = LIB.tf_privpy_gc_evaluate(
+        tables, decode, LIB.tf_privpy_gc_encode_input(key, nonce, c64(x), role="x"),
+        LIB.tf_privpy_gc_encode_input(key, nonce, c64(y), role="y"), nonce, c64(0))
+    del tables
+    m = LIB.tf_privpy_gc_output_mask(key, nonce, c64(n))
+    np.testing.assert_array_equal(bits.numpy() ^ m.numpy(), (y < x).astype(np.uint8))
+
+
+def test_n_zero():
+    rng = np.random.default_rng(4)
+    bits, m, (t, d), (lx, ly) = garble_eval(rand_key(rng), 1, np.zeros(0, np.int64),
+                                            np.zeros(0, np.int64))
+    assert bits.shape == (0,) and m.shape == (0,) and t.shape == (0, 64, 4)
+    assert d.shape == (0,) and lx.shape == (0, 64, 2) and ly.shape == (0, 64, 2)
+
+
+def test_determinism_and_nonce_separation():
+    rng = np.random.default_rng(5)
+    key = rand_key(rng)
+    n = 4000
+    y = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    b1, m1, g1, l1 = garble_eval(key, 10, y, x)
+    b2, m2, g2, l2 = garble_eval(key, 10, y, x)
+    # Same (key, nonce): identical garbling, labels and masks (S1 and S2 rely on it).
+    for a, b in zip(g1 + l1 + (m1,), g2 + l2 + (m2,)):
+        np.testing.assert_array_equal(a, b)
+    b3, m3, g3, l3 = garble_eval(key, 11, y, x)
+    np.testing.assert_array_equal(b3 ^ m3, (y < x).astype(np.uint8))
+    # Another nonce: nothing reused.
+    assert np.mean(g1[0] == g3[0]) < 1e-3
+    assert np.mean(l1[0] == l3[0]) < 1e-3 and np.mean(l1[1] == l3[1]) < 1e-3
+    assert 0.45 < np.mean(m1 != m3) < 0.55
+    # Another key, same nonce: also fresh.
+    _, m4, g4, _ = garble_eval(rand_key(rng), 10, y, x)
+    assert np.mean(g1[0] == g4[0]) < 1e-3 and 0.45 < np.mean(m1 != m4) < 0.55
+
+
+def test_mask_looks_uniform():
+    rng = np.random.default_rng(6)
+    key = rand_key(rng)
+    n = 200_000
+    m = LIB.tf_privpy_gc_output_mask(key, c64(3), c64(n)).numpy()
+    assert set(np.unique(m)) == {0, 1}
+    assert abs(m.mean() - 0.5) < 5 * 0.5 / np.sqrt(n)
+    pairs = m[:-1] * 2 + m[1:]  # no serial correlation
+    counts = np.bincount(pairs, minlength=4) / (n - 1)
+    assert np.all(np.abs(counts - 0.25) < 0.01)
+    # Decode bits must look uniform too (they are lsb(output label) ^ m).
+    _, d = LIB.tf_privpy_gc_garble(key, c64(3), c64(20000))
+    assert abs(d.numpy().mean() - 0.5) < 0.03
+    # The masks of the first k comparisons depend on n (the layout includes n),
+    # but are reproducible for the same n.
+    m2 = LIB.tf_privpy_gc_output_mask(key, c64(3), c64(n)).numpy()
+    np.testing.assert_array_equal(m, m2)
+
+
+def test_split_evaluation_across_assistants():
+    """DESIGN §6: T1 evaluates rows [0, f), T2 rows [f, n) of one garbled batch;
+    T2 passes first_index=f (the comparison index fixes the hash tweaks)."""
+    rng = np.random.default_rng(11)
+    n, f = 3000, 1234
+    y = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    _, m, (t, d), (lx, ly) = garble_eval(rand_key(rng), 31, y, x)
+    ev = LIB.tf_privpy_gc_evaluate
+    b1 = ev(t[:f], d[:f], lx[:f], ly[:f], c64(31), c64(0)).numpy()
+    b2 = ev(t[f:], d[f:], lx[f:], ly[f:], c64(31), c64(f)).numpy()
+    np.testing.assert_array_equal(np.concatenate([b1, b2]) ^ m, (y < x).astype(np.uint8))
+    wrong = ev(t[f:], d[f:], lx[f:], ly[f:], c64(31), c64(0)).numpy()  # wrong first_index
+    assert np.mean((wrong ^ m[f:]) == (y[f:] < x[f:])) < 0.6
+    with pytest.raises(tf.errors.InvalidArgumentError, match="first_index must be in"):
+        ev(t, d, lx, ly, c64(31), c64(-1))
+
+    # In a graph with a dynamic batch size, first_index is a tensor (n // 2).
+    @tf.function(input_signature=[tf.TensorSpec([None, 64, 4], tf.int64),
+                                  tf.TensorSpec([None], tf.uint8),
+                                  tf.TensorSpec([None, 64, 2], tf.int64),
+                                  tf.TensorSpec([None, 64, 2], tf.int64)])
+    def halves(t, d, lx, ly):
+        h = tf.shape(d, out_type=tf.int64)[0] // 2
+        return tf.concat([ev(t[:h], d[:h], lx[:h], ly[:h], c64(31), c64(0)),
+                          ev(t[h:], d[h:], lx[h:], ly[h:], c64(31), h)], 0)
+
+    np.testing.assert_array_equal(halves(t, d, lx, ly).numpy() ^ m, (y < x).astype(np.uint8))
+
+
+def test_standalone_cc_program(tmp_path):
+    """ops/gc/garble_test.cc (no TensorFlow, system OpenSSL) passes."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run(["make", "-s", "-f", "ops/gc/Makefile.standalone", "test",
+                        f"OUT={tmp_path}"], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
+
+
+def test_wrong_label_gives_garbage():
+    rng = np.random.default_rng(7)
+    n = 20000
+    y = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
+    key = rand_key(rng)
+    _, m, (t, d), (lx, ly) = garble_eval(key, 21, y, x)
+    want = (y < x).astype(np.uint8)
+    bad = lx.copy()
+    bad[:, 7, 1] ^= 1 << 20  # one bit of one label of every comparison (not the lsb)
+    b = LIB.tf_privpy_gc_evaluate(t, d, bad, ly, c64(21), c64(0)).numpy()
+    assert 0.45 < np.mean((b ^ m) == want) < 0.55
+    # Evaluating with another nonce (wrong tweaks) gives garbage as well.
+    b = LIB.tf_privpy_gc_evaluate(t, d, lx, ly, c64(22), c64(0)).numpy()
+    assert 0.45 < np.mean((b ^ m) == want) < 0.55
+
+
+def _stream(key_np, nonce, nbytes):
+    iv = nonce.to_bytes(8, "big") + bytes(8)
+    enc = Cipher(algorithms.AES(key_np.astype("<i8").tobytes()), modes.CTR(iv)).encryptor()
+    return enc.update(bytes(nbytes))
+
+
+def _blk(b):
+    return int.from_bytes(b, "little")
+
+
+def test_matches_documented_spec():
+    """A pure-Python half-gates garbler written from garble.h's description (stream
+    layout, sigma, tweaks, fixed AES key) gives bit-identical tables, decode bits,
+    input labels and masks."""
+    rng = np.random.default_rng(8)
+    key = rand_key(rng)
+    key_np = key.numpy()
+    nonce, n = int(rng.integers(0, 1 << 62)), 3
+    y = np.array([-5, I64.max, 17], np.int64)
+    x = np.array([3, I64.min, 17], np.int64)
+    s = _stream(key_np, nonce, 16 + 2049 * n)
+    delta = _blk(s[:16]) | 1
+    lab = lambda base, i, g: _blk(s[base + 16 * (64 * i + g):base + 16 * (64 * i + g + 1)])
+    x0 = [[lab(16, i, g) for g in range(64)] for i in range(n)]
+    y0 = [[lab(16 + 1024 * n, i, g) for g in range(64)] for i in range(n)]
+    m = np.array([s[16 + 2048 * n + i] & 1 for i in range(n)], np.uint8)
+    ecb = Cipher(algorithms.AES(FIXED_KEY), modes.ECB()).encryptor()
+    mask128 = (1 << 128) - 1
+
+    def sigma(v):
+        lo, hi = v & (2**64 - 1), v >> 64
+        return hi | ((hi ^ lo) << 64)
+
+    def hashes(vals_tweaks):
+        ins = [sigma(v) ^ j for v, j in vals_tweaks]
+        out = ecb.update(b"".join(i.to_bytes(16, "little") for i in ins))
+        return [_blk(out[16 * k:16 * k + 16]) ^ ins[k] for k in range(len(ins))]
+
+    tables = np.zeros((n, 64, 4), np.uint64)
+    decode = np.zeros(n, np.uint8)
+    for i in range(n):
+        c = 0
+        for g in range(64):
+            a, b = x0[i][g] ^ c, y0[i][g] ^ c
+            jg = (nonce << 64) | (i << 7) | (g << 1)
+            ha0, ha1, hb0, hb1 = hashes([(a, jg), (a ^ delta, jg), (b, jg | 1), (b ^ delta, jg | 1)])
+            pa, pb = a & 1, b & 1
+            tg = ha0 ^ ha1 ^ (delta if pb else 0)
+            wg0 = ha0 ^ (tg if pa else 0)
+            te = hb0 ^ hb1 ^ a
+            we0 = hb0 ^ ((te ^ a) if pb else 0)
+            c = (x0[i][g] ^ wg0 ^ we0) & mask128
+            tables[i, g] = [tg & (2**64 - 1), tg >> 64, te & (2**64 - 1), te >> 64]
+        decode[i] = (c & 1) ^ m[i]
+
+    bits, m_k, (t_k, d_k), (lx_k, ly_k) = garble_eval(key, nonce, y, x)
+    np.testing.assert_array_equal(t_k.view(np.uint64), tables)
+    np.testing.assert_array_equal(d_k, decode)
+    np.testing.assert_array_equal(m_k, m)
+
+    def labels(zero, vals):
+        out = np.zeros((n, 64, 2), np.uint64)
+        for i in range(n):
+            u = (int(vals[i]) & (2**64 - 1)) ^ (1 << 63)
+            for g in range(64):
+                v = zero[i][g] ^ (delta if (u >> g) & 1 else 0)
+                out[i, g] = [v & (2**64 - 1), v >> 64]
+        return out
+
+    np.testing.assert_array_equal(lx_k.view(np.uint64), labels(x0, x))
+    np.testing.assert_array_equal(ly_k.view(np.uint64), labels(y0, y))
+    np.testing.assert_array_equal(bits ^ m, (y < x).astype(np.uint8))
+
+
+def test_graph_mode_static_shapes():
+    rng = np.random.default_rng(9)
+    key = rand_key(rng)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int64)] * 2)
+    def fn(y, x):
+        nonce = c64(4)
+        n = tf.shape(y, out_type=tf.int64)[0]
+        t, d = LIB.tf_privpy_gc_garble(key, nonce, n)
+        lx = LIB.tf_privpy_gc_encode_input(key, nonce, x, role="x")
+        ly = LIB.tf_privpy_gc_encode_input(key, nonce, y, role="y")
+        assert t.shape.as_list() == [None, 64, 4] and lx.shape.as_list() == [None, 64, 2]
+        b = LIB.tf_privpy_gc_evaluate(t, d, lx, ly, nonce, c64(0))
+        assert b.shape.as_list() == [None] and b.dtype == tf.uint8
+        return b ^ LIB.tf_privpy_gc_output_mask(key, nonce, n)
+
+    y = np.array([1, -3, 8, I64.min], np.int64)
+    x = np.array([2, -4, 8, I64.max], np.int64)
+    np.testing.assert_array_equal(fn(c64(y), c64(x)).numpy(), (y < x).astype(np.uint8))
+
+    seen = {}
+
+    @tf.function
+    def const_shapes():
+        t, d = LIB.tf_privpy_gc_garble(key, c64(1), c64(5))
+        seen["t"], seen["d"] = t.shape.as_list(), d.shape.as_list()
+        return t, d
+
+    const_shapes.get_concrete_function()
+    assert seen == {"t": [5, 64, 4], "d": [5]}
+
+
+def test_tampered_shapes_are_rejected():
+    rng = np.random.default_rng(10)
+    key = rand_key(rng)
+    n = 6
+    y = rng.integers(-9, 9, n)
+    _, _, (t, d), (lx, ly) = garble_eval(key, 1, y, y)
+    nonce = c64(1)
+    def ev(t, d, lx, ly, nonce, first=c64(0)):
+        return LIB.tf_privpy_gc_evaluate(t, d, lx, ly, nonce, first)
+
+    cases = [
+        (lambda: ev(t[:, :63], d, lx, ly, nonce), r"tables must have shape \[n, 64, 4\]"),
+        (lambda: ev(t[..., :2], d, lx, ly, nonce), r"tables must have shape \[n, 64, 4\]"),
+        (lambda: ev(t, d[:5], lx, ly, nonce), r"decode must have shape \[6\]"),
+        (lambda: ev(t, d, lx[:5], ly, nonce), r"labels_x has 5 comparisons but the other inputs have 6"),
+        (lambda: ev(t, d, lx, ly[..., :1], nonce), r"labels_y must have shape \[n, 64, 2\]"),
+        (lambda: ev(t, d, lx, ly, c64([1, 2])), r"nonce must be an int64 scalar"),
+        (lambda: ev(t, d, lx, ly, nonce, c64([0])), r"first_index must be an int64 scalar"),
+        (lambda: LIB.tf_privpy_gc_garble(key, nonce, c64(-1)), r"n .* must be in \[0, "),
+        (lambda: LIB.tf_privpy_gc_garble(key, nonce, c64([3])), r"n must be an int64 scalar"),
+        (lambda: LIB.tf_privpy_gc_garble(key[:1], nonce, c64(3)), r"key12 must be an int64 tensor of 2"),
+        (lambda: LIB.tf_privpy_gc_output_mask(key, nonce, c64(-5)), r"must be in \[0, "),
+        (lambda: LIB.tf_privpy_gc_encode_input(key, nonce, c64([[1, 2]]), role="x"),
+         r"values must be a vector \[n\]"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=msg):
+            fn()
+    with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
+        LIB.tf_privpy_gc_encode_input(key, nonce, c64([1]), role="z")
+
+    # In a graph, the shape functions reject mismatches before anything runs.
+    with pytest.raises(ValueError, match="must be equal|Dimensions must be equal|Shape must be"):
+        tf.function(lambda: ev(t, d, lx[:5], ly, nonce)).get_concrete_function()
+
+
+PORTABLE_CODE = """
+import sys, numpy as np, tensorflow as tf
+from tf_privpy.protocols import kernels as K
+L = K.load_library()
+k = tf.constant([123456789, -987654321], tf.int64); no = tf.constant(77, tf.int64)
+y = tf.constant(np.arange(-150, 150, dtype=np.int64) * 7919)
+x = tf.constant(np.arange(150, -150, -1, dtype=np.int64) * 104729)
+t, d = L.tf_privpy_gc_garble(k, no, tf.constant(300, tf.int64))
+lx = L.tf_privpy_gc_encode_input(k, no, x, role="x")
+ly = L.tf_privpy_gc_encode_input(k, no, y, role="y")
+b = L.tf_privpy_gc_evaluate(t, d, lx, ly, no, tf.constant(0, tf.int64))
+m = L.tf_privpy_gc_output_mask(k, no, tf.constant(300, tf.int64))
+assert np.array_equal(b.numpy() ^ m.numpy(), (y.numpy() < x.numpy()).astype(np.uint8))
+sys.stdout.write("".join(a.numpy().tobytes().hex() for a in (t, d, lx, ly, b, m)))
+"""
+
+
+def test_portable_aes_path_matches():
+    """OpenSSL's portable AES (AES-NI and AVX masked off) garbles and evaluates
+    bit-identically to the AES-NI/VAES path."""
+    outs = []
+    for cap in (None, "~0x200000200000000"):  # bit 57 (AES-NI) and 41 (AVX) off
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+        if cap:
+            env["OPENSSL_ia32cap"] = cap
+        r = subprocess.run([sys.executable, "-c", PORTABLE_CODE], env=env,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        outs.append(r.stdout)
+    assert outs[0] == outs[1] and len(outs[0]) == 2 * (300 * 64 * 32 + 300 + 2 * 300 * 64 * 16 + 600)

@@ -1,0 +1,167 @@
+"""Private non-linear functions (tp.math): reciprocal, division, sqrt, rsqrt,
+exp, log, sigmoid, tanh, softmax, log_softmax.
+
+Thin wrappers over protocols/numerics.py, which documents the methods. Each
+function's method, degree or iteration count comes from the runtime config
+("functions" in protocols/defaults.json, or tp.Config(functions=...)) and can
+be overridden per call. Errors, rounds and costs: docs/numerics.md.
+
+Inputs must be in the shared range |x| < B. A private value cannot raise an
+error without revealing itself, so out-of-domain inputs have documented
+results instead:
+  reciprocal(0) = 0, divide(x, 0) = 0; sqrt(x <= 0) = 0, rsqrt(x <= 0) = 0;
+  log(x <= 0) = ln(2^-(f+1)) (ln of half an ulp: -14.56 with f = 20);
+  exp(x) = 0 below ln(2^-f) and 2^floor(log2 B) (= B) from floor(log2 B)·ln 2 up;
+  sigmoid and tanh are exactly 0/-1 and 1 beyond their outer breakpoints.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import tensorflow as tf
+
+from tf_privpy import _common as C
+from tf_privpy import math_ops
+from tf_privpy.private_tensor import PrivateTensor
+from tf_privpy.protocols import numerics as N
+
+
+def _check(x, what: str) -> PrivateTensor:
+    if not C.is_private(x):
+        raise TypeError(f"{what} takes a PrivateTensor, got {type(x).__name__}; use the "
+                        "tf.math function for public tensors")
+    return x
+
+
+def _out_dtype(x: PrivateTensor) -> tf.DType:
+    return x.dtype if x.dtype.is_floating else tf.float64
+
+
+def _unary(fn, x, what, **kw) -> PrivateTensor:
+    x = _check(x, what)
+    h = C.handle_of(x)
+    return C.wrap(h, fn(h.backend, C.shares(x), **kw), _out_dtype(x))
+
+
+def reciprocal(x: PrivateTensor, method: Optional[str] = None, iterations: Optional[int] = None,
+               signed: Optional[bool] = None) -> PrivateTensor:
+    """1/x (Newton-Raphson in Goldschmidt's form from an octave guess).
+
+    Args:
+      x: a PrivateTensor, 2^-f <= |x| < B. 1/0 returns 0.
+      method: "goldschmidt" (default: iterations + 1 multiplication rounds) or
+        "newton" (2 rounds per iteration, self-correcting).
+      iterations: Newton iterations (default 4: error (1/3)^16).
+      signed: False when x > 0 is known (half the comparisons).
+
+    Example:
+      >>> tp.math.reciprocal(tp.share([4.0, -0.5])).reveal()   # [0.25, -2.]
+    """
+    return _unary(N.reciprocal, x, "tp.math.reciprocal", method=method,
+                  iterations=iterations, signed=signed)
+
+
+def divide(x, y, method: Optional[str] = None, iterations: Optional[int] = None,
+           signed: Optional[bool] = None, name: Optional[str] = None):
+    """x / y with broadcasting. A public y is a local multiplication by 1/y
+    (math_ops.divide); a private y runs Goldschmidt division (the numerator
+    enters in the first round, so it costs what reciprocal costs). x / 0 = 0.
+
+    Example:
+      >>> tp.divide(tp.share([3.0]), tp.share([4.0])).reveal()   # [0.75]
+    """
+    if not C.is_private(y):
+        return math_ops.divide(x, y, name=name)
+    h = C.handle_of(x, y)
+    if not C.is_private(x):
+        return math_ops.multiply(x, reciprocal(y, method, iterations, signed))
+    shape = C.broadcast_shape(x.shape, y.shape, "tp.divide")
+    x, y = C.broadcast(h, x, shape), C.broadcast(h, y, shape)
+    dtype = C.result_dtype(x.dtype, y.dtype)
+    dtype = dtype if dtype.is_floating else tf.float64
+    s = N.divide(h.backend, C.shares(x), C.shares(y), method=method, iterations=iterations,
+                 signed=signed)
+    return C.wrap(h, s, dtype)
+
+
+def sqrt(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+    """sqrt(x) for 0 <= x < B; sqrt(x <= 0) = 0.
+
+    Example:
+      >>> tp.sqrt(tp.share([2.0, 9.0])).reveal()   # [1.41421, 3.]
+    """
+    return _unary(N.sqrt, x, "tp.sqrt", degree=degree)
+
+
+def rsqrt(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+    """1/sqrt(x) for 2^-f <= x < B; rsqrt(x <= 0) = 0.
+
+    Example:
+      >>> tp.math.rsqrt(tp.share([4.0])).reveal()   # [0.5]
+    """
+    return _unary(N.rsqrt, x, "tp.math.rsqrt", degree=degree)
+
+
+def exp(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+    """e^x = 2^k·2^frac (k from one comparison batch, 2^frac a polynomial).
+
+    Saturates to 0 where e^x < 2^-f and to 2^floor(log2 B) above it.
+
+    Example:
+      >>> tp.exp(tp.share([0.0, 1.0])).reveal()   # [1., 2.71828]
+    """
+    return _unary(N.exp, x, "tp.exp", degree=degree)
+
+
+def log(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+    """Natural logarithm for 2^-f <= x < B; log(x <= 0) = ln(2^-(f+1)).
+
+    Example:
+      >>> tp.math.log(tp.share([1.0, 10.0])).reveal()   # [0., 2.30259]
+    """
+    return _unary(N.log, x, "tp.math.log", degree=degree)
+
+
+def sigmoid(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None) -> PrivateTensor:
+    """The logistic function as a piecewise polynomial: 3 rounds (PrivPy's
+    Euler method takes 50), exactly 0 / 1 beyond the outer breakpoints (±11).
+
+    Example:
+      >>> tp.sigmoid(tp.share([0.0, 2.0])).reveal()   # [0.5, 0.880797]
+    """
+    return _unary(N.sigmoid, x, "tp.sigmoid", breakpoints=breakpoints, degree=degree)
+
+
+def tanh(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None) -> PrivateTensor:
+    """tanh as a piecewise polynomial (3 rounds), exactly ±1 beyond ±6.
+
+    Example:
+      >>> tp.tanh(tp.share([0.5])).reveal()   # [0.462117]
+    """
+    return _unary(N.tanh, x, "tp.tanh", breakpoints=breakpoints, degree=degree)
+
+
+def softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
+            iterations: Optional[int] = None) -> PrivateTensor:
+    """exp(x - max) / Σ exp(x - max) along axis (static shape).
+
+    Example:
+      >>> tp.nn.softmax(tp.share([[1.0, 2.0, 3.0]])).reveal()   # [[0.0900, 0.2447, 0.6652]]
+    """
+    return _unary(N.softmax, logits, "tp.nn.softmax", axis=axis, degree=degree,
+                  iterations=iterations)
+
+
+def log_softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
+                log_degree: Optional[int] = None) -> PrivateTensor:
+    """(x - max) - ln Σ exp(x - max) along axis (static shape).
+
+    Example:
+      >>> tp.nn.log_softmax(tp.share([[0.0, 0.0]])).reveal()   # [[-0.6931, -0.6931]]
+    """
+    return _unary(N.log_softmax, logits, "tp.nn.log_softmax", axis=axis, degree=degree,
+                  log_degree=log_degree)
+
+
+__all__ = ["divide", "exp", "log", "log_softmax", "reciprocal", "rsqrt", "sigmoid", "softmax",
+           "sqrt", "tanh"]

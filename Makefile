@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR)
 OPS_SRCS := $(shell find ops -name '*.cc' -o -name '*.h')
 LIB := tf_privpy/_tf_privpy_ops.so
 
-.PHONY: all setup build demo test test-fast bench bazel clean distclean
+.PHONY: all setup build demo test test-fast bench docs bazel clean distclean
 
 all: build
 
@@ -45,6 +45,11 @@ test-fast: build
 
 bench: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/micro.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/compare.py
+
+# Reference docs generated from the code (docs/numerics.md: measured on privpy).
+docs: build
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tools/gen_numerics_doc.py
 
 bazel: setup
 	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh build/bazel/_tf_privpy_ops.so

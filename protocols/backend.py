@@ -132,7 +132,8 @@ class Backend(abc.ABC):
         return self.local(fn, x)
 
     def garble_ahead(self, shape) -> "Pregarbled":
-        raise ValueError(f"the {self.name} backend has no garbled circuits to prepare")
+        raise ValueError(f"the {self.name} backend has no garbled circuits to prepare; "
+                         "garbling ahead belongs to the privpy backend")
 
     def map_shares(self, fn, x: Shares) -> Shares:
         """Applies a shape function (reshape, slice, ...) to both shares."""

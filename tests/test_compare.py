@@ -154,3 +154,22 @@ def test_bits_in_arithmetic(setup):
     c = tp.greater(sh(x), 0.0)
     # a private bit is a fixed-point 0/1: count the positives
     np.testing.assert_allclose(tp.reduce_sum(c * 1.0).reveal(), 2.0, atol=encode_tol(20) * 3)
+
+
+def test_pregarbled_comparisons(setup, mode):
+    cfg = setup
+    if cfg.backend != "privpy":
+        with pytest.raises(ValueError, match="privpy"):
+            tp.garble_comparisons([3])
+        return
+    x = exact(cfg, np.array([-2.0, 0.0, 5.0, -1e-3, 7.5]))
+    px = sh(x)
+    g = tp.garble_comparisons([5])
+    f = (lambda a: tp.less(a, 1.0, pregarbled=g)) if mode == "eager" else \
+        tf.function(lambda a: tp.less(a, 1.0, pregarbled=g))
+    np.testing.assert_array_equal(f(px).reveal(), x < 1.0)
+    # single use, enforced in TF state: also a re-run of the same tf.function
+    with pytest.raises(tf.errors.InvalidArgumentError, match="already used"):
+        f(px)
+    with pytest.raises(ValueError, match="for 5 comparisons, not 3"):
+        tp.less(sh(x[:3]), 1.0, pregarbled=tp.garble_comparisons([5]))

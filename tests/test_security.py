@@ -129,3 +129,55 @@ def test_pair_keys_are_distinct_and_shared(ring):
     assert len(set(keys.values())) == len(keys)
     with pytest.raises(ValueError, match="no PRG key"):
         rt.key("S1", "S1", "S1")
+
+
+# ------------------------------------------------------------- comparison
+def comparison_views(which, pregarbled=False):
+    n = N // 4
+    x = np.zeros(n) if which == "zero" else np.random.default_rng(3).normal(0, 1000, n)
+    px = tp.share(x)
+    g = tp.garble_comparisons([n]) if pregarbled else None
+    seen, _ = record(lambda: tp.less(px, 0.0, pregarbled=g))
+    return seen
+
+
+def is_public_index(t):
+    """The stream nonce and the index of the first comparison: counters that
+    fix the garbling's hash tweaks, the same whatever the secrets."""
+    return t.shape.rank == 0
+
+
+def test_comparison_views_are_uniform_and_secret_independent(ring):
+    v0, v1 = comparison_views("zero"), comparison_views("random")
+    assert sorted(v0) == ["S1", "S2", "T1", "T2"]
+    for party in ("S1", "S2", "T1", "T2"):
+        for (src, m0), (_, m1) in zip(v0[party], v1[party]):
+            if is_public_index(m0):
+                continue
+            what = f"comparison: {src}->{party} {m0.dtype.name}{m0.shape}"
+            if m0.dtype == tf.uint8:  # decoding bits: uniform bits
+                for m in (m0, m1):
+                    ones = int(np.sum(m.numpy()))
+                    p = stats.binomtest(ones, m.shape[0]).pvalue
+                    assert p > ALPHA, f"{what}: decode bits are biased (p = {p:.2g})"
+                continue
+            assert_uniform(m0, what + " (secret 0)")
+            assert_uniform(m1, what + " (secret random)")
+            assert_same_distribution(m0, m1, what)
+
+
+def test_garbled_tables_and_labels_are_never_reused(ring):
+    runs = [comparison_views("zero") for _ in range(2)]
+    for party in ("T1", "T2", "S1", "S2"):
+        for (src, a), (_, b) in zip(runs[0][party], runs[1][party]):
+            if is_public_index(a):
+                continue
+            assert not np.array_equal(a.numpy(), b.numpy()), f"{src}->{party} repeated"
+
+
+def test_pregarbled_online_phase_sends_only_labels(ring):
+    v = comparison_views("random", pregarbled=True)
+    # online, T1/T2 receive only input labels ([n, 64, 2]) from S1 and S2
+    for t in ("T1", "T2"):
+        shapes = sorted((src, tuple(m.shape[1:])) for src, m in v[t])
+        assert shapes == [("S1", (64, 2)), ("S2", (64, 2))], shapes

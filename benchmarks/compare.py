@@ -29,7 +29,11 @@ flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__
 F = flags.FLAGS
 
 ANCHORS = {"privpy_cmp_per_s": 150_125, "obliv_c_cmp_per_s": 78_431,
-           "tfe_sort_65536_s": 7.37, "tfe_max_65536x4_s": 0.29}
+           "tfe_sort_65536_s": 7.37, "tfe_max_65536x4_s": 0.29,
+           # CrypTen, 10^4-element ops on its own hardware (ms per 10^4 -> us per element)
+           "crypten_us_per_elt": {"sigmoid": 5.2, "reciprocal": 7.6, "relu": 2.76,
+                                  "compare": 2.58}}
+flags.DEFINE_integer("fn_n", 100_000, "elements for the derived-function timings")
 
 
 def best_time(fn, reps):
@@ -51,7 +55,8 @@ def main(argv):
     from _report import bar_png, machine, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     rng = np.random.default_rng(0)
-    res = {"machine": machine(), "anchors": ANCHORS, "compare": [], "relu": [], "tasks": []}
+    res = {"machine": machine(), "anchors": ANCHORS, "compare": [], "relu": [], "tasks": [],
+           "functions": []}
     for bits in map(int, F.rings):
         tp.reset()
         tp.init(tp.Config(ring_bits=bits))
@@ -88,6 +93,24 @@ def main(argv):
         relu = tf.function(lambda a: tp.nn.relu(a))
         res["relu"].append({"ring": bits, "n": n,
                             "per_s": n / best_time(lambda: relu(x).share0.shape, F.reps)})
+        fns = {"reciprocal": (tp.math.reciprocal, tf.math.reciprocal, (0.01, 1000)),
+               "sqrt": (tp.sqrt, tf.sqrt, (0.01, 1000)),
+               "rsqrt": (tp.math.rsqrt, tf.math.rsqrt, (0.01, 1000)),
+               "exp": (tp.exp, tf.exp, (-20, 10)), "log": (tp.math.log, tf.math.log, (0.01, 1000)),
+               "sigmoid": (tp.sigmoid, tf.sigmoid, (-30, 30)), "tanh": (tp.tanh, tf.tanh, (-30, 30)),
+               "softmax (rows of 10)": (tp.nn.softmax, tf.nn.softmax, (-15, 15)),
+               "log_softmax (rows of 10)": (tp.nn.log_softmax, tf.nn.log_softmax, (-15, 15))}
+        for name, (fn, tf_fn, (lo, hi)) in fns.items():
+            vals = rng.uniform(lo, hi, (F.fn_n // 10, 10))
+            v = tp.share(vals)
+            f = tf.function(lambda a, fn=fn: fn(a))
+            t = best_time(lambda: f(v).share0.shape, max(1, F.reps - 1))
+            pf = tf.function(lambda a, tf_fn=tf_fn: tf_fn(a))
+            tv = tf.constant(vals, tf.float32)
+            tpl = best_time(lambda: pf(tv).numpy(), F.reps)
+            res["functions"].append({"ring": bits, "fn": name, "us_per_elt": t / F.fn_n * 1e6,
+                                     "plaintext_us": tpl / F.fn_n * 1e6,
+                                     "crypten": ANCHORS["crypten_us_per_elt"].get(name)})
         for m in map(int, F.sort_sizes):
             v = tp.share(rng.uniform(-100, 100, m))
             f = tf.function(lambda a: tp.sort(a))
@@ -101,6 +124,11 @@ def main(argv):
                                  "s": best_time(lambda: f(v).share0.shape, F.reps),
                                  "tfe_lan_s": ANCHORS["tfe_max_65536x4_s"] if g == 65536 else None})
 
+    print_table(f"Derived functions, {F.fn_n:,} elements, tf.function (CrypTen: its own "
+                "hardware, 10^4 elements)",
+                ["ring", "function", "us/element", "plaintext us/element", "CrypTen us/element"],
+                [[r["ring"], r["fn"], f"{r['us_per_elt']:.2f}", f"{r['plaintext_us']:.4f}",
+                  r["crypten"] if r["crypten"] else "-"] for r in res["functions"]])
     print_table("Private comparison x < y, embedded, 2 cores (PrivPy 150,125/s on 4x8 vCPU; "
                 "Obliv-C 78,431/s)",
                 ["ring", "batch", "online /s", "with garbling /s", "online B/cmp",

@@ -173,3 +173,31 @@ def test_pregarbled_comparisons(setup, mode):
         f(px)
     with pytest.raises(ValueError, match="for 5 comparisons, not 3"):
         tp.less(sh(x[:3]), 1.0, pregarbled=tp.garble_comparisons([5]))
+
+
+def test_tf_dispatch_of_nonlinear_functions(rng):
+    """tf.* non-linear functions accept PrivateTensors (plaintext oracle: the
+    protocols themselves are tested above and in test_numerics.py)."""
+    tp.reset()
+    tp.init(tp.Config(backend="plaintext"))
+    try:
+        x = np.array([[0.5, 2.0, 3.0], [1.5, 0.25, 4.0]])
+        p = sh(x)
+        for fn, want, tol in [
+                (tf.math.exp, np.exp(x), 1e-4 * np.exp(x)), (tf.math.log, np.log(x), 1e-4),
+                (tf.math.sqrt, np.sqrt(x), 1e-4 * np.sqrt(x)),
+                (tf.math.rsqrt, 1 / np.sqrt(x), 1e-4 / np.sqrt(x)),
+                (tf.math.reciprocal, 1 / x, 1e-4 / x), (tf.math.sigmoid, 1 / (1 + np.exp(-x)), 1e-4),
+                (tf.math.tanh, np.tanh(x), 1e-4), (lambda a: a / a, np.ones_like(x), 1e-4),
+                (tf.nn.softmax, np.exp(x) / np.exp(x).sum(-1, keepdims=True), 1e-4),
+                (lambda a: tf.math.top_k(a, 2)[0], -np.sort(-x)[:, :2], 1e-5),
+                (lambda a: tf.argmin(a, 1), np.argmin(x, 1), 0),
+                (lambda a: tf.nn.max_pool2d(tf.reshape(a, [1, 2, 3, 1]), 2, 1, "VALID"),
+                 tf.nn.max_pool2d(x.reshape(1, 2, 3, 1), 2, 1, "VALID").numpy(), 1e-5)]:
+            got = fn(p)
+            assert isinstance(got, tp.PrivateTensor)
+            np.testing.assert_allclose(got.reveal(), want, atol=np.max(tol) + 1e-6, rtol=0)
+        np.testing.assert_array_equal(tf.math.equal(p, 2.0).reveal(), x == 2.0)
+    finally:
+        tp.reset()
+        tp.init()

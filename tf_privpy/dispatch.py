@@ -10,7 +10,7 @@ import typing
 
 import tensorflow as tf
 
-from tf_privpy import array_ops, compare_ops, math_ops
+from tf_privpy import array_ops, compare_ops, math_fns, math_ops
 from tf_privpy.private_tensor import PrivateTensor
 
 P = PrivateTensor
@@ -128,6 +128,55 @@ def register() -> None:
     @d(tf.sort, {"values": P})
     def _sort(values, axis=-1, direction="ASCENDING", name=None):
         return compare_ops.sort(values, axis, direction)
+
+    for api, impl in ((tf.math.exp, math_fns.exp), (tf.math.log, math_fns.log),
+                      (tf.math.sqrt, math_fns.sqrt), (tf.math.rsqrt, math_fns.rsqrt),
+                      (tf.math.reciprocal, math_fns.reciprocal),
+                      (tf.math.sigmoid, math_fns.sigmoid), (tf.math.tanh, math_fns.tanh)):
+        d(api, {"x": P})(_unary(impl))
+
+    @d(tf.math.divide, {"x": P}, {"y": P})
+    def _divide(x, y, name=None):
+        return math_fns.divide(x, y)
+
+    @d(tf.math.truediv, {"x": P}, {"y": P})
+    def _truediv(x, y, name=None):
+        return math_fns.divide(x, y)
+
+    @d(tf.math.equal, {"x": P}, {"y": P})
+    def _equal(x, y, name=None):
+        return compare_ops.equal(x, y)
+
+    @d(tf.math.not_equal, {"x": P}, {"y": P})
+    def _not_equal(x, y, name=None):
+        return compare_ops.not_equal(x, y)
+
+    @d(tf.nn.softmax, {"logits": P})
+    def _softmax(logits, axis=None, name=None):
+        return math_fns.softmax(logits, -1 if axis is None else axis)
+
+    @d(tf.nn.log_softmax, {"logits": P})
+    def _log_softmax(logits, axis=None, name=None):
+        return math_fns.log_softmax(logits, -1 if axis is None else axis)
+
+    @d(tf.math.top_k, {"input": P})
+    def _top_k(input, k=1, sorted=True, index_type=tf.int32, name=None):
+        return compare_ops.top_k(input, k, sorted)
+
+    @d(tf.math.argmin, {"input": P})
+    def _argmin(input, axis=None, output_type=tf.int64, name=None):
+        return compare_ops.argmin(input, 0 if axis is None else axis, output_type)
+
+    @d(tf.nn.max_pool2d, {"input": P})
+    def _max_pool2d(input, ksize, strides, padding, data_format="NHWC", name=None):
+        from tf_privpy import nn
+        return nn.max_pool2d(input, ksize, strides, padding, data_format)
+
+
+def _unary(impl):
+    def f(x, name=None):
+        return impl(x)
+    return f
 
 
 def _binary(impl):

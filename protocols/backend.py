@@ -239,6 +239,25 @@ class PrivPyBackend(Backend):
         low = [sh.reshape(s, [-1], self.limbs) for s in x]
         if self.limbs == 2:  # reduction mod 2^64 is a ring homomorphism
             low = [s[:, 0] for s in low]
+        n_static = low[0].shape[0]
+        chunk = int(self.cfg.comparison_batch)
+        if pregarbled is None and n_static is not None and n_static > chunk:
+            # Bounded memory: garbled tables take 2 KB per comparison, so big
+            # batches go in chunks, each garbled after the previous finished.
+            outs, dep = [], []
+            for b in range(0, n_static, chunk):
+                with tf.control_dependencies(dep):
+                    o = self._ltz_flat([s[b:b + chunk] for s in low], None)
+                outs.append(o)
+                dep = [o[0], o[1]]
+            out = self.map_many(lambda p: tf.concat(p, 0), outs)
+        else:
+            out = self._ltz_flat(low, pregarbled)
+        return self.map_shares(lambda s: sh.reshape(s, shape, self.limbs), out)
+
+    def _ltz_flat(self, low, pregarbled) -> Shares:
+        """ltz of flat int64 low halves [n] of the shares: flat ring shares."""
+        rt = self.rt
         if pregarbled is None:
             n = tf.shape(low[0], out_type=tf.int64)[0]
             key, nonce = self._take_gc_stream()
@@ -246,7 +265,7 @@ class PrivPyBackend(Backend):
                 tables, decode = kernels.gc_garble(key[0], nonce[0], n)
             at_t = self._ship_tables(tables, decode, nonce[0], n // 2)
         else:
-            key, nonce, at_t = pregarbled.consume(x[0].shape, self.limbs)
+            key, nonce, at_t = pregarbled.consume(low[0].shape, 1)
             n = tf.shape(low[0], out_type=tf.int64)[0]
         with tf.device(rt.device("S1")):
             labels_y = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
@@ -275,8 +294,8 @@ class PrivPyBackend(Backend):
                 ("S1", own_share["S1"], msg["S1"], mask0),
                 ("S2", msg["S2"], own_share["S2"], mask1))):
             with tf.device(rt.device(party)):
-                z = kernels.bit_unmask(tf.concat([first, second], 0), mask, bits, f, party=p)
-                out.append(sh.reshape(z, shape, self.limbs))
+                out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask, bits, f,
+                                              party=p))
         return out[0], out[1]
 
     def _take_gc_stream(self):

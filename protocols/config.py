@@ -32,6 +32,8 @@ class Config:
       backend: "privpy" (the four-server protocols) or "plaintext" (same API
         and encoding computed in the clear on the client device: a debugging
         aid and test oracle, never private).
+      comparison_batch: the largest number of comparisons garbled at once;
+        bigger batches run in chunks (garbled tables take 2 KB each).
       functions: settings of the non-linear functions (method, iterations),
         keyed by function name; missing keys take defaults.json's values.
 
@@ -43,6 +45,7 @@ class Config:
     frac_bits: Optional[int] = None
     bound: Optional[float] = None
     backend: str = DEFAULTS["backend"]
+    comparison_batch: int = DEFAULTS["comparison_batch"]
     functions: Mapping[str, Any] = dataclasses.field(
         default_factory=lambda: dict(DEFAULTS.get("functions", {})), compare=False, hash=False)
 
@@ -54,6 +57,8 @@ class Config:
             object.__setattr__(self, "frac_bits", int(ring["frac_bits"]))
         if self.bound is None:
             object.__setattr__(self, "bound", float(ring["bound"]))
+        if int(self.comparison_batch) < 2:
+            raise ValueError(f"comparison_batch must be >= 2, got {self.comparison_batch}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not 0 <= self.frac_bits <= 40:

@@ -201,3 +201,22 @@ def test_tf_dispatch_of_nonlinear_functions(rng):
     finally:
         tp.reset()
         tp.init()
+
+
+@pytest.mark.parametrize("bits", [128, 64])
+def test_big_batches_run_in_chunks(bits, mode):
+    tp.reset()
+    tp.init(tp.Config(ring_bits=bits, comparison_batch=16))
+    try:
+        cfg = tp.get_runtime().config
+        x = exact(cfg, np.random.default_rng(5).normal(0, 100, (5, 11)))
+        rt = tp.get_runtime().runtime
+        rt.reset_stats()
+        got = run(mode, lambda a: a < 1.0, sh(x)).reveal().numpy()
+        np.testing.assert_array_equal(got, x < 1.0)
+        if mode == "eager":  # 55 comparisons in chunks of 16: 4 garbled batches, each
+            # S1 -> T1: tables, decode bits, nonce, first index, S1's labels
+            assert rt.stats[("S1", "T1")].messages == 4 * 5
+    finally:
+        tp.reset()
+        tp.init()

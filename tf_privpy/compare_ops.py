@@ -216,16 +216,23 @@ def reduce_min(input_tensor: PrivateTensor, axis=None, keepdims: bool = False,
     return _reduce(input_tensor, axis, keepdims, True)
 
 
-def _arg(x: PrivateTensor, axis: int, want_min: bool, output_type) -> PrivateTensor:
+def _axis_last(x: PrivateTensor, axis: int, what: str):
+    """(handle, shares with `axis` moved last, its static length, the inverse
+    permutation) for the protocols that work along the last axis."""
     h = C.handle_of(x)
     limbs = h.config.limbs
     r = x.shape.rank
     axis = sh.norm_axis(axis, r)
     n = x.shape[axis]
     if n is None:
-        raise ValueError("tp.argmax needs a static length along the axis")
+        raise ValueError(f"{what} needs a static length along the axis")
     perm = [i for i in range(r) if i != axis] + [axis]
     s = h.backend.map_shares(lambda t: sh.transpose(t, perm, limbs), C.shares(x))
+    return h, s, n, [int(i) for i in np.argsort(perm)]
+
+
+def _arg(x: PrivateTensor, axis: int, want_min: bool, output_type) -> PrivateTensor:
+    h, s, n, _ = _axis_last(x, axis, "tp.argmax")
     _, idx = P.reduce_max_last(h.backend, s, n, want_min, with_index=True)
     return C.wrap(h, idx, output_type)
 
@@ -245,16 +252,8 @@ def argmin(input, axis: int = 0, output_type=tf.int64, name: Optional[str] = Non
 
 
 def _sort(x: PrivateTensor, axis: int, descending: bool, with_index: bool):
-    h = C.handle_of(x)
+    h, s, n, inv = _axis_last(x, axis, "tp.sort")
     limbs = h.config.limbs
-    r = x.shape.rank
-    axis = sh.norm_axis(axis, r)
-    n = x.shape[axis]
-    if n is None:
-        raise ValueError("tp.sort needs a static length along the axis")
-    perm = [i for i in range(r) if i != axis] + [axis]
-    inv = list(np.argsort(perm))
-    s = h.backend.map_shares(lambda t: sh.transpose(t, perm, limbs), C.shares(x))
     out = P.sort_last(h.backend, s, n, descending, with_index)
     back = lambda v: h.backend.map_shares(lambda t: sh.transpose(t, inv, limbs), v)  # noqa
     if with_index:

@@ -20,6 +20,7 @@
 
 namespace {
 
+using tf_privpy::MakeThreadedFor;
 using tf_privpy::ParallelFor;
 using namespace tf_privpy::gc;  // NOLINT
 
@@ -34,23 +35,6 @@ void Check(bool ok, const std::string& what) {
   }
 }
 
-// Two std::threads pulling shards of `grain` units from a shared counter.
-ParallelFor MakeThreadedFor(int64_t grain) {
-  return [grain](int64_t total, int64_t,
-                 const std::function<void(int64_t, int64_t)>& fn) {
-    std::atomic<int64_t> next{0};
-    auto worker = [&] {
-      for (;;) {
-        const int64_t b = next.fetch_add(grain);
-        if (b >= total) return;
-        fn(b, std::min(total, b + grain));
-      }
-    };
-    std::thread t1(worker), t2(worker);
-    t1.join();
-    t2.join();
-  };
-}
 
 struct Run {
   std::vector<Block> tables, lx, ly;

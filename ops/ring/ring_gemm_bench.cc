@@ -22,18 +22,9 @@ namespace {
 using tf_privpy::GemmMode;
 using tf_privpy::uint128_t;
 
-// Two std::threads pulling one unit at a time (thread start-up, ~0.1 ms, is
-// included in the timings).
-void TwoThreadFor(int64_t total, int64_t,
-                  const std::function<void(int64_t, int64_t)>& fn) {
-  std::atomic<int64_t> next{0};
-  auto worker = [&] {
-    for (int64_t b; (b = next.fetch_add(1)) < total;) fn(b, b + 1);
-  };
-  std::thread t1(worker), t2(worker);
-  t1.join();
-  t2.join();
-}
+// Two std::threads pulling one unit at a time (thread start-up, ~0.1 ms,
+// is included in the timings).
+const tf_privpy::ParallelFor TwoThreadFor = tf_privpy::MakeThreadedFor(1);
 
 template <typename T>
 double BenchMs(int64_t n, int reps) {

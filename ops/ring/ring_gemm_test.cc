@@ -19,27 +19,10 @@
 namespace {
 
 using tf_privpy::GemmMode;
+using tf_privpy::MakeThreadedFor;
 using tf_privpy::ParallelFor;
 using tf_privpy::uint128_t;
 
-// Two std::threads pulling shards of `grain` units from a shared counter,
-// so shard boundaries land anywhere in [0, total).
-ParallelFor MakeThreadedFor(int64_t grain) {
-  return [grain](int64_t total, int64_t,
-                 const std::function<void(int64_t, int64_t)>& fn) {
-    std::atomic<int64_t> next{0};
-    auto worker = [&] {
-      for (;;) {
-        const int64_t b = next.fetch_add(grain);
-        if (b >= total) return;
-        fn(b, std::min(total, b + grain));
-      }
-    };
-    std::thread t1(worker), t2(worker);
-    t1.join();
-    t2.join();
-  };
-}
 
 template <typename T>
 T RandomValue(std::mt19937_64& rng, int pattern) {

@@ -61,6 +61,14 @@ Status CheckBatchTensor(const Tensor& t, const char* what, int width, int64_t* n
   return ::tensorflow::OkStatus();
 }
 
+// Inputs (key12, nonce, n) shared by GcGarble and GcOutputMask.
+tensorflow::Status ReadKeyNonceBatch(OpKernelContext* ctx, uint8_t key[16], uint64_t* nonce,
+                                     int64_t* n) {
+  TF_RETURN_IF_ERROR(ReadKey(ctx->input(0), "key12", key));
+  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(1), "nonce", nonce));
+  return ReadBatchSize(ctx->input(2), n);
+}
+
 class GcGarbleOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -68,9 +76,7 @@ class GcGarbleOp : public OpKernel {
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
-    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
-    OP_REQUIRES_OK(ctx, ReadBatchSize(ctx->input(2), &n));
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, key, &nonce, &n));
     Tensor *tables, *decode;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gc::kBits, 4}), &tables));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &decode));
@@ -158,9 +164,7 @@ class GcOutputMaskOp : public OpKernel {
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
-    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
-    OP_REQUIRES_OK(ctx, ReadBatchSize(ctx->input(2), &n));
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, key, &nonce, &n));
     Tensor* m;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &m));
     std::string error;

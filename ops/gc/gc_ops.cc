@@ -39,6 +39,14 @@ Status MergeBatch(InferenceContext* c, int i, int width, DimensionHandle* n) {
   return c->Merge(*n, c->Dim(s, 0), n);
 }
 
+// Inputs (key12, nonce, n scalar) of GcGarble and GcOutputMask; *n = n.
+Status KeyNonceBatch(InferenceContext* c, DimensionHandle* n) {
+  TF_RETURN_IF_ERROR(CheckKeyNonce(c, 0, 1));
+  ShapeHandle s;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
+  return c->MakeDimForScalarInput(2, n);
+}
+
 }  // namespace
 
 REGISTER_OP("TfPrivpy>GcGarble")
@@ -48,11 +56,8 @@ REGISTER_OP("TfPrivpy>GcGarble")
     .Output("tables: int64")
     .Output("decode: uint8")
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(CheckKeyNonce(c, 0, 1));
-      ShapeHandle s;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
       DimensionHandle n;
-      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &n));
+      TF_RETURN_IF_ERROR(KeyNonceBatch(c, &n));
       c->set_output(0, c->MakeShape({n, 64, 4}));
       c->set_output(1, c->Vector(n));
       return ::tensorflow::OkStatus();
@@ -117,11 +122,8 @@ REGISTER_OP("TfPrivpy>GcOutputMask")
     .Input("n: int64")
     .Output("m: uint8")
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(CheckKeyNonce(c, 0, 1));
-      ShapeHandle s;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
       DimensionHandle n;
-      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &n));
+      TF_RETURN_IF_ERROR(KeyNonceBatch(c, &n));
       c->set_output(0, c->Vector(n));
       return ::tensorflow::OkStatus();
     })

@@ -20,13 +20,6 @@ from . import shares as sh
 from .backend import Backend, Shares
 
 
-def _one(backend: Backend, like: Shares) -> Shares:
-    """Shares of the fixed-point constant 1.0 shaped like `like`."""
-    zero = backend.sub(like, like)
-    shape = sh.dynamic_shape(like[0], backend.limbs)
-    return backend.add_public(zero, tf.ones(shape, tf.float64))
-
-
 def ltz_many(backend: Backend, xs: Sequence[Shares]) -> List[Shares]:
     """[x < 0] for several tensors in ONE comparison batch (one round)."""
     if len(xs) == 1:
@@ -85,16 +78,16 @@ def relu(backend: Backend, x: Shares) -> Shares:
     return backend.sub(x, backend.mul(x, backend.ltz(x)))
 
 
-def maximum(backend: Backend, a: Shares, b: Shares) -> Shares:
-    """max(a, b) = b + [b < a]·(a - b)."""
+def maximum(backend: Backend, a: Shares, b: Shares, want_min: bool = False) -> Shares:
+    """max(a, b) = b + [b < a]·(a - b); min(a, b) = a - [b < a]·(a - b)."""
     d = backend.sub(a, b)
-    return backend.add(b, backend.mul(backend.ltz(backend.neg(d)), d))
+    t = backend.mul(backend.ltz(backend.neg(d)), d)
+    return backend.sub(a, t) if want_min else backend.add(b, t)
 
 
 def minimum(backend: Backend, a: Shares, b: Shares) -> Shares:
-    """min(a, b) = a - [b < a]·(a - b)."""
-    d = backend.sub(a, b)
-    return backend.sub(a, backend.mul(backend.ltz(backend.neg(d)), d))
+    """min(a, b), one comparison and one multiplication."""
+    return maximum(backend, a, b, want_min=True)
 
 
 # ------------------------------------------------------------- reductions

@@ -157,22 +157,22 @@ def where(condition, x, y, name: Optional[str] = None):
     return C.wrap(h, P.select(h.backend, C.shares(c), C.shares(a), C.shares(b)), dtype)
 
 
+def _extremum(x, y, want_min: bool, name: Optional[str]):
+    if not (C.is_private(x) or C.is_private(y)):
+        return (tf.minimum if want_min else tf.maximum)(x, y, name=name)
+    h, a, b = _private_pair(x, y, "tp.minimum" if want_min else "tp.maximum")
+    return C.wrap(h, P.maximum(h.backend, C.shares(a), C.shares(b), want_min),
+                  C.result_dtype(a.dtype, b.dtype))
+
+
 def maximum(x, y, name: Optional[str] = None) -> PrivateTensor:
     """Elementwise max (one comparison, one multiplication)."""
-    if not (C.is_private(x) or C.is_private(y)):
-        return tf.maximum(x, y, name=name)
-    h, a, b = _private_pair(x, y, "tp.maximum")
-    return C.wrap(h, P.maximum(h.backend, C.shares(a), C.shares(b)),
-                  C.result_dtype(a.dtype, b.dtype))
+    return _extremum(x, y, False, name)
 
 
 def minimum(x, y, name: Optional[str] = None) -> PrivateTensor:
     """Elementwise min (one comparison, one multiplication)."""
-    if not (C.is_private(x) or C.is_private(y)):
-        return tf.minimum(x, y, name=name)
-    h, a, b = _private_pair(x, y, "tp.minimum")
-    return C.wrap(h, P.minimum(h.backend, C.shares(a), C.shares(b)),
-                  C.result_dtype(a.dtype, b.dtype))
+    return _extremum(x, y, True, name)
 
 
 def relu(x: PrivateTensor, name: Optional[str] = None) -> PrivateTensor:

@@ -210,3 +210,21 @@ def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
 def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
     return _ops().tf_privpy_bit_unmask(share=share, mask=mask, ring_bits=ring_bits,
                                        frac_bits=frac_bits, party=party)
+
+
+# ---------------------------------------------------------- batchcrypt family
+def batchcrypt_pack(slots, slot_bits: int, slots_per_plaintext: int, plaintext_bytes: int):
+    """Slot values (int32/int64, any shape, read flat) -> string [ceil(N/k)]:
+    plaintext j = (sum_i q[j k + i] 2^(w i)) mod 2^(k w), big-endian bytes."""
+    return _ops().tf_privpy_batchcrypt_pack(slots=slots, slot_bits=slot_bits,
+                                            slots_per_plaintext=slots_per_plaintext,
+                                            plaintext_bytes=plaintext_bytes)
+
+
+def batchcrypt_unpack(plaintexts, slot_bits: int, slots_per_plaintext: int, count: int,
+                      bound: int):
+    """Sums of plaintexts (string [ceil(count/k)]) -> (values int64 [count],
+    positive_overflows, negative_overflows, overflow_mask bool [count])."""
+    return _ops().tf_privpy_batchcrypt_unpack(plaintexts=plaintexts, slot_bits=slot_bits,
+                                              slots_per_plaintext=slots_per_plaintext,
+                                              count=count, bound=bound)

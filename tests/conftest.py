@@ -43,3 +43,18 @@ def run(mode, fn, *args):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(scope="session")
+def reap_tff_worker():
+    """Stops the C++ `worker_binary` that TFF's default execution context
+    spawns, once the session is over (TFF reuses one worker for the whole
+    session; killing it between tests would break the next TFF call).
+
+    TFF 0.87 only kills it from a __del__ that need not run at interpreter exit,
+    so without this every test run would leave an orphaned worker process
+    (which also keeps the runner's stdout/stderr pipes open).
+    """
+    yield
+    from tf_privpy import federated
+    federated._reap_tff_workers()

@@ -59,29 +59,6 @@ def test_pinned_versions():
             version(other)
 
 
-@pytest.fixture
-def reap_tff_worker():
-    """Stops the C++ `worker_binary` that TFF's default execution context spawns.
-
-    TFF 0.87 only kills it from a __del__ that need not run at interpreter exit,
-    so without this every test run would leave an orphaned worker process
-    (which also keeps the runner's stdout/stderr pipes open).
-    """
-    import psutil
-
-    yield
-    workers = [
-        child
-        for child in psutil.Process().children(recursive=True)
-        if child.name() == "worker_binary"
-    ]
-    for worker in workers:
-        worker.terminate()
-    _, alive = psutil.wait_procs(workers, timeout=10)
-    for worker in alive:
-        worker.kill()
-
-
 def test_tff_fed_avg_two_rounds(reap_tff_worker):
     tf, tff = _quiet_import_tff()
     assert tff.__version__ == "0.87.0"

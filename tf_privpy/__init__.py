@@ -32,8 +32,9 @@ from tf_privpy.math_ops import (add, dot, matmul, multiply, multiply_many, negat
 from tf_privpy.private_tensor import PrivateTensor
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.kernels import OpLibraryError
-from tf_privpy.runtime import get_runtime, init, is_initialized, reset, servers
+from tf_privpy.runtime import client_devices, get_runtime, init, is_initialized, reset, servers
 from tf_privpy import dispatch as _dispatch
+from tf_privpy import datasets, federated, he  # noqa: E402
 
 _dispatch.register()
 
@@ -43,6 +44,7 @@ __all__ = [
     "abs", "argmax", "argmin", "equal", "garble_comparisons", "greater", "greater_equal", "less", "less_equal",
     "logical_not", "math", "maximum", "minimum", "not_equal", "reduce_max", "reduce_min",
     "sign", "sort", "where", "exp", "sigmoid", "sqrt", "tanh",
+    "client_devices", "datasets", "federated", "he",
     "Config", "OpLibraryError", "PrivateTensor", "add", "broadcast_to", "concat", "divide",
     "dot", "expand_dims", "gather", "get_runtime", "init", "is_initialized", "matmul",
     "multiply", "multiply_many", "negative", "nn", "outer", "pad", "reduce_mean",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 
@@ -32,36 +32,41 @@ class Handle:
         return self.runtime.config
 
 
-def _embedded_devices() -> Dict[str, str]:
-    """Splits the host CPU into 5 logical devices: client, S1, S2, T1, T2.
+def _embedded_devices(num_clients: int = 1) -> Dict[str, str]:
+    """Splits the host CPU into logical devices: client, S1, S2, T1, T2 and,
+    with num_clients > 1, client1 ... client{num_clients-1} (data owners of a
+    federated run).
 
     Logical devices can only be configured before TensorFlow initializes its
     devices; afterwards the existing configuration is reused if it fits.
     """
+    n_devices = _N_DEVICES + num_clients - 1
     cpus = tf.config.list_physical_devices("CPU")
     if not cpus:
         raise RuntimeError_("tf_privpy found no CPU device")
     conf = tf.config.get_logical_device_configuration(cpus[0])
-    if conf is None or len(conf) < _N_DEVICES:
+    if conf is None or len(conf) < n_devices:
         try:
             tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration()] * _N_DEVICES)
+                cpus[0], [tf.config.LogicalDeviceConfiguration()] * n_devices)
         except RuntimeError as e:
             raise RuntimeError_(
-                "tp.init() must split the CPU into 5 logical devices (client, S1, S2, "
-                "T1, T2), but TensorFlow has already initialized its devices. Call "
-                "tp.init() before running any TensorFlow op (right after importing "
-                "tf_privpy), or in a fresh process.") from e
+                f"tp.init() must split the CPU into {n_devices} logical devices (client, "
+                "S1, S2, T1, T2 and the extra clients), but TensorFlow has already "
+                "initialized its devices. Call tp.init() before running any TensorFlow "
+                "op (right after importing tf_privpy), or in a fresh process.") from e
     logical = tf.config.list_logical_devices("CPU")
-    if len(logical) < _N_DEVICES:
+    if len(logical) < n_devices:
         raise RuntimeError_(
             f"TensorFlow exposes {len(logical)} logical CPU devices; tf_privpy needs "
-            f"{_N_DEVICES}. Call tp.init() before running any TensorFlow op.")
-    names = [d.name for d in logical[:_N_DEVICES]]
-    return dict(zip((CLIENT,) + PARTIES, names))
+            f"{n_devices}. Call tp.init() before running any TensorFlow op.")
+    names = [d.name for d in logical[:n_devices]]
+    extra = tuple(f"{CLIENT}{i}" for i in range(1, num_clients))
+    return dict(zip((CLIENT,) + PARTIES + extra, names))
 
 
-def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = None) -> Handle:
+def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = None,
+         num_clients: int = 1) -> Handle:
     """Starts (or restarts) the tf_privpy runtime.
 
     In the embedded default it splits the host CPU into logical TF devices for
@@ -72,7 +77,10 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
     Args:
       config: a `tp.Config`; default: 128-bit ring, 20 fractional bits, privpy.
       devices: optional explicit map {"client", "S1", "S2", "T1", "T2"} -> TF
-        device name (e.g. the tasks of a tf.distribute cluster).
+        device name (e.g. the tasks of a tf.distribute cluster); extra keys
+        "client1", "client2", ... name more data owners' devices.
+      num_clients: embedded mode: how many data-owner devices to create
+        (federated runs place each client's encryption on its own device).
 
     Returns:
       The runtime handle (also available as `tp.get_runtime()`).
@@ -87,7 +95,9 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
     config = config or Config()
     if not isinstance(config, Config):
         raise TypeError(f"config must be a tp.Config, got {type(config).__name__}")
-    devs = devices or _embedded_devices()
+    if not isinstance(num_clients, int) or num_clients < 1:
+        raise ValueError(f"num_clients must be an int >= 1, got {num_clients!r}")
+    devs = devices or _embedded_devices(num_clients)
     with _lock:
         rt = Runtime(config, devs)
         _handle = Handle(rt, make_backend(rt))
@@ -124,3 +134,17 @@ def servers() -> Dict[str, str]:
       ['S1', 'S2', 'T1', 'T2', 'client']
     """
     return dict(get_runtime().runtime.devices)
+
+
+def client_devices() -> List[str]:
+    """TF device names of the data owners: "client", then "client1", ...
+
+    Example:
+      >>> tp.init(num_clients=3)
+      >>> len(tp.client_devices())
+      3
+    """
+    devs = get_runtime().runtime.devices
+    extra = sorted((k for k in devs if k.startswith(CLIENT) and k[len(CLIENT):].isdigit()),
+                   key=lambda k: int(k[len(CLIENT):]))
+    return [devs[CLIENT]] + [devs[k] for k in extra]

@@ -17,6 +17,7 @@ from tf_privpy.protocols import kernels as _kernels
 # TensorFlow, fails the import with the command that rebuilds it.
 _kernels.load_library()
 
+from tf_privpy import he  # noqa: E402  (tp.he.paillier)
 from tf_privpy import nn  # noqa: E402
 from tf_privpy import tp_math as math  # noqa: E402
 from tf_privpy.compare_ops import (abs, argmax, argmin, equal, garble_comparisons,  # noqa: E402,A004

@@ -8,4 +8,6 @@ Example:
   >>> tp.he.paillier.decrypt(sk, tp.he.paillier.add(pk, c, c))
   <tf.Tensor: shape=(3,), dtype=int64, numpy=array([ 2, -4,  6])>
 """
-from tf_privpy.he import batchcrypt  # noqa: F401
+from tf_privpy.he import batchcrypt, paillier  # noqa: E402,F401
+
+__all__ = ["batchcrypt", "paillier"]

@@ -1,0 +1,539 @@
+"""Paillier encryption on tensors (DESIGN §9): keys, the EncryptedTensor value
+type, and typed operations composed from the ops/paillier kernels.
+
+Conventions (the same as python-paillier, `phe`, so the two interoperate):
+g = n + 1; a signed plaintext x with |x| < n/2 is the residue x mod n (a
+negative x is n + x); big-integer plaintexts are unsigned integers in [0, n)
+held as big-endian bytes in tf.string tensors.
+
+Key identity. Every EncryptedTensor carries the modulus n of its key, and
+every operation checks it against the key it is given, so decrypting with the
+wrong key raises KeyMismatchError instead of returning garbage. Raw ciphertext
+tensors carry no key: a ciphertext of another key of the same size is
+usually, but NOT always, rejected by the kernels (about half of them are
+>= n^2), and may otherwise decrypt to a wrong number. Keep ciphertexts in
+EncryptedTensors (or serialized with `protocols.paillier_io`), never bare.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import math
+import re
+import warnings
+from typing import Any, Optional, Union
+
+import numpy as np
+import tensorflow as tf
+
+from . import kernels as K
+
+DEFAULT_BITS = 2048
+MIN_BITS = 1024
+MAX_BITS = 16384
+SAFE_BITS = 2048  # smaller keys (1024: seed 004's comparison only) warn
+
+
+class PaillierError(ValueError):
+    """A Paillier operation got an invalid key, ciphertext or plaintext."""
+
+
+class KeyMismatchError(PaillierError):
+    """A ciphertext was used with a key other than the one it was made with."""
+
+
+class CorruptCiphertextError(PaillierError):
+    """A ciphertext is malformed or corrupted (not in Z*_{n^2}, bad width,
+    bad checksum)."""
+
+
+class PlaintextOutOfRangeError(PaillierError):
+    """A plaintext does not fit the key's plaintext range (|x| < n/2 signed,
+    [0, n) unsigned) or a decrypted value does not fit the requested dtype."""
+
+
+class NoisePoolExhaustedError(PaillierError):
+    """A NoisePool cannot hand out as many noise values as were asked for."""
+
+
+class InsecureKeyWarning(UserWarning):
+    """A key shorter than 2048 bits was made or imported."""
+
+
+def check_key_bits(bits: int, what: str = "key") -> None:
+    """Rejects key sizes under 1024 bits or odd; warns under 2048."""
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)):
+        raise TypeError(f"{what} size must be an int number of bits, got {bits!r}")
+    bits = int(bits)
+    if bits < MIN_BITS or bits > MAX_BITS or bits % 2:
+        raise ValueError(f"{what} size must be an even number of bits in [{MIN_BITS}, "
+                         f"{MAX_BITS}] (2048 or 3072 recommended), got {bits}")
+    if bits < SAFE_BITS:
+        warnings.warn(
+            f"a {bits}-bit Paillier key gives under 112-bit security: 1024 bits is for "
+            "comparison with seed 004 only. Use 2048 bits (the default) or more.",
+            InsecureKeyWarning, stacklevel=3)
+
+
+def _minimal_bytes(x: int) -> bytes:
+    return x.to_bytes((x.bit_length() + 7) // 8, "big")
+
+
+@dataclasses.dataclass(frozen=True)
+class PublicKey:
+    """A Paillier public key: the modulus n (g = n + 1 is implied).
+
+    Attributes derived once: `bits`, `n_bytes` (minimal big-endian bytes of n,
+    the form the kernels take), `nsquare`, `fingerprint` (first 8 bytes of
+    SHA-256(n_bytes): the key identity written into serialized ciphertexts),
+    `max_int` = (n - 1) // 2 (the largest |x| of a signed plaintext).
+    """
+    n: int
+    bits: int = dataclasses.field(init=False, repr=False, compare=False)
+    n_bytes: bytes = dataclasses.field(init=False, repr=False, compare=False)
+    nsquare: int = dataclasses.field(init=False, repr=False, compare=False)
+    fingerprint: bytes = dataclasses.field(init=False, repr=False, compare=False)
+    max_int: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        n = self.n
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(f"n must be a python int, got {type(n).__name__}")
+        if n <= 0 or n % 2 == 0:
+            raise PaillierError("n must be a positive odd integer (n = p q for odd primes)")
+        if not MIN_BITS <= n.bit_length() <= MAX_BITS:
+            raise PaillierError(f"n has {n.bit_length()} bits; Paillier keys here have "
+                                f"{MIN_BITS} to {MAX_BITS} bits")
+        nb = _minimal_bytes(n)
+        for name, value in (("bits", n.bit_length()), ("n_bytes", nb), ("nsquare", n * n),
+                            ("fingerprint", hashlib.sha256(nb).digest()[:8]),
+                            ("max_int", (n - 1) // 2)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def plaintext_bytes(self) -> int:
+        """Width of big-integer plaintexts: ceil(bits / 8)."""
+        return len(self.n_bytes)
+
+    @property
+    def ciphertext_bytes(self) -> int:
+        """Width of ciphertexts: 2 ceil(bits / 8)."""
+        return 2 * len(self.n_bytes)
+
+    @property
+    def public_key(self) -> "PublicKey":
+        return self
+
+    def n_tensor(self) -> tf.Tensor:
+        return tf.constant(self.n_bytes, tf.string)
+
+    def __repr__(self) -> str:
+        return f"PublicKey(<{self.bits}-bit, fingerprint {self.fingerprint.hex()}>)"
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class PrivateKey:
+    """A Paillier private key: the public key and its primes p < q.
+
+    The repr shows no secret. Checks p q = n, p != q and gcd(n, (p-1)(q-1)) = 1
+    here; primality is checked by the kernels the first time the key is used.
+    """
+    public_key: PublicKey
+    p: int
+    q: int
+
+    def __post_init__(self):
+        p, q, n = self.p, self.q, self.public_key.n
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (p, q)):
+            raise TypeError("p and q must be python ints")
+        if p * q != n:
+            raise KeyMismatchError("p q != n: these primes do not belong to this public key")
+        if p == q or min(p, q) < 3:
+            raise PaillierError("p and q must be distinct odd primes")
+        if math.gcd(n, (p - 1) * (q - 1)) != 1:
+            raise PaillierError("gcd(n, (p-1)(q-1)) != 1: not a valid Paillier key")
+        if q < p:  # phe's order: p < q
+            object.__setattr__(self, "p", q)
+            object.__setattr__(self, "q", p)
+
+    @property
+    def fingerprint(self) -> bytes:
+        return self.public_key.fingerprint
+
+    def key_tensors(self):
+        """(n, p, q) string scalars for the private kernels."""
+        return (self.public_key.n_tensor(), tf.constant(_minimal_bytes(self.p), tf.string),
+                tf.constant(_minimal_bytes(self.q), tf.string))
+
+    def __repr__(self) -> str:
+        pk = self.public_key
+        return f"PrivateKey(<{pk.bits}-bit, fingerprint {pk.fingerprint.hex()}>)"
+
+    __str__ = __repr__
+
+
+AnyKey = Union[PublicKey, PrivateKey]
+
+
+@functools.lru_cache(maxsize=64)
+def public_key_from_bytes(n_bytes: bytes) -> PublicKey:
+    return PublicKey(int.from_bytes(n_bytes, "big"))
+
+
+class EncryptedTensor(tf.experimental.ExtensionType):
+    """Paillier ciphertexts of a tensor, with the identity of their key.
+
+    `ciphertext` is a tf.string tensor of the plaintext's shape, each element
+    the 2 ceil(bits/8) big-endian bytes of one ciphertext; `n` is the key's
+    modulus (minimal big-endian bytes). Works eagerly and in tf.function (n
+    is static: part of the type). Index with `[...]` and `reshape`.
+    """
+    __name__ = "tf_privpy.he.paillier.EncryptedTensor"
+    ciphertext: tf.Tensor
+    n: bytes
+
+    def __validate__(self):
+        if self.ciphertext.dtype != tf.string:
+            raise TypeError(f"ciphertext must be a tf.string tensor, got {self.ciphertext.dtype}")
+
+    @property
+    def public_key(self) -> PublicKey:
+        return public_key_from_bytes(self.n)
+
+    @property
+    def fingerprint(self) -> bytes:
+        return self.public_key.fingerprint
+
+    @property
+    def shape(self) -> tf.TensorShape:
+        return self.ciphertext.shape
+
+    def reshape(self, shape) -> "EncryptedTensor":
+        return EncryptedTensor(tf.reshape(self.ciphertext, shape), self.n)
+
+    def __getitem__(self, key) -> "EncryptedTensor":
+        return EncryptedTensor(self.ciphertext[key], self.n)
+
+    def __repr__(self) -> str:
+        pk = self.public_key
+        return (f"<EncryptedTensor shape={self.shape} key={pk.bits}-bit "
+                f"fingerprint {pk.fingerprint.hex()}>")
+
+    __str__ = __repr__
+
+
+# ------------------------------------------------------------------- checks
+def as_public_key(key: AnyKey) -> PublicKey:
+    if isinstance(key, PrivateKey):
+        return key.public_key
+    if isinstance(key, PublicKey):
+        return key
+    raise TypeError(f"expected a tp.he.paillier PublicKey or PrivateKey, got "
+                    f"{type(key).__name__} (convert phe keys with from_phe)")
+
+
+def check_encrypted(key: AnyKey, x: Any, what: str = "ciphertext") -> EncryptedTensor:
+    """x must be an EncryptedTensor of `key`; raises KeyMismatchError if not."""
+    if not isinstance(x, EncryptedTensor):
+        raise TypeError(f"{what} must be an EncryptedTensor (from encrypt or deserialize), got "
+                        f"{type(x).__name__}; wrap raw ciphertext tensors with "
+                        "EncryptedTensor(ciphertext, public_key.n_bytes)")
+    pk = as_public_key(key)
+    if x.n != pk.n_bytes:
+        raise KeyMismatchError(
+            f"{what} was encrypted under the key with fingerprint {x.fingerprint.hex()}, but "
+            f"the key given has fingerprint {pk.fingerprint.hex()}; use the matching key")
+    return x
+
+
+_TF_NOISE = re.compile(r"^\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\](\s*name:.*)?$")
+
+
+@contextlib.contextmanager
+def kernel_errors():
+    """Turns the kernels' InvalidArgument errors into PaillierError subclasses
+    (eager mode; in a tf.function they surface as tf.errors at run time)."""
+    try:
+        yield
+    except tf.errors.InvalidArgumentError as e:
+        msg = _TF_NOISE.sub("", e.message).strip()
+        if re.search(r"\b(plaintext|decrypted|k) element", msg):
+            cls = PlaintextOutOfRangeError
+        elif re.search(r"\b(ciphertext|noise|a|b) element", msg):
+            cls = CorruptCiphertextError
+            msg += (". Check that it was made with this key and not altered; serialized "
+                    "ciphertexts are checksummed (deserialize)")
+        else:
+            cls = PaillierError
+        raise cls(msg) from e
+
+
+# --------------------------------------------------------------- plaintexts
+_SMALL_INTS = (tf.int8, tf.int16, tf.int32, tf.uint8, tf.uint16, tf.uint32)
+
+
+def ints_to_tensor(values, width: int) -> tf.Tensor:
+    """Non-negative python ints (array-like) -> tf.string of width-byte
+    big-endian integers, same shape."""
+    arr = np.asarray(values, dtype=object)
+    flat = [int(v).to_bytes(width, "big") for v in arr.reshape(-1)]
+    return tf.reshape(tf.constant(flat, tf.string, shape=[len(flat)]), arr.shape)
+
+
+def tensor_to_ints(t) -> np.ndarray:
+    """tf.string tensor of big-endian unsigned integers -> numpy object array
+    of python ints (eager)."""
+    arr = np.asarray(t.numpy() if hasattr(t, "numpy") else t, dtype=object)
+    out = np.empty(arr.shape, dtype=object)
+    for idx, b in np.ndenumerate(arr):
+        out[idx] = int.from_bytes(b, "big")
+    return out
+
+
+def plaintext_tensor(pk: PublicKey, x: Any) -> tf.Tensor:
+    """A plaintext for the kernels: int64 (signed) or tf.string (unsigned
+    big integers in [0, n)). Python ints beyond int64 are signed, |x| < n/2."""
+    if isinstance(x, EncryptedTensor):
+        raise TypeError("expected a plaintext, got an EncryptedTensor")
+    if tf.is_tensor(x):
+        if x.dtype in (tf.int64, tf.string):
+            return x
+        if x.dtype in _SMALL_INTS:
+            return tf.cast(x, tf.int64)
+        raise TypeError(f"plaintexts are integers: int64 (or a smaller int dtype) tensors, or "
+                        f"tf.string tensors of big-endian unsigned integers; got {x.dtype}. "
+                        "Encode floats as fixed-point integers first")
+    if isinstance(x, np.ndarray) and x.dtype != object:
+        if x.dtype.kind == "i" or (x.dtype.kind == "u" and x.dtype.itemsize < 8):
+            return tf.constant(x.astype(np.int64))
+        if x.dtype.kind != "u":
+            raise TypeError(f"plaintexts are integers, got a numpy {x.dtype} array; encode "
+                            "floats as fixed-point integers first")
+    arr = np.array(x, dtype=object)
+    flat = arr.reshape(-1)
+    for i, v in enumerate(flat):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"plaintext element {i} is {type(v).__name__} {v!r}; plaintexts "
+                            "are integers (encode floats as fixed-point integers first)")
+    ints = [int(v) for v in flat]
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    if all(lo <= v <= hi for v in ints):
+        return tf.constant(np.array(ints, dtype=np.int64).reshape(arr.shape))
+    for i, v in enumerate(ints):
+        if abs(v) > pk.max_int:
+            raise PlaintextOutOfRangeError(
+                f"plaintext element {i} ({v.bit_length()} bits) is out of range: a signed "
+                f"plaintext of this {pk.bits}-bit key needs |x| < n/2. For unsigned values in "
+                "[0, n) pass a tf.string tensor (ints_to_tensor)")
+    return _residues(pk, ints, arr.shape)
+
+
+def _residues(pk: PublicKey, ints, shape) -> tf.Tensor:
+    residues = np.empty(len(ints), dtype=object)
+    residues[:] = [v % pk.n for v in ints]
+    return ints_to_tensor(residues.reshape(shape), pk.plaintext_bytes)
+
+
+def factor_tensor(pk: PublicKey, k: Any) -> tf.Tensor:
+    """A multiplier for mul_plain: int64 (any sign) or tf.string in [0, n).
+    Python ints beyond int64 are reduced mod n (c^(k mod n) decrypts to the
+    same k m mod n as c^k)."""
+    if tf.is_tensor(k) or (isinstance(k, np.ndarray) and k.dtype != object):
+        return plaintext_tensor(pk, k)
+    arr = np.array(k, dtype=object)
+    ints = []
+    for i, v in enumerate(arr.reshape(-1)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"factor element {i} is {type(v).__name__} {v!r}; mul_plain "
+                            "multiplies by integers")
+        ints.append(int(v))
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    if all(lo <= v <= hi for v in ints):
+        return tf.constant(np.array(ints, dtype=np.int64).reshape(arr.shape))
+    return _residues(pk, ints, arr.shape)
+
+
+def _broadcast(a: tf.Tensor, b: tf.Tensor):
+    if a.shape.is_fully_defined() and b.shape.is_fully_defined() and a.shape == b.shape:
+        return a, b
+    shape = tf.broadcast_dynamic_shape(tf.shape(a), tf.shape(b))
+    return tf.broadcast_to(a, shape), tf.broadcast_to(b, shape)
+
+
+# --------------------------------------------------------------- operations
+def keygen(bits: int = DEFAULT_BITS):
+    """(PublicKey, PrivateKey) of a fresh key from the OS CSPRNG (eager)."""
+    check_key_bits(bits)
+    if not tf.executing_eagerly():
+        raise PaillierError("keygen runs eagerly (keys are python values); call it outside "
+                            "tf.function and pass the keys in")
+    n, p, q = (int.from_bytes(t.numpy(), "big") for t in K.paillier_keygen(int(bits)))
+    pk = PublicKey(n)
+    return pk, PrivateKey(pk, p, q)
+
+
+NOISE_METHODS = ("generic", "djn")
+
+
+def _method(noise: Any) -> Optional[str]:
+    """The kernel noise method named by `noise`, or None for a pool/tensor."""
+    if noise is None:
+        return "generic"
+    if isinstance(noise, str):
+        if noise not in NOISE_METHODS:
+            raise ValueError(f"noise must be one of {NOISE_METHODS}, a NoisePool or a tf.string "
+                             f"tensor, got {noise!r}")
+        return noise
+    return None
+
+
+def encrypt(key: AnyKey, plaintext: Any, noise: Any = None) -> EncryptedTensor:
+    """Encrypts; PrivateKey -> CRT noise (fast), PublicKey -> generic r^n;
+    noise="djn" -> DJN fixed-base noise (public key, opt-in), or `noise` a
+    NoisePool or a string tensor of unused noise values."""
+    pk = as_public_key(key)
+    m = plaintext_tensor(pk, plaintext)
+    method = _method(noise)
+    with kernel_errors():
+        if method is None:
+            r = take_noise(noise, m)
+            c = K.paillier_encrypt_with_noise(pk.n_tensor(), m, r)
+        elif isinstance(key, PrivateKey) and method == "generic":
+            c = K.paillier_encrypt_crt(*key.key_tensors(), m)
+        else:
+            c = K.paillier_encrypt(pk.n_tensor(), m, method=method)
+    return EncryptedTensor(c, pk.n_bytes)
+
+
+def take_noise(noise: Any, like: tf.Tensor) -> tf.Tensor:
+    """Noise values shaped like `like`: from a pool (taken, so never reused) or
+    a string tensor the caller guarantees is unused."""
+    if hasattr(noise, "take"):  # a NoisePool
+        size = like.shape.num_elements()
+        if size is None:
+            raise PaillierError("encrypting with a NoisePool needs a statically known shape")
+        return tf.reshape(noise.take(size), tf.shape(like))
+    if tf.is_tensor(noise) and noise.dtype == tf.string:
+        return tf.reshape(noise, tf.shape(like))
+    raise TypeError(f"noise must be a NoisePool or a tf.string tensor, got {type(noise).__name__}")
+
+
+def decrypt(key: PrivateKey, x: EncryptedTensor, out_type: tf.DType = tf.int64) -> tf.Tensor:
+    """Decrypts to int64 (signed; error if it does not fit) or tf.string
+    (unsigned big-endian integers in [0, n))."""
+    if not isinstance(key, PrivateKey):
+        raise TypeError(f"decrypt needs a PrivateKey, got {type(key).__name__}")
+    check_encrypted(key, x)
+    out_type = tf.as_dtype(out_type)
+    if out_type not in (tf.int64, tf.string):
+        raise TypeError(f"out_type must be tf.int64 or tf.string, got {out_type}")
+    with kernel_errors():
+        return K.paillier_decrypt(*key.key_tensors(), x.ciphertext, out_type=out_type)
+
+
+def decrypt_ints(key: PrivateKey, x: EncryptedTensor, signed: bool = True) -> np.ndarray:
+    """Decrypts to a numpy object array of python ints (eager): signed values
+    in (-n/2, n/2), or unsigned in [0, n)."""
+    ints = tensor_to_ints(decrypt(key, x, tf.string))
+    if signed:
+        n, half = key.public_key.n, key.public_key.max_int
+        for idx, v in np.ndenumerate(ints):
+            if v > half:
+                ints[idx] = v - n
+    return ints
+
+
+def add(key: AnyKey, a: EncryptedTensor, b: Any) -> EncryptedTensor:
+    """a + b with broadcasting; b an EncryptedTensor or a plaintext."""
+    pk = as_public_key(key)
+    check_encrypted(pk, a, "a")
+    with kernel_errors():
+        if isinstance(b, EncryptedTensor):
+            check_encrypted(pk, b, "b")
+            x, y = _broadcast(a.ciphertext, b.ciphertext)
+            c = K.paillier_add(pk.n_tensor(), x, y)
+        else:  # (1 + m n) c: adds m, keeps c's noise
+            m = plaintext_tensor(pk, b)
+            x, y = _broadcast(a.ciphertext, m)
+            c = K.paillier_encrypt_with_noise(pk.n_tensor(), y, x)
+    return EncryptedTensor(c, pk.n_bytes)
+
+
+def mul_plain(key: AnyKey, a: EncryptedTensor, k: Any) -> EncryptedTensor:
+    """a * k for plaintext integers k (any sign), with broadcasting."""
+    pk = as_public_key(key)
+    check_encrypted(pk, a)
+    kt = factor_tensor(pk, k)
+    x, y = _broadcast(a.ciphertext, kt)
+    with kernel_errors():
+        c = K.paillier_mul_plain(pk.n_tensor(), x, y)
+    return EncryptedTensor(c, pk.n_bytes)
+
+
+def subtract(key: AnyKey, a: EncryptedTensor, b: Any) -> EncryptedTensor:
+    """a - b; b an EncryptedTensor or a plaintext."""
+    if isinstance(b, EncryptedTensor):
+        return add(key, a, mul_plain(key, b, -1))
+    pk = as_public_key(key)
+    return add(key, a, mul_plain(pk, encrypt_trivial(pk, b), -1))
+
+
+def encrypt_trivial(pk: PublicKey, plaintext: Any) -> EncryptedTensor:
+    """(1 + m n) mod n^2: the encryption of m with noise 1. NOT hiding; only
+    for combining with real ciphertexts."""
+    m = plaintext_tensor(pk, plaintext)
+    one = tf.fill(tf.shape(m), tf.constant(b"\x00" * (pk.ciphertext_bytes - 1) + b"\x01"))
+    with kernel_errors():
+        return EncryptedTensor(K.paillier_encrypt_with_noise(pk.n_tensor(), m, one), pk.n_bytes)
+
+
+def rerandomize(key: AnyKey, a: EncryptedTensor, noise: Any = None) -> EncryptedTensor:
+    """The same plaintexts under fresh noise (CRT noise for a PrivateKey)."""
+    pk = as_public_key(key)
+    check_encrypted(pk, a)
+    method = _method(noise)
+    with kernel_errors():
+        if method is None:
+            c = K.paillier_add(pk.n_tensor(), a.ciphertext, take_noise(noise, a.ciphertext))
+        elif isinstance(key, PrivateKey) and method == "generic":
+            size = tf.size(a.ciphertext, tf.int64)
+            r = tf.reshape(K.paillier_noise_crt(*key.key_tensors(), size), tf.shape(a.ciphertext))
+            c = K.paillier_add(pk.n_tensor(), a.ciphertext, r)
+        else:
+            c = K.paillier_rerandomize(pk.n_tensor(), a.ciphertext, method=method)
+    return EncryptedTensor(c, pk.n_bytes)
+
+
+def reduce_sum(key: AnyKey, a: EncryptedTensor, axis=None) -> EncryptedTensor:
+    """Homomorphic sum over `axis` (an int or None for all elements)."""
+    pk = as_public_key(key)
+    check_encrypted(pk, a)
+    c = a.ciphertext
+    rank = c.shape.rank
+    if rank is None:
+        raise PaillierError("reduce_sum needs a ciphertext of known rank")
+    if axis is None:
+        out_shape, mat = [], tf.reshape(c, [1, -1])
+    else:
+        if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+            raise TypeError(f"axis must be an int or None, got {axis!r}")
+        ax = int(axis)
+        if not -rank <= ax < rank:
+            raise ValueError(f"axis {axis} is out of range for a rank-{rank} ciphertext")
+        ax %= rank
+        perm = [i for i in range(rank) if i != ax] + [ax]
+        moved = tf.transpose(c, perm)
+        out_shape = tf.shape(moved)[:-1]
+        mat = tf.reshape(moved, [-1, tf.shape(c)[ax]])
+    with kernel_errors():
+        s = K.paillier_reduce_sum(pk.n_tensor(), mat)
+    return EncryptedTensor(tf.reshape(s, out_shape), pk.n_bytes)
+
+
+def validate(key: AnyKey, a: Any) -> tf.Tensor:
+    """bool tensor: which elements are well-formed ciphertexts of the key."""
+    pk = as_public_key(key)
+    c = a.ciphertext if isinstance(a, EncryptedTensor) else a
+    return K.paillier_validate(pk.n_tensor(), c)

@@ -175,7 +175,8 @@ def test_batchcrypt_process_round_reports_costs(reap_tff_worker):
     state, m = p.next(state, data)
     n_params = 784 * 8 + 8 + 8 * 10 + 10
     assert m["values"] == n_params
-    assert m["ciphertexts_per_client"] == -(-n_params // 102)   # 102 slots at r=16, m=3
+    codec = batchcrypt.BatchCryptCodec(16, 3, 2048)             # 113 slots of 18 bits
+    assert m["ciphertexts_per_client"] == codec.num_plaintexts(n_params) == 57
     assert m["bytes_up_per_client"] / n_params <= 5.2
     assert m["positive_overflows"] == m["negative_overflows"] == 0
     for k in ("encrypt_s", "aggregate_s", "decrypt_s", "client_work_s"):

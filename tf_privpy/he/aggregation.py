@@ -27,7 +27,13 @@ Update = List[np.ndarray]
 
 @dataclasses.dataclass
 class AggregationReport:
-    """Costs of one aggregation (seconds are wall-clock of this process)."""
+    """Costs of one aggregation.
+
+    Seconds are wall-clock in this process, where the clients take turns on
+    the same cores: encrypt_s and decrypt_s add up all clients' work (every
+    client decrypts the aggregate, as in BatchCrypt); with clients on their
+    own machines each spends about encrypt_s / clients and decrypt_s / clients.
+    """
 
     bytes_up_per_client: int = 0        # client -> aggregator, per client
     bytes_down_per_client: int = 0      # aggregator -> client, per client

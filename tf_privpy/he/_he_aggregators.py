@@ -39,7 +39,6 @@ def _devices(m: int) -> Tuple[List[str], str]:
 
 class _PaillierBase(SecureAggregator):
     def __init__(self, key_bits: int):
-        _pl.keygen  # noqa: B018  (fail early if the module lacks keygen)
         self.key_bits = key_bits
         self.public_key: Optional[_pl.PublicKey] = None
         self._private_key: Optional[_pl.PrivateKey] = None   # held by the clients only

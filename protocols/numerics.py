@@ -3,21 +3,16 @@ sqrt, rsqrt, sigmoid, tanh, softmax, log_softmax (DESIGN §7).
 
 Building blocks (all on `Shares`, through the Backend API only):
 
-- Range reduction by ONE batched comparison round: x is compared against
-  every public threshold θ_k at once (one `ltz` on a stacked [N, K] tensor).
-  Any piecewise-constant function of x (initial guesses 2^-m, 2^k, k·ln2,
-  interval coefficients) is then a public linear combination of the bits
-  b_k = [x < θ_k]: one local matmul with a public table, no round. Tables
-  are rounded to the fixed-point grid so these combinations are exact (an
-  exact 0 times anything, even a wrapped value, is an exact 0, which gives
-  saturation for free).
+- Range reduction (protocols/range_reduction.py): the octave of x, or the
+  piece of t = x·log2 e for exp, and the values that go with it (2^-j, 2^k,
+  m·ln 2), by a binary search of one garbled comparison per element per level
+  ("binary_search", default) or one comparison per boundary in one round
+  ("thresholds"). Config "range_reduction", per call overridable.
+- Fixed point (protocols/lifted.py): tables exact on the fixed-point grid,
+  lifted arithmetic with 8 more fractional bits in the 128-bit ring.
 - Products of independent values are batched: a tree of powers of degree d
-  costs ceil(log2 d) multiplication rounds (ceil(log2(d+1)) with a scale).
-- In the 128-bit ring intermediate values carry `extra_frac_bits` (8) more
-  fractional bits ("lifted": value·2^E at the config's f bits): products of
-  two lifted values are truncated once more, locally. Intermediates stay far
-  below 2^87 (truncation failure <= 2^-40, DESIGN §3); the 64-bit ring has no
-  room for that and computes at its 16 bits.
+  costs ceil(log2 d) multiplication rounds (ceil(log2(d+1)) with a scale);
+  `_terms` schedules it by depth when the scale arrives a round late.
 
 Rounds are sequential communication rounds: a batched private multiplication
 = 1, a batched comparison (`ltz`) = 1. `CostTracker` measures the critical
@@ -35,151 +30,64 @@ import tensorflow as tf
 from . import compare
 from . import shares as sh
 from .backend import Backend, Shares
+from .lifted import Ctx
+from .range_reduction import Geo, Lin, Plan, octave_plan, octaves, reduce_range
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
 
 
-# ------------------------------------------------------------------ context
-class _Ctx:
-    """Per-call helpers: fixed-point parameters and lifted arithmetic."""
+def _terms(ctx: Ctx, e: Shares, degree: int, scale: Optional[Shares] = None,
+           lag: int = 0) -> List[Optional[Shares]]:
+    """Lifted terms t_i = scale·e^i for i = 0..degree (t_0 = scale), or
+    t_i = e^i without a scale (t_0 = None), by a product tree scheduled by
+    depth, one batched multiplication per round.
 
-    def __init__(self, backend: Backend):
-        self.b = backend
-        cfg = backend.cfg
-        self.f = cfg.frac_bits
-        self.limbs = backend.limbs
-        self.ring = cfg.ring_bits
-        self.E = int(cfg.function_setting("common", "extra_frac_bits")[str(self.ring)])
-        # fractional bits of small public constants (|c| < 4) multiplying
-        # in-range private values: 128-bit: 20 more bits, products < 2^87.
-        self.fc = self.f + (20 if self.ring == 128 else 0)
+    Pure powers e^i are ready ceil(log2 i) rounds after e; a scaled term is
+    (scale·e^a)·e^b for the split that finishes first, the scale arriving
+    `lag` rounds after e. On time (lag 0) that is ceil(log2(degree + 1))
+    rounds (ceil(log2 degree) without a scale); a round late (lag 1), a
+    degree up to 6 still needs only 2 rounds after the scale."""
+    def pure_depth(i):
+        return (i - 1).bit_length()                       # ceil(log2 i)
 
-    # shapes and constants ------------------------------------------------
-    def flat(self, x: Shares) -> Shares:
-        return self.b.map_shares(lambda s: sh.reshape(s, [-1], self.limbs), x)
-
-    def shape(self, x: Shares) -> tf.Tensor:
-        return sh.dynamic_shape(x[0], self.limbs)
-
-    def fill(self, x: Shares, value, suffix: Sequence[int] = ()) -> tf.Tensor:
-        shape = self.shape(x)
-        if suffix:
-            shape = tf.concat([shape, tf.constant(list(suffix), tf.int64)], 0)
-        v = tf.constant(value, tf.float64)
-        return tf.broadcast_to(v, shape)
-
-    def ones(self, x: Shares) -> Shares:
-        return self.b.add_public(self.b.sub(x, x), self.fill(x, 1.0))
-
-    def add_const(self, x: Shares, c: float) -> Shares:
-        return self.b.add_public(x, self.fill(x, c))
-
-    def scale(self, x: Shares, c: float, frac_bits: Optional[int] = None) -> Shares:
-        """x·c for a public scalar c (local)."""
-        fb = self.fc if frac_bits is None else frac_bits
-        return self.b.mul_public(x, self.fill(x, c), c_frac_bits=fb,
-                                 c_bound=max(2.0 ** (62 - fb) * 0.99, 2.0))
-
-    def lscale(self, x: Shares, c: float) -> Shares:
-        """Lifted x·c for an unlifted x and a public scalar c (|c| < 4), local."""
-        fb = self.fc - self.E
-        return self.b.mul_public(x, self.fill(x, c * 2.0 ** self.E), c_frac_bits=fb,
-                                 c_bound=2.0 ** (62 - fb))
-
-    # lifted arithmetic ---------------------------------------------------
-    def lift(self, x: Shares) -> Shares:
-        if self.E == 0:
-            return x
-        return self.b.mul_public(x, self.fill(x, float(2 ** self.E)), c_frac_bits=0)
-
-    def lower(self, x: Shares, k: Optional[int] = None) -> Shares:
-        """Local truncation by k (default E) bits: lifted -> f bits."""
-        k = self.E if k is None else k
-        if k == 0:
-            return x
-        return self.b.mul_public(x, self.fill(x, 2.0 ** -k), c_frac_bits=k, c_bound=2.0)
-
-    def lmul_many(self, pairs: Sequence[Tuple[Shares, Shares]]) -> List[Shares]:
-        """Products of lifted values (one round), lifted."""
-        return [self.lower(z) for z in self.b.mul_many(list(pairs))]
-
-    def lconst(self, c: float) -> float:
-        """A public constant at the lifted scale."""
-        return c * 2.0 ** self.E
-
-    # comparisons and tables ----------------------------------------------
-    def bits(self, x: Shares, thresholds: Sequence[float]) -> Shares:
-        """[x < θ_k] for a flat x [N] and all thresholds: ONE ltz on [N, K]."""
-        k = len(thresholds)
-        xk = self.b.map_shares(
-            lambda s: sh.tile(sh.expand_dims(s, 1, self.limbs), [1, k], self.limbs), x)
-        th = tf.constant(np.asarray(thresholds, np.float64))
-        n = self.shape(x)[0]
-        d = self.b.add_public(xk, -tf.broadcast_to(th[None, :],
-                                                  tf.stack([n, tf.constant(k, tf.int64)])))
-        return self.b.ltz(d)
-
-    def table(self, bits: Shares, values: np.ndarray, lifted: bool = True) -> Shares:
-        """Piecewise-constant values[i] on interval i (θ_{i-1} <= x < θ_i,
-        i = 0..K) from bits [N, K] = [x < θ_k]: returns [N, M] shares, exact
-        on the (lifted) fixed-point grid. One local matmul, no round."""
-        values = np.asarray(values, np.float64)
-        if values.ndim == 1:
-            values = values[:, None]
-        unit = 2.0 ** (self.f + (self.E if lifted else 0))
-        vint = np.round(values * unit)                    # the grid values
-        d = vint[:-1] - vint[1:]                          # D_k = v_k - v_{k+1}
-        base = vint[-1:]                                  # v_K (all bits 0)
-        coeff = np.concatenate([d, base], 0) / 2.0 ** self.f
-        if np.abs(coeff).max() >= 2.0 ** (61 - self.f):
-            raise ValueError("piecewise table out of range")
-        ones = self.b.map_shares(lambda s: sh.getitem(s, (slice(None), slice(0, 1)),
-                                                      self.limbs), bits)
-        ones = self.ones(ones)
-        aug = self.b.map_many(lambda p: sh.concat(p, 1, self.limbs), [bits, ones])
-        return self.b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=self.f,
-                                 c_bound=2.0 ** (62 - self.f))
-
-    def column(self, m: Shares, j: int) -> Shares:
-        return self.b.map_shares(lambda s: sh.getitem(s, (slice(None), j), self.limbs), m)
-
-    def combine(self, terms: Sequence[Shares], coeffs: Sequence[float]) -> Shares:
-        """Σ coeffs[i]·terms[i] for flat terms [N] and public scalars: one
-        local matmul with c_frac_bits = fc."""
-        st = self.b.map_many(lambda p: sh.stack(p, 1, self.limbs), list(terms))
-        c = np.asarray(coeffs, np.float64)[:, None]
-        fb = self.fc if np.abs(c).max() < 2.0 ** (61 - self.fc) else self.f
-        z = self.b.mul_public(st, tf.constant(c), kind="matmul", c_frac_bits=fb,
-                              c_bound=2.0 ** (62 - fb))
-        return self.column(z, 0)
-
-
-def _powers(ctx: _Ctx, e: Shares, degree: int, scale: Optional[Shares] = None) -> List[Shares]:
-    """Lifted terms t_i = scale·e^i for i = 0..degree by a product tree.
-
-    With a scale, the round of step s makes t_i (s <= i < 2s) = t_{i-s}·e^s
-    and e^(2s): ceil(log2(degree + 1)) rounds. Without (t_0 = None, t_1 = e),
-    it makes t_i (s < i <= 2s) = t_{i-s}·e^s: ceil(log2 degree) rounds."""
-    off = 0 if scale is not None else 1
-    t: Dict[int, Shares] = {0: scale} if scale is not None else {1: e}
+    sdepth, srecipe = {0: lag}, {}
+    if scale is not None:
+        for i in range(1, degree + 1):
+            best = None
+            for bb in range(i, 0, -1):                    # larger pure factors first
+                d = max(sdepth[i - bb], pure_depth(bb)) + 1
+                key = (d, bb & (bb - 1) != 0)             # then prefer powers of two
+                if best is None or key < best[0]:
+                    best = (key, bb)
+            sdepth[i], srecipe[i] = best[0][0], best[1]
+    need = set(srecipe.values()) if scale is not None else set(range(1, degree + 1))
+    stack = list(need)
+    while stack:                                          # e^i = e^(2^k)·e^(i - 2^k)
+        i = stack.pop()
+        if i > 1:
+            p = 1 << (pure_depth(i) - 1)
+            for j in (p, i - p):
+                if j not in need:
+                    need.add(j)
+                    stack.append(j)
     pw: Dict[int, Shares] = {1: e}
-    s = 1
-    while max(t) < degree:
-        idx = [i for i in range(s + off, 2 * s + off) if i <= degree]
-        pairs = [(t[i - s], pw[s]) for i in idx]
-        need_pw = scale is not None and 2 * s <= degree
-        if need_pw:
-            pairs.append((pw[s], pw[s]))
-        out = ctx.lmul_many(pairs)
-        for i, z in zip(idx, out):
-            t[i] = z
-        if need_pw:
-            pw[2 * s] = out[-1]
-        elif 2 * s in t:
-            pw[2 * s] = t[2 * s]
-        s *= 2
-    return [t.get(i) for i in range(degree + 1)]
+    st: Dict[int, Shares] = {0: scale}
+    top = max([pure_depth(i) for i in need] + (list(sdepth.values()) if srecipe else []) + [0])
+    for depth in range(1, top + 1):
+        jobs = []                                         # (table, index, left, right)
+        for i in sorted(need):
+            if i > 1 and pure_depth(i) == depth:
+                p = 1 << (depth - 1)
+                jobs.append((pw, i, pw[p], pw[i - p]))
+        for i in sorted(srecipe):
+            if sdepth[i] == depth:
+                jobs.append((st, i, st[i - srecipe[i]], pw[srecipe[i]]))
+        for (table, i, _, _), z in zip(jobs, ctx.lmul_many([(j[2], j[3]) for j in jobs])):
+            table[i] = z
+    if scale is None:
+        return [None] + [pw[i] for i in range(1, degree + 1)]
+    return [st[i] for i in range(degree + 1)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -201,8 +109,8 @@ def _cheb_fit(name: str, a: float, b: float, degree: int, scale: float = 1.0) ->
 
 
 _FUNCS = {
-    "exp2": lambda x: 2.0 ** x,
     "rsqrt1m": lambda e: (1.0 - e) ** -0.5,
+    "sqrt1m": lambda e: (1.0 - e) ** 0.5,
     "log1p": np.log1p,
     "sigmoid": lambda x: 0.5 * (1 + np.tanh(x / 2)),
     "tanh": np.tanh,
@@ -217,78 +125,85 @@ def _elementwise(fn):
     """Runs fn(ctx, flat x, **kw) on the flattened input, restores the shape."""
     @functools.wraps(fn)
     def wrapper(backend: Backend, x: Shares, **kw) -> Shares:
-        ctx = _Ctx(backend)
+        ctx = Ctx(backend)
         shape = ctx.shape(x)
         out = fn(ctx, ctx.flat(x), **kw)
         return backend.map_shares(lambda s: sh.reshape(s, shape, ctx.limbs), out)
     return wrapper
 
 
-def _octaves(ctx: _Ctx) -> Tuple[int, int]:
-    """Exponents j with 2^j from one ulp up to below the bound B."""
-    return -ctx.f, int(math.ceil(math.log2(ctx.b.cfg.bound))) - 1
-
-
 # ---------------------------------------------------------------------- exp
-def _exp_flat(ctx: _Ctx, x: Shares, degree: int, nonpositive: bool = False) -> Shares:
-    """exp(x) = 2^k · 2^frac, t = x·log2(e) = k + frac, k = floor(t) from
-    one comparison batch on t, 2^frac by a degree-d polynomial, the product
-    with 2^k folded into the power tree (scale)."""
+def _exp_flat(ctx: Ctx, x: Shares, degree: int, rr: str, h: int,
+              nonpositive: bool = False) -> Shares:
+    """exp(x) = 2^t, t = x·log2(e) in the piece [e_i, e_i + h) of width h
+    (config "piece_octaves"): 2^t = 2^(e_i + h//2)·p(w), w = t - e_i - h/2 in
+    [-h/2, h/2), p a degree-d fit of 2^(w + h/2 - h//2). The piece comes from
+    the range reduction on t; the scale S = 2^(e_i + h//2) is folded into the
+    power tree (terms S·w^i, all <= S). Saturates: 0 for t < -f, 2^floor(log2 B)
+    for t >= floor(log2 B) (`nonpositive`: t <= 0, no upper row)."""
     b = ctx.b
     t = ctx.scale(x, LOG2E)                                   # for comparisons
     tl = ctx.lscale(x, LOG2E)                                 # lifted t
     jlo = -ctx.f
-    jhi = 0 if nonpositive else int(math.floor(math.log2(b.cfg.bound)))
-    js = list(range(jlo, jhi + 1))
-    bits = ctx.bits(t, js)                                    # [t < j]
-    # interval i: t in [js[i-1], js[i]); i = 0: t < jlo; i = K: t >= jhi
-    k_of = [jlo - 1] + js                                     # floor(t) per interval
-    scale = [0.0] + [2.0 ** k for k in js[:-1]] + [0.0 if not nonpositive else 1.0]
-    sat = [0.0] * len(js) + [0.0 if nonpositive else 2.0 ** jhi]
-    k_used = [k if s != 0 else 0 for k, s in zip(k_of, scale)]
-    tab = ctx.table(bits, np.stack([np.array(k_used, float), scale, sat], 1))
-    kl, sl, satl = (ctx.column(tab, j) for j in range(3))
-    frac = b.sub(tl, kl)                                      # lifted, in [0, 1)
-    coeffs = _cheb_fit("exp2", 0.0, 1.0, degree)
-    terms = _powers(ctx, frac, degree, scale=sl)
+    if nonpositive:
+        K, above = (0 - jlo) // h + 1, None                   # the last piece holds t = 0
+    else:
+        jhi = int(math.floor(math.log2(b.cfg.bound)))
+        K, above = -(-(jhi - jlo) // h), float(jhi)
+    plan = Plan("add", K=K, jlo=jlo, h=h, below=float(jlo), above=above)
+    feats = {"k": Lin(jlo + h / 2, h), "S": Geo(2.0 ** (jlo + h // 2), 2.0 ** h)}
+    if not nonpositive:
+        feats["sat"] = Lin(0.0, 0.0, above=2.0 ** jhi)
+    res = reduce_range(ctx, t, plan, feats, rr)
+    w = b.sub(tl, res["k"])                                   # lifted, in [-h/2, h/2)
+    name = f"exp2_{h}"
+    _FUNCS.setdefault(name, lambda v, c=h / 2 - h // 2: 2.0 ** (v + c))
+    coeffs = _cheb_fit(name, -h / 2, h / 2, degree)
+    terms = _terms(ctx, w, degree, scale=res["S"], lag=1 if res["levels"] > 1 else 0)
     y = ctx.combine(terms, coeffs)
-    return ctx.lower(b.add(y, satl))
+    if not nonpositive:
+        y = b.add(y, res["sat"])
+    return ctx.lower(y)
+
+
+def _exp_settings(backend: Backend, fn: str, degree, range_reduction):
+    return (int(_setting(backend, fn, "degree", degree)),
+            _setting(backend, fn, "range_reduction", range_reduction),
+            int(_setting(backend, fn, "piece_octaves")))
 
 
 @_elementwise
-def _exp(ctx: _Ctx, x: Shares, degree: Optional[int] = None) -> Shares:
-    return _exp_flat(ctx, x, int(_setting(ctx.b, "exp", "degree", degree)))
+def _exp(ctx: Ctx, x: Shares, degree: Optional[int] = None,
+         range_reduction: Optional[str] = None) -> Shares:
+    d, rr, h = _exp_settings(ctx.b, "exp", degree, range_reduction)
+    return _exp_flat(ctx, x, d, rr, h)
 
 
-def exp(backend: Backend, x: Shares, degree: Optional[int] = None) -> Shares:
+def exp(backend: Backend, x: Shares, degree: Optional[int] = None,
+        range_reduction: Optional[str] = None) -> Shares:
     """e^x. Saturates: 0 where x·log2(e) < -f (e^x below one ulp), 2^floor(log2 B)
     where x·log2(e) >= floor(log2 B)."""
-    return _exp(backend, x, degree=degree)
+    return _exp(backend, x, degree=degree, range_reduction=range_reduction)
 
 
 # ----------------------------------------------------------- reciprocal, div
-def _recip_table(ctx: _Ctx, y: Shares, signed: bool):
-    """Bits and initial guesses (2/3)·2^-j on |y| in [2^j, 2^(j+1)): |1 - y·g| <= 1/3;
+def _recip_guess(ctx: Ctx, y: Shares, signed: bool, rr: str) -> Shares:
+    """Initial guesses (2/3)·2^-j on |y| in [2^j, 2^(j+1)): |1 - y·g| <= 1/3;
     g = 0 at y = 0 (and for y < 0 when unsigned)."""
-    jlo, jhi = _octaves(ctx)
-    js = list(range(jlo, jhi + 1))
-    u = 2.0 ** -ctx.f
-    pos_th = [2.0 ** j for j in js]
-    pos_v = [0.0] + [(2 / 3) * 2.0 ** -j for j in js]         # intervals below/between/above
-    if not signed:
-        return ctx.bits(y, pos_th), np.array(pos_v)
-    neg_th = [-(2.0 ** j) + u for j in reversed(js)]          # [y <= -2^j]
-    neg_v = [-(2 / 3) * 2.0 ** -j for j in reversed(js)]      # y in [-2^(j+1), -2^j]
-    return ctx.bits(y, neg_th + pos_th), np.array(neg_v + pos_v)
+    plan = octave_plan(ctx, signed)
+    g = Geo((2 / 3) * 2.0 ** -plan.jlo, 0.5, neg_sign=-1.0)
+    return reduce_range(ctx, y, plan, {"g": g}, rr)["g"]
 
 
-def _goldschmidt(ctx: _Ctx, x: Optional[Shares], y: Shares, g: Shares, iterations: int,
+def _goldschmidt(ctx: Ctx, x: Optional[Shares], y: Shares, g: Shares, iterations: int,
                  expand=None):
     """q = x·g·Π(1 + e^(2^i)), e = 1 - y·g: Newton-Raphson's iterates for
     x/y (y_{i+1} = y_i(2 - y·y_i) has error e^(2^i)) with the error term
     squared instead of recomputed, so the two chains run in parallel: one
     round per iteration plus one for e (and x·g). With `expand`, y and g are
-    per-row values broadcast to x's (larger) shape by expand."""
+    per-row values broadcast to x's (larger) shape by expand. The guess g
+    only has to satisfy |e| <= 1/3: its rounding (or a range reduction's
+    truncation errors) enters e, not the result."""
     b = ctx.b
     ex = expand or (lambda v: v)
     pairs = [(y, g)] + ([(x, ex(g))] if x is not None else [])
@@ -305,7 +220,7 @@ def _goldschmidt(ctx: _Ctx, x: Optional[Shares], y: Shares, g: Shares, iteration
     return ctx.lower(q)
 
 
-def _newton_recip(ctx: _Ctx, x: Optional[Shares], y: Shares, g: Shares, iterations: int):
+def _newton_recip(ctx: Ctx, x: Optional[Shares], y: Shares, g: Shares, iterations: int):
     """Classic Newton-Raphson r <- r(2 - y·r): two rounds per iteration,
     self-correcting; then x·r (one more round) for a division."""
     b = ctx.b
@@ -319,117 +234,126 @@ def _newton_recip(ctx: _Ctx, x: Optional[Shares], y: Shares, g: Shares, iteratio
     return ctx.lower(r)
 
 
-def _divide_flat(ctx, x, y, method, iterations, signed):
-    bits, vals = _recip_table(ctx, y, signed)
-    g = ctx.column(ctx.table(bits, vals), 0)
+def _divide_flat(ctx, x, y, method, iterations, signed, rr):
+    if method not in ("goldschmidt", "newton"):
+        raise ValueError(f"unknown reciprocal method {method!r} (goldschmidt, newton)")
+    g = _recip_guess(ctx, y, signed, rr)
     if method == "goldschmidt":
         return _goldschmidt(ctx, x, y, g, iterations)
-    if method == "newton":
-        return _newton_recip(ctx, x, y, g, iterations)
-    raise ValueError(f"unknown reciprocal method {method!r} (goldschmidt, newton)")
+    return _newton_recip(ctx, x, y, g, iterations)
 
 
 def reciprocal(backend: Backend, x: Shares, method: Optional[str] = None,
-               iterations: Optional[int] = None, signed: Optional[bool] = None) -> Shares:
+               iterations: Optional[int] = None, signed: Optional[bool] = None,
+               range_reduction: Optional[str] = None) -> Shares:
     """1/x for 2^-f <= |x| < B (x >= 2^-f only, if unsigned). 1/0 = 0."""
     return divide(backend, None, x, method=method, iterations=iterations, signed=signed,
-                  _fn="reciprocal")
+                  range_reduction=range_reduction, _fn="reciprocal")
 
 
 def divide(backend: Backend, x: Optional[Shares], y: Shares, method: Optional[str] = None,
            iterations: Optional[int] = None, signed: Optional[bool] = None,
-           _fn: str = "divide") -> Shares:
+           range_reduction: Optional[str] = None, _fn: str = "divide") -> Shares:
     """x / y for shares of equal shapes (x None: 1/y). x / 0 = 0."""
-    ctx = _Ctx(backend)
+    ctx = Ctx(backend)
     method = _setting(backend, _fn, "method", method)
     iterations = int(_setting(backend, _fn, "iterations", iterations))
     signed = bool(_setting(backend, _fn, "signed", signed))
+    rr = _setting(backend, _fn, "range_reduction", range_reduction)
     shape = ctx.shape(y)
     out = _divide_flat(ctx, None if x is None else ctx.flat(x), ctx.flat(y), method,
-                       iterations, signed)
+                       iterations, signed, rr)
     return backend.map_shares(lambda s: sh.reshape(s, shape, ctx.limbs), out)
 
 
 # -------------------------------------------------------------- sqrt, rsqrt
-def _root_flat(ctx: _Ctx, x: Shares, degree: int, want_sqrt: bool) -> Shares:
-    """1/sqrt(x) = g·(1 - e)^(-1/2) with x in [2^j, 2^(j+1)) from one
-    comparison batch, u = x·2^-j in [1, 2) (one round, exact power of two),
-    e = 1 - (2/3)u in (-1/3, 1/3] (local), g = sqrt(2/3)·2^(-j/2). The
-    degree-d polynomial for (1 - e)^(-1/2) is folded into a power tree with
-    the scale g (rsqrt) or x·g (sqrt, made in the same round as u). x <= 0
-    gives 0 (g = 0)."""
+def _root_flat(ctx: Ctx, x: Shares, degree: int, want_sqrt: bool, rr: str) -> Shares:
+    """x = u·2^j, u in [1, 2) from the range reduction (z), e = 1 - (2/3)u in
+    (-1/3, 1/3] (local). 1/sqrt(x) = G·(1 - e)^(-1/2), G = sqrt(2/3)·2^(-j/2);
+    sqrt(x) = G·(1 - e)^(1/2), G = sqrt(3/2)·2^(j/2); the degree-d polynomial
+    is folded into a power tree with the scale G. x <= 0 gives 0 (G = 0)."""
     b = ctx.b
-    jlo, jhi = _octaves(ctx)
-    js = list(range(jlo, jhi + 1))
-    q = [0.0] + [2.0 ** -j for j in js]
-    g = [0.0] + [math.sqrt(2 / 3) * 2.0 ** (-j / 2) for j in js]
-    tab = ctx.table(ctx.bits(x, [2.0 ** j for j in js]), np.stack([q, g], 1))
-    ql, gl = ctx.column(tab, 0), ctx.column(tab, 1)
-    prods = b.mul_many([(x, ql)] + ([(x, gl)] if want_sqrt else []))   # lifted
-    e = b.public_sub(ctx.fill(x, ctx.lconst(1.0)), ctx.scale(prods[0], 2 / 3))
-    scale = prods[1] if want_sqrt else gl
-    terms = _powers(ctx, e, degree, scale=scale)
-    return ctx.lower(ctx.combine(terms, _cheb_fit("rsqrt1m", -1 / 3, 1 / 3, degree)))
+    plan = octave_plan(ctx)
+    if want_sqrt:
+        G, fit = Geo(math.sqrt(3 / 2) * 2.0 ** (plan.jlo / 2), math.sqrt(2.0)), "sqrt1m"
+    else:
+        G, fit = Geo(math.sqrt(2 / 3) * 2.0 ** (-plan.jlo / 2), math.sqrt(0.5)), "rsqrt1m"
+    res = reduce_range(ctx, x, plan, {"G": G}, rr, want_z=True)
+    e = b.public_sub(ctx.fill(x, ctx.lconst(1.0)), ctx.scale(res["z"], 2 / 3))
+    terms = _terms(ctx, e, degree, scale=res["G"])
+    return ctx.lower(ctx.combine(terms, _cheb_fit(fit, -1 / 3, 1 / 3, degree)))
+
+
+def _root_settings(backend, fn, degree, range_reduction):
+    return (int(_setting(backend, fn, "degree", degree)),
+            _setting(backend, fn, "range_reduction", range_reduction))
 
 
 @_elementwise
-def _rsqrt(ctx, x, degree=None):
-    return _root_flat(ctx, x, int(_setting(ctx.b, "rsqrt", "degree", degree)), False)
+def _rsqrt(ctx, x, degree=None, range_reduction=None):
+    d, rr = _root_settings(ctx.b, "rsqrt", degree, range_reduction)
+    return _root_flat(ctx, x, d, False, rr)
 
 
 @_elementwise
-def _sqrt(ctx, x, degree=None):
-    return _root_flat(ctx, x, int(_setting(ctx.b, "sqrt", "degree", degree)), True)
+def _sqrt(ctx, x, degree=None, range_reduction=None):
+    d, rr = _root_settings(ctx.b, "sqrt", degree, range_reduction)
+    return _root_flat(ctx, x, d, True, rr)
 
 
-def rsqrt(backend: Backend, x: Shares, degree: Optional[int] = None) -> Shares:
+def rsqrt(backend: Backend, x: Shares, degree: Optional[int] = None,
+          range_reduction: Optional[str] = None) -> Shares:
     """1/sqrt(x) for 2^-f <= x < B; 0 for x <= 0."""
-    return _rsqrt(backend, x, degree=degree)
+    return _rsqrt(backend, x, degree=degree, range_reduction=range_reduction)
 
 
-def sqrt(backend: Backend, x: Shares, degree: Optional[int] = None) -> Shares:
+def sqrt(backend: Backend, x: Shares, degree: Optional[int] = None,
+         range_reduction: Optional[str] = None) -> Shares:
     """sqrt(x) for 0 <= x < B; 0 for x <= 0."""
-    return _sqrt(backend, x, degree=degree)
+    return _sqrt(backend, x, degree=degree, range_reduction=range_reduction)
 
 
 # ---------------------------------------------------------------------- log
-def _log_flat(ctx: _Ctx, x: Shares, degree: int, js: Optional[Sequence[int]] = None) -> Shares:
+def _log_flat(ctx: Ctx, x: Shares, degree: int, rr: str,
+              js: Optional[Sequence[int]] = None) -> Shares:
     """ln x = m·ln2 + ln(1 + z), z = x·2^-m - 1 in [2^-1/2 - 1, 2^1/2 - 1) with m
-    from one comparison batch against 2^(j - 1/2); ln(1 + z) by a degree-d
-    polynomial. x <= 0 gives ln(2^-(f+1)) (half an ulp)."""
+    from the range reduction on the boundaries 2^(j - 1/2); ln(1 + z) by a
+    degree-d polynomial. x <= 0 gives ln(2^-(f+1)) (half an ulp). With `js`
+    (a row sum known to be >= 1), m only takes those values and there is no
+    row for x <= 0."""
     b = ctx.b
+    positive = js is not None
     if js is None:
-        jlo, _ = _octaves(ctx)
+        jlo, _ = octaves(ctx)
         js = list(range(jlo, int(math.floor(math.log2(b.cfg.bound) + 0.5)) + 1))
-    th = [2.0 ** (j - 0.5) for j in js]
-    m_of = [js[0] - 1] + list(js)                             # interval i -> m
-    q = [0.0] + [2.0 ** -m for m in js]
     coeffs = _cheb_fit("log1p", 2 ** -0.5 - 1, 2 ** 0.5 - 1, degree)
     p_at_m1 = float(np.polynomial.polynomial.polyval(-1.0, coeffs))
-    bad = -(ctx.f + 1) * LN2 - p_at_m1                        # x <= 0: q = 0, z = -1
-    mln2 = [bad] + [m * LN2 for m in m_of[1:]]
-    tab = ctx.table(ctx.bits(x, th), np.stack([q, mln2], 1))
-    ql, cl = ctx.column(tab, 0), ctx.column(tab, 1)
-    u = b.mul(x, ql)                                          # lifted x·2^-m
-    z = ctx.add_const(u, -ctx.lconst(1.0))
-    terms = _powers(ctx, z, degree)
+    bad = -(ctx.f + 1) * LN2 - p_at_m1                        # x <= 0: z = -1
+    plan = Plan("mul", K=len(js), jlo=js[0], delta=-0.5,
+                 below=None if positive else 2.0 ** (js[0] - 0.5))
+    res = reduce_range(ctx, x, plan, {"m": Lin(js[0] * LN2, LN2, below=bad)}, rr,
+                       want_z=True)
+    z = ctx.add_const(res["z"], -ctx.lconst(1.0))
+    terms = _terms(ctx, z, degree)
     poly = ctx.combine([ctx.ones(z) if t is None else t for t in terms],
                        [coeffs[0] * 2.0 ** ctx.E] + list(coeffs[1:]))
-    return ctx.lower(b.add(poly, cl))
+    return ctx.lower(b.add(poly, res["m"]))
 
 
 @_elementwise
-def _log(ctx, x, degree=None):
-    return _log_flat(ctx, x, int(_setting(ctx.b, "log", "degree", degree)))
+def _log(ctx, x, degree=None, range_reduction=None):
+    d, rr = _root_settings(ctx.b, "log", degree, range_reduction)
+    return _log_flat(ctx, x, d, rr)
 
 
-def log(backend: Backend, x: Shares, degree: Optional[int] = None) -> Shares:
+def log(backend: Backend, x: Shares, degree: Optional[int] = None,
+        range_reduction: Optional[str] = None) -> Shares:
     """Natural log for 2^-f <= x < B; ln(2^-(f+1)) for x <= 0."""
-    return _log(backend, x, degree=degree)
+    return _log(backend, x, degree=degree, range_reduction=range_reduction)
 
 
 # --------------------------------------------------------- sigmoid and tanh
-def _piecewise_flat(ctx: _Ctx, x: Shares, name: str, breakpoints: Sequence[float],
+def _piecewise_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
                     degree: int, lo: float, hi: float) -> Shares:
     """A piecewise polynomial in z = x/s (s = max |breakpoint|), constant lo
     below the first and hi above the last breakpoint. Interval membership is
@@ -446,7 +370,7 @@ def _piecewise_flat(ctx: _Ctx, x: Shares, name: str, breakpoints: Sequence[float
     bits = ctx.bits(x, bps)
     coef = ctx.table(bits, np.array(rows))                    # [N, d+1] lifted
     z = ctx.lscale(x, 1.0 / s)
-    pw = _powers(ctx, z, degree)[1:]
+    pw = _terms(ctx, z, degree)[1:]
     prods = b.mul_many([(ctx.column(coef, j + 1), pw[j]) for j in range(degree)])
     acc = ctx.column(coef, 0)
     for p in prods:
@@ -454,31 +378,78 @@ def _piecewise_flat(ctx: _Ctx, x: Shares, name: str, breakpoints: Sequence[float
     return ctx.lower(acc)
 
 
-def _pw_setting(backend, name, breakpoints, degree):
+def _folded_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
+                 degree: int, lo: float, hi: float) -> Shares:
+    """The same pieces folded by point symmetry (sigmoid about (0, 1/2), tanh
+    about 0): f(x) = A + s·(F(|x|) - A), A = (lo + hi)/2, s = 1 - 2[x < 0]. With
+    F(|x|) - A = Σ c_k·(|x|/S)^k on the positive pieces and |x|^k = s^k·x^k,
+    s·(F - A) = Σ c_k·m_k, m_k = w^k for odd k and s·w^k for even k (w = x/S):
+    the powers need no |x|. Comparisons: the sign, then |x| = s·x against the
+    positive breakpoints only (7 instead of 13 with the defaults); 4 rounds
+    (sign, |x|, the |x| comparisons beside s·w^4, the coefficient products).
+    Saturation stays exact: c_0 = hi - A and c_k = 0 (k > 0) are exact."""
+    b = ctx.b
+    bps = sorted(float(v) for v in breakpoints)
+    pos = [v for v in bps if v > 0]
+    if bps != sorted([-v for v in pos] + [0.0] + pos):
+        raise ValueError("folded_piecewise_poly needs breakpoints symmetric about 0, with 0")
+    S = pos[-1]
+    A = (lo + hi) / 2
+    rows = []
+    for a, c in zip([0.0] + pos[:-1], pos):
+        co = list(_cheb_fit(name, a, c, degree, S))
+        rows.append([co[0] - A] + co[1:])
+    rows.append([hi - A] + [0.0] * degree)
+    sigma = b.ltz(x)
+    sgn = b.public_sub(ctx.fill(x, 1.0), b.add(sigma, sigma))     # ±1, exact
+    w = ctx.lscale(x, 1.0 / S)
+    pw = _terms(ctx, w, degree)
+    mag = b.mul(x, sgn)                                           # |x|, exact
+    even = [k for k in range(2, degree + 1, 2)]
+    sw = dict(zip(even, ctx.lmul_many([(ctx.lift(sgn), pw[k]) for k in even])))
+    coef = ctx.table(ctx.bits(mag, pos), np.array(rows))          # [N, d+1] lifted
+    m = [ctx.lift(sgn)] + [sw[k] if k % 2 == 0 else pw[k] for k in range(1, degree + 1)]
+    prods = b.mul_many([(ctx.column(coef, k), m[k]) for k in range(degree + 1)])
+    acc = ctx.add_const(ctx.lower(prods[0]), ctx.lconst(A))
+    for p in prods[1:]:
+        acc = b.add(acc, ctx.lower(p))
+    return ctx.lower(acc)
+
+
+_PIECEWISE = {"piecewise_poly": _piecewise_flat, "folded_piecewise_poly": _folded_flat}
+
+
+def _pw_setting(backend, name, breakpoints, degree, method=None):
     bp = _setting(backend, name, "breakpoints", breakpoints)
-    return list(bp), int(_setting(backend, name, "degree", degree))
+    m = _setting(backend, name, "method", method)
+    if m not in _PIECEWISE:
+        raise ValueError(f"unknown {name} method {m!r} ({', '.join(_PIECEWISE)})")
+    return list(bp), int(_setting(backend, name, "degree", degree)), _PIECEWISE[m]
 
 
 @_elementwise
-def _sigmoid(ctx, x, breakpoints=None, degree=None):
-    bp, d = _pw_setting(ctx.b, "sigmoid", breakpoints, degree)
-    return _piecewise_flat(ctx, x, "sigmoid", bp, d, 0.0, 1.0)
+def _sigmoid(ctx, x, breakpoints=None, degree=None, method=None):
+    bp, d, fn = _pw_setting(ctx.b, "sigmoid", breakpoints, degree, method)
+    return fn(ctx, x, "sigmoid", bp, d, 0.0, 1.0)
 
 
 @_elementwise
-def _tanh(ctx, x, breakpoints=None, degree=None):
-    bp, d = _pw_setting(ctx.b, "tanh", breakpoints, degree)
-    return _piecewise_flat(ctx, x, "tanh", bp, d, -1.0, 1.0)
+def _tanh(ctx, x, breakpoints=None, degree=None, method=None):
+    bp, d, fn = _pw_setting(ctx.b, "tanh", breakpoints, degree, method)
+    return fn(ctx, x, "tanh", bp, d, -1.0, 1.0)
 
 
-def sigmoid(backend: Backend, x: Shares, breakpoints=None, degree=None) -> Shares:
-    """1/(1 + e^-x), piecewise polynomial; 0 / 1 beyond the outer breakpoints."""
-    return _sigmoid(backend, x, breakpoints=breakpoints, degree=degree)
+def sigmoid(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None) -> Shares:
+    """1/(1 + e^-x), piecewise polynomial; 0 / 1 beyond the outer breakpoints.
+    method "folded_piecewise_poly" (default: 4 rounds, the positive breakpoints
+    and the sign compared) or "piecewise_poly" (3 rounds, every breakpoint)."""
+    return _sigmoid(backend, x, breakpoints=breakpoints, degree=degree, method=method)
 
 
-def tanh(backend: Backend, x: Shares, breakpoints=None, degree=None) -> Shares:
-    """tanh(x), piecewise polynomial; -1 / 1 beyond the outer breakpoints."""
-    return _tanh(backend, x, breakpoints=breakpoints, degree=degree)
+def tanh(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None) -> Shares:
+    """tanh(x), piecewise polynomial; -1 / 1 beyond the outer breakpoints
+    (methods as sigmoid's)."""
+    return _tanh(backend, x, breakpoints=breakpoints, degree=degree, method=method)
 
 
 # ------------------------------------------------------ softmax, log_softmax
@@ -504,7 +475,7 @@ def _rows(backend: Backend, x: Shares, axis: int):
     return x2, rows, n, back
 
 
-def _shifted_exp(ctx: _Ctx, x: Shares, axis: int, degree: int):
+def _shifted_exp(ctx: Ctx, x: Shares, axis: int, degree: int, rr: str):
     """d = x - max along axis (a comparison tree), e = exp(d) <= 1 and the row
     sums s in [1, n], in the [R, n] layout."""
     b = ctx.b
@@ -515,39 +486,43 @@ def _shifted_exp(ctx: _Ctx, x: Shares, axis: int, degree: int):
         return b.map_shares(lambda s: sh.reshape(sh.broadcast_to(
             sh.reshape(s, [rows, 1], ctx.limbs), [rows, n], ctx.limbs), [-1], ctx.limbs), v)
     d = b.sub(ctx.flat(x2), expand(m))
-    e = _exp_flat(ctx, d, degree, nonpositive=True)            # flat [R·n]
+    h = int(_setting(b, "exp", "piece_octaves"))
+    e = _exp_flat(ctx, d, degree, rr, h, nonpositive=True)     # flat [R·n]
     s = b.reduce_sum(b.map_shares(lambda v: sh.reshape(v, [rows, n], ctx.limbs), e), 1)
     return d, e, s, n, expand, back, rows
 
 
 def softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[int] = None,
-            iterations: Optional[int] = None) -> Shares:
+            iterations: Optional[int] = None, range_reduction: Optional[str] = None) -> Shares:
     """exp(x - max) / Σ exp(x - max) along axis (static length n). exp of the
-    non-positive shifted values needs thresholds on [-f, 0] only; the row sum
-    is in [1, n], so its reciprocal needs ceil(log2 n) thresholds (one per
-    row), and the division is Goldschmidt's with the numerators in the first
-    round."""
-    ctx = _Ctx(backend)
+    non-positive shifted values needs pieces on [-f, 0] only; the row sum is
+    in [1, n], so its reciprocal's range reduction has ceil(log2 n) + 1
+    octaves (one per row), and the division is Goldschmidt's with the
+    numerators in the first round."""
+    ctx = Ctx(backend)
     degree = int(_setting(backend, "softmax", "degree", degree))
     iterations = int(_setting(backend, "softmax", "iterations", iterations))
-    d, e, s, n, expand, back, rows = _shifted_exp(ctx, x, axis, degree)
-    js = list(range(1, int(math.ceil(math.log2(max(n, 2)))) + 1))
-    bits = ctx.bits(s, [2.0 ** j for j in js])
-    g = ctx.column(ctx.table(bits, [2 / 3] + [(2 / 3) * 2.0 ** -j for j in js]), 0)
+    rr = _setting(backend, "softmax", "range_reduction", range_reduction)
+    d, e, s, n, expand, back, rows = _shifted_exp(ctx, x, axis, degree, rr)
+    c = int(math.ceil(math.log2(max(n, 2))))
+    plan = Plan("mul", K=c + 1, jlo=0)                       # s in [1, 2^(c+1))
+    g = reduce_range(ctx, s, plan, {"g": Geo(2 / 3, 0.5)}, rr)["g"]
     out = _goldschmidt(ctx, e, s, g, iterations, expand=expand)
     return back(backend.map_shares(lambda v: sh.reshape(v, [rows, n], ctx.limbs), out))
 
 
 def log_softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[int] = None,
-                log_degree: Optional[int] = None) -> Shares:
+                log_degree: Optional[int] = None,
+                range_reduction: Optional[str] = None) -> Shares:
     """(x - max) - ln Σ exp(x - max) along axis; the log of the row sum (in
-    [1, n]) needs ceil(log2 n + 1/2) + 1 thresholds per row."""
-    ctx = _Ctx(backend)
+    [1, n]) needs ceil(log2 n + 1/2) + 1 pieces per row."""
+    ctx = Ctx(backend)
     degree = int(_setting(backend, "log_softmax", "degree", degree))
     log_degree = int(_setting(backend, "log_softmax", "log_degree", log_degree))
-    d, e, s, n, expand, back, rows = _shifted_exp(ctx, x, axis, degree)
+    rr = _setting(backend, "log_softmax", "range_reduction", range_reduction)
+    d, e, s, n, expand, back, rows = _shifted_exp(ctx, x, axis, degree, rr)
     js = list(range(0, int(math.ceil(math.log2(max(n, 2)) + 0.5)) + 1))
-    ls = _log_flat(ctx, s, log_degree, js=js)                  # [R]
+    ls = _log_flat(ctx, s, log_degree, rr, js=js)              # [R]
     out = backend.sub(d, expand(ls))
     return back(backend.map_shares(lambda v: sh.reshape(v, [rows, n], ctx.limbs), out))
 

@@ -181,3 +181,39 @@ def test_pregarbled_online_phase_sends_only_labels(ring):
     for t in ("T1", "T2"):
         shapes = sorted((src, tuple(m.shape[1:])) for src, m in v[t])
         assert shapes == [("S1", (64, 2)), ("S2", (64, 2))], shapes
+
+
+# ------------------------------------------------------- derived functions
+def derived_views(fn, which):
+    n = N // 8
+    rng = np.random.default_rng(5)
+    x = np.full(n, 1e-3) if which == "tiny" else rng.uniform(-1e4, 1e4, n)
+    px = tp.share(x)
+    seen, _ = record(lambda: fn(px))
+    return seen
+
+
+@pytest.mark.parametrize("fn", [tp.math.reciprocal, tp.exp], ids=["reciprocal", "exp"])
+def test_binary_search_views_are_uniform_and_secret_independent(ring, fn):
+    """The binary-search range reduction (protocols/numerics.py) composes the
+    multiplication and comparison protocols only, with secret thresholds
+    taken from tables of earlier bits: every party receives the same messages
+    (sender, shape, dtype) whatever the secret, each uniform, and nothing
+    reaches the client."""
+    v0, v1 = derived_views(fn, "tiny"), derived_views(fn, "spread")
+    assert sorted(v0) == sorted(v1) == ["S1", "S2", "T1", "T2"]
+    for party in v0:
+        assert [(s, m.shape, m.dtype) for s, m in v0[party]] == \
+            [(s, m.shape, m.dtype) for s, m in v1[party]], party
+        for (src, m0), (_, m1) in zip(v0[party], v1[party]):
+            if is_public_index(m0):
+                continue
+            what = f"{fn.__name__}: {src}->{party} {m0.dtype.name}{m0.shape}"
+            if m0.dtype == tf.uint8:  # decoding bits of garbled comparators
+                for m in (m0, m1):
+                    p = stats.binomtest(int(np.sum(m.numpy())), m.shape[0]).pvalue
+                    assert p > ALPHA, f"{what}: decode bits are biased (p = {p:.2g})"
+                continue
+            assert_uniform(m0, what + " (tiny)")
+            assert_uniform(m1, what + " (spread)")
+            assert_same_distribution(m0, m1, what)

@@ -6,6 +6,12 @@ function's method, degree or iteration count comes from the runtime config
 ("functions" in protocols/defaults.json, or tp.Config(functions=...)) and can
 be overridden per call. Errors, rounds and costs: docs/numerics.md.
 
+The functions that find an octave or an integer part first (reciprocal,
+divide, sqrt, rsqrt, exp, log, softmax, log_softmax) take `range_reduction`:
+"binary_search" (default: about log2 of the number of octaves comparisons
+per element, one per round) or "thresholds" (one comparison per octave
+boundary, all in one round: fewer rounds, many more comparisons).
+
 Inputs must be in the shared range |x| < B. A private value cannot raise an
 error without revealing itself, so out-of-domain inputs have documented
 results instead:
@@ -44,7 +50,8 @@ def _unary(fn, x, what, **kw) -> PrivateTensor:
 
 
 def reciprocal(x: PrivateTensor, method: Optional[str] = None, iterations: Optional[int] = None,
-               signed: Optional[bool] = None) -> PrivateTensor:
+               signed: Optional[bool] = None,
+               range_reduction: Optional[str] = None) -> PrivateTensor:
     """1/x (Newton-Raphson in Goldschmidt's form from an octave guess).
 
     Args:
@@ -52,17 +59,19 @@ def reciprocal(x: PrivateTensor, method: Optional[str] = None, iterations: Optio
       method: "goldschmidt" (default: iterations + 1 multiplication rounds) or
         "newton" (2 rounds per iteration, self-correcting).
       iterations: Newton iterations (default 4: error (1/3)^16).
-      signed: False when x > 0 is known (half the comparisons).
+      signed: False when x > 0 is known (fewer comparisons).
+      range_reduction: "binary_search" (default) or "thresholds".
 
     Example:
       >>> tp.math.reciprocal(tp.share([4.0, -0.5])).reveal()   # [0.25, -2.]
     """
     return _unary(N.reciprocal, x, "tp.math.reciprocal", method=method,
-                  iterations=iterations, signed=signed)
+                  iterations=iterations, signed=signed, range_reduction=range_reduction)
 
 
 def divide(x, y, method: Optional[str] = None, iterations: Optional[int] = None,
-           signed: Optional[bool] = None, name: Optional[str] = None):
+           signed: Optional[bool] = None, name: Optional[str] = None,
+           range_reduction: Optional[str] = None):
     """x / y with broadcasting. A public y is a local multiplication by 1/y
     (math_ops.divide); a private y runs Goldschmidt division (the numerator
     enters in the first round, so it costs what reciprocal costs). x / 0 = 0.
@@ -74,93 +83,109 @@ def divide(x, y, method: Optional[str] = None, iterations: Optional[int] = None,
         return math_ops.divide(x, y, name=name)
     h = C.handle_of(x, y)
     if not C.is_private(x):
-        return math_ops.multiply(x, reciprocal(y, method, iterations, signed))
+        return math_ops.multiply(x, reciprocal(y, method, iterations, signed, range_reduction))
     shape = C.broadcast_shape(x.shape, y.shape, "tp.divide")
     x, y = C.broadcast(h, x, shape), C.broadcast(h, y, shape)
     dtype = C.result_dtype(x.dtype, y.dtype)
     dtype = dtype if dtype.is_floating else tf.float64
     s = N.divide(h.backend, C.shares(x), C.shares(y), method=method, iterations=iterations,
-                 signed=signed)
+                 signed=signed, range_reduction=range_reduction)
     return C.wrap(h, s, dtype)
 
 
-def sqrt(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+def sqrt(x: PrivateTensor, degree: Optional[int] = None,
+         range_reduction: Optional[str] = None) -> PrivateTensor:
     """sqrt(x) for 0 <= x < B; sqrt(x <= 0) = 0.
 
     Example:
       >>> tp.sqrt(tp.share([2.0, 9.0])).reveal()   # [1.41421, 3.]
     """
-    return _unary(N.sqrt, x, "tp.sqrt", degree=degree)
+    return _unary(N.sqrt, x, "tp.sqrt", degree=degree, range_reduction=range_reduction)
 
 
-def rsqrt(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+def rsqrt(x: PrivateTensor, degree: Optional[int] = None,
+          range_reduction: Optional[str] = None) -> PrivateTensor:
     """1/sqrt(x) for 2^-f <= x < B; rsqrt(x <= 0) = 0.
 
     Example:
       >>> tp.math.rsqrt(tp.share([4.0])).reveal()   # [0.5]
     """
-    return _unary(N.rsqrt, x, "tp.math.rsqrt", degree=degree)
+    return _unary(N.rsqrt, x, "tp.math.rsqrt", degree=degree, range_reduction=range_reduction)
 
 
-def exp(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
-    """e^x = 2^k·2^frac (k from one comparison batch, 2^frac a polynomial).
+def exp(x: PrivateTensor, degree: Optional[int] = None,
+        range_reduction: Optional[str] = None) -> PrivateTensor:
+    """e^x = 2^t, t = x·log2 e: 2^(piece of t) from the range reduction times a
+    polynomial on the piece.
 
     Saturates to 0 where e^x < 2^-f and to 2^floor(log2 B) above it.
 
     Example:
       >>> tp.exp(tp.share([0.0, 1.0])).reveal()   # [1., 2.71828]
     """
-    return _unary(N.exp, x, "tp.exp", degree=degree)
+    return _unary(N.exp, x, "tp.exp", degree=degree, range_reduction=range_reduction)
 
 
-def log(x: PrivateTensor, degree: Optional[int] = None) -> PrivateTensor:
+def log(x: PrivateTensor, degree: Optional[int] = None,
+        range_reduction: Optional[str] = None) -> PrivateTensor:
     """Natural logarithm for 2^-f <= x < B; log(x <= 0) = ln(2^-(f+1)).
 
     Example:
       >>> tp.math.log(tp.share([1.0, 10.0])).reveal()   # [0., 2.30259]
     """
-    return _unary(N.log, x, "tp.math.log", degree=degree)
+    return _unary(N.log, x, "tp.math.log", degree=degree, range_reduction=range_reduction)
 
 
-def sigmoid(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None) -> PrivateTensor:
-    """The logistic function as a piecewise polynomial: 3 rounds (PrivPy's
+def sigmoid(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
+            method: Optional[str] = None) -> PrivateTensor:
+    """The logistic function as a piecewise polynomial: 4 rounds (PrivPy's
     Euler method takes 50), exactly 0 / 1 beyond the outer breakpoints (±11).
+    The default method "folded_piecewise_poly" uses sigmoid(-x) = 1 - sigmoid(x)
+    and places only |x| among the positive breakpoints (7 comparisons per
+    element); method="piecewise_poly" places x among all 13 (3 rounds).
 
     Example:
       >>> tp.sigmoid(tp.share([0.0, 2.0])).reveal()   # [0.5, 0.880797]
     """
-    return _unary(N.sigmoid, x, "tp.sigmoid", breakpoints=breakpoints, degree=degree)
+    return _unary(N.sigmoid, x, "tp.sigmoid", breakpoints=breakpoints, degree=degree,
+                  method=method)
 
 
-def tanh(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None) -> PrivateTensor:
-    """tanh as a piecewise polynomial (3 rounds), exactly ±1 beyond ±6.
+def tanh(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
+         method: Optional[str] = None) -> PrivateTensor:
+    """tanh as a piecewise polynomial (4 rounds), exactly ±1 beyond ±6.
+    Default method "folded_piecewise_poly": tanh(-x) = -tanh(x), 7 comparisons
+    per element; "piecewise_poly": 13 comparisons, 3 rounds.
 
     Example:
       >>> tp.tanh(tp.share([0.5])).reveal()   # [0.462117]
     """
-    return _unary(N.tanh, x, "tp.tanh", breakpoints=breakpoints, degree=degree)
+    return _unary(N.tanh, x, "tp.tanh", breakpoints=breakpoints, degree=degree,
+                  method=method)
 
 
 def softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
-            iterations: Optional[int] = None) -> PrivateTensor:
+            iterations: Optional[int] = None,
+            range_reduction: Optional[str] = None) -> PrivateTensor:
     """exp(x - max) / Σ exp(x - max) along axis (static shape).
 
     Example:
       >>> tp.nn.softmax(tp.share([[1.0, 2.0, 3.0]])).reveal()   # [[0.0900, 0.2447, 0.6652]]
     """
     return _unary(N.softmax, logits, "tp.nn.softmax", axis=axis, degree=degree,
-                  iterations=iterations)
+                  iterations=iterations, range_reduction=range_reduction)
 
 
 def log_softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
-                log_degree: Optional[int] = None) -> PrivateTensor:
+                log_degree: Optional[int] = None,
+                range_reduction: Optional[str] = None) -> PrivateTensor:
     """(x - max) - ln Σ exp(x - max) along axis (static shape).
 
     Example:
       >>> tp.nn.log_softmax(tp.share([[0.0, 0.0]])).reveal()   # [[-0.6931, -0.6931]]
     """
     return _unary(N.log_softmax, logits, "tp.nn.log_softmax", axis=axis, degree=degree,
-                  log_degree=log_degree)
+                  log_degree=log_degree, range_reduction=range_reduction)
 
 
 __all__ = ["divide", "exp", "log", "log_softmax", "reciprocal", "rsqrt", "sigmoid", "softmax",

@@ -67,12 +67,19 @@ FUNCTIONS = [
      ("abs", 1e-4)),
 ]
 
-SETTING_KEYS = ("method", "degree", "iterations", "log_degree")
+SETTING_KEYS = ("method", "range_reduction", "degree", "piece_octaves", "iterations",
+                "log_degree")
+RANGE_REDUCTIONS = ("binary_search", "thresholds")
+# functions whose range reduction is configurable (protocols/defaults.json)
+REDUCED = ("exp", "log", "reciprocal", "divide", "sqrt", "rsqrt", "softmax", "log_softmax")
 
 
-def init(ring: int, backend: str):
+def init(ring: int, backend: str, range_reduction: str = None):
+    """A fresh runtime; range_reduction (None: the defaults) for every function."""
     tp.reset()
-    tp.init(tp.Config(ring_bits=ring, backend=backend))
+    funcs = ({k: {"range_reduction": range_reduction} for k in REDUCED}
+             if range_reduction else None)
+    tp.init(tp.Config(ring_bits=ring, backend=backend, **({"functions": funcs} if funcs else {})))
     return tp.get_runtime()
 
 
@@ -97,9 +104,9 @@ def grid(domain, spacing, points, frac_bits, seed=0):
     raise ValueError(spacing)
 
 
-def costs(name, ring, backend="plaintext"):
+def costs(name, ring, backend="plaintext", range_reduction=None):
     """Rounds and per-element counts of one function, by instrumentation."""
-    h = init(ring, backend)
+    h = init(ring, backend, range_reduction)
     f = h.config.frac_bits
     entry = next(e for e in FUNCTIONS if e[0] == name)
     small = tuple(v[:64] if v.ndim == 1 else v[:8] for v in grid(entry[4], entry[5], 512, f))
@@ -112,8 +119,8 @@ def costs(name, ring, backend="plaintext"):
     return {k: m[k] for k in ("rounds", "mul_rounds", "cmp_rounds", "products", "comparisons")}
 
 
-def errors(name, ring, backend, points):
-    h = init(ring, backend)
+def errors(name, ring, backend, points, range_reduction=None):
+    h = init(ring, backend, range_reduction)
     f = h.config.frac_bits
     ulp = 2.0 ** -f
     entry = next(e for e in FUNCTIONS if e[0] == name)
@@ -157,34 +164,57 @@ def settings_text(name, cfg):
             v = cfg.function_setting(key, k)
         except KeyError:
             continue
-        parts.append(f"{v}" if k == "method" else f"{k} {v}")
+        parts.append(f"{v}" if k in ("method", "range_reduction") else
+                     f"{k.replace('_', ' ')} {v}")
     if name in ("sigmoid", "tanh"):
         bp = cfg.function_setting(key, "breakpoints")
         parts.append(f"{len(bp)} breakpoints ±{max(bp):g}")
     return ", ".join(parts)
 
 
-def static_table(rings=(128, 64)):
+def static_table(rings=(128, 64), range_reduction=None):
     """Rows of the cost table: {name: {ring: costs}} (backend-independent)."""
-    return {e[0]: {r: costs(e[0], r) for r in rings} for e in FUNCTIONS}
+    return {e[0]: {r: costs(e[0], r, range_reduction=range_reduction) for r in rings}
+            for e in FUNCTIONS}
 
 
 def fmt_num(v):
     return f"{v:g}" if abs(v - round(v)) > 1e-9 else f"{int(round(v))}"
 
 
+def _rounds(c):
+    return f"{c['rounds']} ({c['mul_rounds']} + {c['cmp_rounds']})"
+
+
 def cost_rows(static):
-    lines = ["| function | public name | rounds on the critical path (mult + cmp) | "
-             "comparisons / element "
-             "(128-bit / 64-bit) | products / element (128 / 64) |",
-             "|---|---|---|---|---|"]
+    lines = ["| function | public name | rounds on the critical path (mult + cmp), 128-bit | "
+             "rounds, 64-bit | comparisons / element (128-bit / 64-bit) | "
+             "products / element (128 / 64) |",
+             "|---|---|---|---|---|---|"]
     for e in FUNCTIONS:
         c128, c64 = static[e[0]][128], static[e[0]][64]
         lines.append(
-            f"| {e[0]} | `{e[1]}` | {c128['rounds']} ({c128['mul_rounds']} + "
-            f"{c128['cmp_rounds']}) | {fmt_num(c128['comparisons'])} / "
-            f"{fmt_num(c64['comparisons'])} | {fmt_num(c128['products'])} / "
-            f"{fmt_num(c64['products'])} |")
+            f"| {e[0]} | `{e[1]}` | {_rounds(c128)} | {_rounds(c64)} | "
+            f"{fmt_num(c128['comparisons'])} / {fmt_num(c64['comparisons'])} | "
+            f"{fmt_num(c128['products'])} / {fmt_num(c64['products'])} |")
+    return lines
+
+
+def method_rows(tables):
+    """Both range reductions side by side: {method: static table}."""
+    a, b = RANGE_REDUCTIONS
+    lines = [f"| function | rounds (128 / 64): {a} | {b} | comparisons / element "
+             f"(128 / 64): {a} | {b} | products / element (128 / 64): {a} | {b} |",
+             "|---|---|---|---|---|---|---|"]
+    for e in FUNCTIONS:
+        if not any(k in e[0] for k in REDUCED):
+            continue
+        cells = []
+        for key in ("rounds", "comparisons", "products"):
+            for m in RANGE_REDUCTIONS:
+                c = tables[m][e[0]]
+                cells.append(f"{fmt_num(c[128][key])} / {fmt_num(c[64][key])}")
+        lines.append(f"| {e[0]} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -208,6 +238,8 @@ def error_rows(errs):
              "\\|f\\| ≥ 2 ulp / 1e-4 | max abs error (ulps) where \\|f\\| < 2 ulp / 1e-4 | "
              "target met |", "|---|---|---|---|---|---|---|---|"]
     for e in FUNCTIONS:
+        if e[0] not in errs:
+            continue
         for ring in (128, 64):
             r = errs[e[0]][ring]
             rel = (f"{r['rel_big']:.2e} (\\|f\\| ≥ {r['rel_floor']:.3g})"
@@ -223,40 +255,69 @@ HEADER = """# Private non-linear functions: methods, rounds, errors
 
 Generated by `tools/gen_numerics_doc.py` (`make docs`); do not edit by hand. Methods,
 degrees and iteration counts are the defaults of `protocols/defaults.json` ("functions"),
-overridable per call (e.g. `tp.math.reciprocal(x, iterations=5)`) or per runtime
-(`tp.Config(functions=...)`). Implementation: `protocols/numerics.py`.
+overridable per call (e.g. `tp.math.reciprocal(x, iterations=5, range_reduction="thresholds")`)
+or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/numerics.py`.
 
 ## How they work
 
-- **Range reduction in one comparison round.** x is compared with every public threshold
-  at once (one batched `ltz` on an [N, K] tensor: octaves 2^j from one ulp to the bound B
-  for reciprocal, sqrt, rsqrt and log; integers for exp's 2^k; breakpoints for sigmoid and
-  tanh). Piecewise-constant values (initial guesses 2^-j, 2^k, m·ln 2, per-interval
-  polynomial coefficients) are then public linear combinations of the comparison bits: one
-  local matmul, exact on the fixed-point grid, no round.
+- **Range reduction.** reciprocal, divide, sqrt, rsqrt and log first find the octave
+  [2^j, 2^(j+1)) of x (j from -f to log2 B: 43 octaves in the 128-bit ring, 31 in the 64-bit
+  ring), exp the piece of t = x·log2 e; then piecewise-constant values (initial guesses 2^-j,
+  2^k, k, m·ln 2) follow from the comparison bits. Comparisons dominate the cost (a garbled
+  64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are two methods
+  (`range_reduction`):
+  - **`binary_search` (default).** A few levels of ONE comparison per element each (the first
+    level adds the x ≤ 0 / saturation rows and, for signed inputs, the sign): each level halves
+    the candidate range and renormalizes x into it (z ← z·2^-offset, an exact power of two
+    taken from a table of the level's bit, one multiplication), so the next level compares z with
+    a public boundary. Level l+1 compares z before level l's rescaling with a threshold that is
+    a table of level l's bit, so each level is one comparison round and the rescaling runs
+    beside the next comparison. Values exponential in the piece index (2^-j, 2^k) are products
+    of one factor per level, all ≤ 1 (truncation errors are never multiplied up); values linear
+    in it (k, m·ln 2) are sums of per-level tables (local). The first level's blocks are at
+    most 22 octaves (128-bit) / 8 octaves (64-bit) wide, which keeps the normalized value, the
+    comparator inputs and, in the 64-bit ring, the products small (DESIGN §3). reciprocal:
+    9 comparisons per element instead of 86 (signed), sqrt/rsqrt/log: 7 instead of 43-44,
+    exp: 7 instead of 44; about log2(#octaves) + 1 comparison rounds.
+  - **`thresholds`.** x is compared with every boundary at once (one batched `ltz` on an
+    [N, K] tensor), the values are public linear combinations of the K bits (one local matmul):
+    1 comparison round, K comparisons per element. Fewer rounds, many more comparisons.
+  Boundaries are compared on the fixed-point grid (rounded up to it), so the first levels are
+  exact; later levels see z with truncation errors of a few units of 2^-(f+8), which can only
+  move an element sitting within ~2^-f·z of a boundary to the neighbouring piece, whose
+  approximation is as good there.
 - **Products in batches.** Independent products of a step go in one multiplication round;
   a power tree gives the terms s·e^i of a degree-d polynomial times a scale s in
-  ceil(log2(d + 1)) rounds.
-- **exp(x)** = 2^k · 2^frac, t = x·log2 e = k + frac: k from the comparisons, 2^frac by a
-  degree-5 Chebyshev polynomial whose product with 2^k is folded into the power tree.
+  ceil(log2(d + 1)) rounds (2 rounds after the scale for d ≤ 6 when the scale comes one round
+  after e).
+- **exp(x)** = 2^t, t = x·log2 e in a piece [e_i, e_i + 2) two octaves wide (`piece_octaves`):
+  2^t = 2^(e_i + 1)·p(w), w = t - e_i - 1 in [-1, 1), p a degree-6 Chebyshev fit of 2^w; the scale
+  2^(e_i + 1) is folded into the power tree (terms all ≤ the scale). Two-octave pieces halve the
+  pieces for one more degree.
 - **reciprocal, divide**: initial guess (2/3)·2^-j on the octave of |y| (so |1 - y·g| ≤ 1/3),
   then Newton-Raphson in Goldschmidt's form: the iterates of y_{i+1} = y_i(2 - y·y_i) are
   g·Π(1 + e^(2^i)) with e = 1 - y·g, and squaring e instead of recomputing it lets the two
   chains run side by side, one round per iteration (classic Newton, 2 rounds per iteration,
   is `method="newton"`). 4 iterations: error (1/3)^16 = 2·10^-8. The numerator of a division
-  enters in the first round, so x / y costs what 1/y costs.
-- **sqrt, rsqrt**: u = x·2^-j in [1, 2) (one round), e = 1 - (2/3)u, x^-1/2 =
-  sqrt(2/3)·2^-j/2·(1 - e)^-1/2 with a degree-7 polynomial in e; sqrt uses the scale x·g.
-- **log**: x = 2^m·u with u in [2^-1/2, 2^1/2) (thresholds 2^(j-1/2)), ln x = m·ln 2 + P(u - 1),
+  enters in the first round, so x / y costs what 1/y costs. g's own rounding only enters e.
+- **sqrt, rsqrt**: u = x·2^-j in [1, 2) (the range reduction's normalized value), e = 1 - (2/3)u,
+  x^-1/2 = sqrt(2/3)·2^-j/2·(1 - e)^-1/2 and x^1/2 = sqrt(3/2)·2^j/2·(1 - e)^1/2, each a
+  degree-7 polynomial in e times the scale 2^∓j/2 (a product of per-level factors).
+- **log**: x = 2^m·u with u in [2^-1/2, 2^1/2) (boundaries 2^(j-1/2)), ln x = m·ln 2 + P(u - 1),
   P a degree-8 Chebyshev fit of ln(1 + z).
-- **sigmoid, tanh**: piecewise degree-4 polynomials in z = x/s on 12 intervals, constant
-  0/-1 and 1 outside. The comparisons run in parallel with the powers z², z³, z⁴ (2 rounds);
-  the coefficients are linear in the bits, so one more round finishes: **3 rounds, against
-  PrivPy's 50 Euler steps** (100 sequential multiplications in `examples/private_logistic.py`).
+- **sigmoid, tanh**: piecewise degree-4 polynomials in w = x/s on 12 intervals, constant
+  0/-1 and 1 outside; the coefficients are public linear combinations of comparison bits.
+  Default (`folded_piecewise_poly`): by symmetry, f(x) = A + s·(F(|x|) - A) (A = 1/2 for
+  sigmoid, 0 for tanh, s = ±1 the sign), so only |x| = s·x is placed among the 6 positive
+  breakpoints: 7 comparisons instead of 13. s·(F(|x|) - A) = Σ c_k·m_k with m_k = w^k for odd k
+  and s·w^k for even k, so the powers never wait for |x|: sign, |x|, the comparisons (beside
+  s·w⁴), the coefficient products: **4 rounds, against PrivPy's 50 Euler steps** (100
+  sequential multiplications in `examples/private_logistic.py`). `piecewise_poly` compares x
+  with all 13 breakpoints in parallel with the powers: 3 rounds, 13 comparisons.
 - **softmax, log_softmax**: max along the axis by a comparison tree
   (`protocols.compare.reduce_max_last`, ceil(log2 n) levels of one comparison and one
-  multiplication round), exp of the non-positive differences (thresholds only on [-f, 0]),
-  the row sum s in [1, n]; softmax divides by s (ceil(log2 n) thresholds per row),
+  multiplication round), exp of the non-positive differences (pieces only on [-f, 0]),
+  the row sum s in [1, n]; softmax divides by s (ceil(log2 n) + 1 octaves per row),
   log_softmax subtracts ln s.
 - **Extra precision (128-bit ring).** Intermediates carry 8 more fractional bits (values
   times 2^8 at the config's f bits, truncated locally once more after each product). They
@@ -268,11 +329,11 @@ overridable per call (e.g. `tp.math.reciprocal(x, iterations=5)`) or per runtime
 Rounds are sequential communication rounds on the critical path, measured by
 instrumenting the backend (`protocols.numerics.CostTracker`): each batched private
 multiplication counts 1 (PrivPy's protocol: one message from S to T and one back), each
-batched comparison counts 1 comparison round (one garbled-circuit evaluation). Rounds do
-not depend on the ring; comparisons do (thresholds span one ulp to the bound B). sigmoid
-and tanh show 0 comparison rounds because their one comparison round runs in parallel with
-the first multiplication round (z²), off the critical path. softmax and log_softmax: rows
-of n = {n}; their rounds include the max tree (4 levels for n = 10).
+batched comparison counts 1 comparison round (one garbled-circuit evaluation); the
+(mult + cmp) split is that of one longest path. Comparisons and, with binary search, rounds
+depend on the ring (the number of octaves from one ulp to the bound B). softmax and
+log_softmax: rows of n = {n};
+their rounds include the max tree (4 levels for n = 10). Defaults:
 
 """
 
@@ -308,14 +369,24 @@ defined result everywhere in |x| < B (the share bound), by construction of the t
 | log | x ≤ 0 | ln(2^-(f+1)) = ln of half an ulp: -14.556 (128-bit), -11.784 (64-bit) |
 | exp | x·log2 e < -f | 0 (e^x is below one ulp) |
 | exp | x·log2 e ≥ floor(log2 B) | 2^floor(log2 B) = B (2^23 in the 128-bit ring, 2^15 in the 64-bit ring) |
-| sigmoid | x < -11, x ≥ 11 | exactly 0, exactly 1 (error ≤ 1.7·10^-5) |
-| tanh | x < -6, x ≥ 6 | exactly -1, exactly 1 (error ≤ 1.2·10^-5) |
+| sigmoid | x ≤ -11, x ≥ 11 (x < -11 with `piecewise_poly`) | exactly 0, exactly 1 (error ≤ 1.7·10^-5) |
+| tanh | x ≤ -6, x ≥ 6 (x < -6 with `piecewise_poly`) | exactly -1, exactly 1 (error ≤ 1.2·10^-5) |
 
 Quotients must themselves be in range: x / y with |x / y| ≥ B wraps like any overflow.
 """
 
 
-def render(static, errs, backend, points):
+METHODS_HEAD = """
+### The two range reductions
+
+The same functions with `range_reduction` = `binary_search` (the default) and `thresholds`
+(one comparison per boundary, all in one round). Measured µs per element: `benchmarks/functions.py`
+and the README. Errors of both are in the tables below.
+
+"""
+
+
+def render(static, errs, backend, points, tables=None, errs_alt=None):
     lines = [HEADER.replace("{n}", str(SOFTMAX_N))]
     cfg = tp.get_runtime().config
     lines.append("| function | method and settings |")
@@ -324,10 +395,18 @@ def render(static, errs, backend, points):
         lines.append(f"| {e[0]} | {settings_text(e[0], cfg)} |")
     lines.append("")
     lines += cost_rows(static)
+    if tables is not None:
+        lines.append(METHODS_HEAD)
+        lines += method_rows(tables)
     if errs is not None:
         lines.append(ERR_HEAD.replace("{backend}", backend).replace("{points}", str(points)))
         lines += error_rows(errs)
         lines.append("")
+        if errs_alt is not None:
+            lines.append("With `range_reduction = \"thresholds\"` (same points):")
+            lines.append("")
+            lines += error_rows(errs_alt)
+            lines.append("")
         lines += summary(errs)
     lines.append(RULES)
     return "\n".join(lines)
@@ -357,16 +436,22 @@ def main(argv=None):
     a = ap.parse_args(argv)
     tp.init()
     static = static_table()
-    errs = None
+    tables = {m: static_table(range_reduction=m) for m in RANGE_REDUCTIONS}
+    errs = errs_alt = None
     if not a.static_only:
-        errs = {}
+        errs, errs_alt = {}, {}
         for e in FUNCTIONS:
-            errs[e[0]] = {}
+            errs[e[0]], errs_alt[e[0]] = {}, {}
             for ring in (128, 64):
                 errs[e[0]][ring] = errors(e[0], ring, a.backend, a.points)
                 print(f"{e[0]:20s} ring {ring}: {errs[e[0]][ring]}", flush=True)
+                if any(k in e[0] for k in REDUCED):
+                    errs_alt[e[0]][ring] = errors(e[0], ring, a.backend, a.points, "thresholds")
+                    print(f"{e[0]:20s} ring {ring} thresholds: {errs_alt[e[0]][ring]}",
+                          flush=True)
+        errs_alt = {k: v for k, v in errs_alt.items() if v}
     init(128, a.backend)
-    text = render(static, errs, a.backend, a.points)
+    text = render(static, errs, a.backend, a.points, tables, errs_alt)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         f.write(text + "\n")

@@ -1,0 +1,102 @@
+"""Derived functions (DESIGN §7): µs per element at several batch sizes.
+
+Embedded four-server runtime, both rings, each function as a tf.function on
+shares of n elements (rows of 10 for softmax), best of --reps timed calls
+after a warm-up. Compares the range-reduction methods of
+protocols/numerics.py ("thresholds": one comparison per octave threshold in
+one round; "binary_search": one comparison per level, a few levels):
+
+    python benchmarks/functions.py                                   # both methods
+    python benchmarks/functions.py --sizes=10000 --methods=binary_search --reps=2
+
+Results go to benchmarks/results/functions.json.
+"""
+import os
+import time
+
+from absl import app, flags
+
+import tf_privpy as tp
+
+flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
+flags.DEFINE_list("sizes", ["100", "10000", "100000"], "elements per call")
+flags.DEFINE_list("methods", ["thresholds", "binary_search"], "range_reduction settings")
+flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", "log",
+                                "sigmoid", "tanh", "softmax", "log_softmax"],
+                  "functions to time (also sigmoid_folded, tanh_folded: "
+                  "method=folded_piecewise_poly)")
+flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
+flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                    "folder for functions.json")
+F = flags.FLAGS
+
+# CrypTen, 10^4-element ops on its own hardware (ms per 10^4 -> µs per element)
+CRYPTEN_US = {"sigmoid": 5.2, "reciprocal": 7.6}
+DOMAINS = {"exp": (-20, 10), "reciprocal": (0.01, 1000), "divide": (0.01, 1000),
+           "sqrt": (0.01, 1000), "rsqrt": (0.01, 1000), "log": (0.01, 1000),
+           "sigmoid": (-30, 30), "tanh": (-30, 30), "softmax": (-15, 15),
+           "log_softmax": (-15, 15), "sigmoid_folded": (-30, 30), "tanh_folded": (-30, 30)}
+# sigmoid and tanh have no range reduction: timed with the first method only
+NO_RANGE_REDUCTION = ("sigmoid", "tanh", "sigmoid_folded", "tanh_folded")
+
+
+def best_time(fn, reps):
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+
+def main(argv):
+    del argv
+    import numpy as np
+    import tensorflow as tf
+
+    from _report import machine, print_table, write_json
+    tf.get_logger().setLevel("ERROR")
+    fns = {"exp": tp.exp, "reciprocal": tp.math.reciprocal, "sqrt": tp.sqrt,
+           "rsqrt": tp.math.rsqrt, "log": tp.math.log, "sigmoid": tp.sigmoid, "tanh": tp.tanh,
+           "softmax": tp.nn.softmax, "log_softmax": tp.nn.log_softmax,
+           "sigmoid_folded": lambda a: tp.sigmoid(a, method="folded_piecewise_poly"),
+           "tanh_folded": lambda a: tp.tanh(a, method="folded_piecewise_poly")}
+    rng = np.random.default_rng(0)
+    res = {"machine": machine(), "crypten_us_per_elt": CRYPTEN_US, "rows": []}
+    for bits in map(int, F.rings):
+        for method in F.methods:
+            tp.reset()
+            funcs = {k: {"range_reduction": method} for k in DOMAINS
+                     if k not in NO_RANGE_REDUCTION}
+            tp.init(tp.Config(ring_bits=bits, functions=funcs))
+            for n in map(int, F.sizes):
+                for name in F.functions:
+                    if name in NO_RANGE_REDUCTION and method != F.methods[0]:
+                        continue
+                    lo, hi = DOMAINS[name]
+                    shape = (max(n // 10, 1), 10)
+                    vals = rng.uniform(lo, hi, shape)
+                    v = tp.share(vals)
+                    if name == "divide":
+                        w = tp.share(rng.uniform(-10, 10, shape))
+                        f = tf.function(lambda a, b: tp.divide(b, a))
+                        t = best_time(lambda: f(v, w).share0.numpy()[:1], F.reps)
+                    else:
+                        f = tf.function(lambda a, fn=fns[name]: fn(a))
+                        t = best_time(lambda: f(v).share0.numpy()[:1], F.reps)
+                    m = int(np.prod(shape))
+                    row = {"ring": bits, "method": method, "n": m, "fn": name,
+                           "ms": t * 1e3, "us_per_elt": t / m * 1e6}
+                    res["rows"].append(row)
+                    print(row, flush=True)
+    print_table("Derived functions, tf.function, embedded runtime, best of "
+                f"{F.reps} (CrypTen: its own hardware, 10^4 elements)",
+                ["ring", "method", "n", "function", "ms", "µs/element"],
+                [[r["ring"], r["method"], f"{r['n']:,}", r["fn"], f"{r['ms']:.1f}",
+                  f"{r['us_per_elt']:.2f}"] for r in res["rows"]])
+    write_json(os.path.join(F.out, "functions.json"), res)
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -364,7 +364,13 @@ def _broadcast(a: tf.Tensor, b: tf.Tensor):
 
 # --------------------------------------------------------------- operations
 def keygen(bits: int = DEFAULT_BITS):
-    """(PublicKey, PrivateKey) of a fresh key from the OS CSPRNG (eager)."""
+    """(PublicKey, PrivateKey) of a fresh key from the OS CSPRNG (eager).
+
+    Up to 4096 bits, each prime is p = 2 k p' + 1 with p' a random prime of
+    bits/2 - 40 bits and k < 2^40 2^20-smooth, so that the kernels can factor
+    p - 1 and give the key holder exact fixed-base CRT noise (several times
+    cheaper encryption); see ops/paillier/paillier_fixed_base.cc for why
+    this structure does not weaken the key."""
     check_key_bits(bits)
     if not tf.executing_eagerly():
         raise PaillierError("keygen runs eagerly (keys are python values); call it outside "
@@ -390,7 +396,8 @@ def _method(noise: Any) -> Optional[str]:
 
 
 def encrypt(key: AnyKey, plaintext: Any, noise: Any = None) -> EncryptedTensor:
-    """Encrypts; PrivateKey -> CRT noise (fast), PublicKey -> generic r^n;
+    """Encrypts; PrivateKey -> CRT noise (fast; fastest, from per-key
+    fixed-base tables, for keys of `keygen`), PublicKey -> generic r^n;
     noise="djn" -> DJN fixed-base noise (public key, opt-in), or `noise` a
     NoisePool or a string tensor of unused noise values."""
     pk = as_public_key(key)

@@ -392,6 +392,8 @@ def test_ours_to_phe_and_back(keys, phe_keys):
         enc = P.from_phe([phe_pk.encrypt(v) for v in values])
     assert P.decrypt(our_sk, enc).numpy().tolist() == values
     assert [phe_sk.decrypt(e) for e in P.to_phe(P.encrypt(our_pk, values))] == values
+    # CRT encryption with a phe-made private key (s^p noise where p - 1 does not factor).
+    assert [phe_sk.decrypt(e) for e in P.to_phe(P.encrypt(our_sk, values))] == values
     small = phe_pk.max_int  # phe's own range edge
     with pytest.warns(P.InsecureKeyWarning):
         enc = P.from_phe(np.array([[phe_pk.encrypt(small)], [phe_pk.encrypt(-small)]]))

@@ -1,6 +1,7 @@
 """Paillier kernels (ops/paillier) against python-int reference math: every
 output is compared exactly with pow(...) and friends on python ints.
 Keys are 1024-bit (2048 where the size matters) to keep the file fast."""
+import functools
 import math
 import os
 import pickle
@@ -86,6 +87,84 @@ def test_keygen_rejects_bad_sizes(bits):
         K.paillier_keygen(bits)
 
 
+@functools.lru_cache(maxsize=1)
+def small_primes(bound=1 << 20):
+    """The primes below 2^20: the kernels' trial-division bound."""
+    sieve = bytearray([1]) * bound
+    sieve[:2] = b"\0\0"
+    for i in range(2, math.isqrt(bound) + 1):
+        if sieve[i]:
+            sieve[i * i::i] = bytes(len(range(i * i, bound, i)))
+    return [i for i in range(bound) if sieve[i]]
+
+
+def split_p_minus_1(p):
+    """p - 1 = (its 2^20-smooth part) * cofactor."""
+    m, smooth = p - 1, 1
+    for r in small_primes():
+        while m % r == 0:
+            m //= r
+            smooth *= r
+    return smooth, m
+
+
+def unfactorable_prime(bits):
+    """A prime p of `bits` bits (two top bits set) with p - 1 = 2 a c, a a
+    prime of bits/2 bits and c with a prime factor over 2^20: trial division
+    does not factor p - 1, as for almost every prime of python-paillier."""
+    a = phe_util.getprimeover(bits // 2)
+    lo, hi = -(-(3 << (bits - 3)) // a), (1 << (bits - 1)) // a
+    while True:
+        c = SYS.randrange(lo, hi)
+        p = 2 * a * c + 1
+        if p.bit_length() == bits and p >> (bits - 2) == 3 and phe_util.is_prime(p):
+            smooth, cofactor = split_p_minus_1(p)
+            if cofactor != a:  # c has a factor > 2^20 besides: a c is composite
+                return p
+
+
+def test_keygen_primes_let_p_minus_1_factor(key, key2048):
+    """Keygen's primes are p = 2 k p' + 1 with p' a prime of bits/2 - 40 bits
+    and k < 2^40 2^20-smooth: trial division by the primes below 2^20 leaves
+    exactly p', which is how the kernels find p - 1's factorization (for the
+    key holder's fixed-base noise) from p alone."""
+    for k in (key, key2048):
+        half = k.n.bit_length() // 2
+        for prime in (k.p, k.q):
+            assert prime.bit_length() == half and prime >> (half - 2) == 3
+            smooth, cofactor = split_p_minus_1(prime)
+            assert smooth % 2 == 0 and smooth < 1 << 41  # 2 k, k < 2^40
+            assert cofactor.bit_length() == half - 40 and phe_util.is_prime(cofactor)
+            assert smooth * cofactor == prime - 1
+
+
+@pytest.mark.parametrize("which", ["both", "p", "q"])
+def test_crt_encryption_of_keys_whose_p_minus_1_does_not_factor(key, which):
+    """Keys of other origin (python-paillier, older keys) keep the s^p noise
+    for each prime whose p - 1 does not factor; the other prime of a mixed key
+    gets its table. Either way: n-th residues, and encryptions decrypt."""
+    p_odd = unfactorable_prime(512)
+    assert not phe_util.is_prime(split_p_minus_1(p_odd)[1])  # the kernels cannot factor it
+    if which == "both":
+        q_odd = unfactorable_prime(512)
+        p, q = p_odd, q_odd
+    else:
+        p, q = (p_odd, key.q) if which == "p" else (key.p, p_odd)
+    n = p * q
+    assert n.bit_length() == 1024 and math.gcd(n, (p - 1) * (q - 1)) == 1
+    tn, tp, tq = (tf.constant(v.to_bytes((v.bit_length() + 7) // 8, "big")) for v in (n, p, q))
+    n2, lam = n * n, math.lcm(p - 1, q - 1)
+    mu = pow((pow(n + 1, lam, n2) - 1) // n, -1, n)
+    ints = lambda t: [int.from_bytes(b, "big") for b in t.numpy().reshape(-1)]  # noqa: E731
+    dec = lambda c: (pow(c, lam, n2) - 1) // n * mu % n  # noqa: E731
+    c = ints(K.paillier_encrypt_crt(tn, tp, tq, tf.constant(EDGES, tf.int64)))
+    assert [v - n if v > n // 2 else v for v in map(dec, c)] == EDGES
+    noise = ints(K.paillier_noise_crt(tn, tp, tq, 6))
+    assert len(set(noise)) == 6
+    for v in noise:
+        assert pow(v, p - 1, p * p) == 1 and pow(v, q - 1, q * q) == 1 and dec(v) == 0
+
+
 @pytest.mark.parametrize("crt", [False, True], ids=["generic", "crt"])
 def test_encrypt_decrypts_under_reference(key, crt):
     x = tf.constant(EDGES, tf.int64)
@@ -111,6 +190,7 @@ def test_encrypt_big_integer_plaintexts(key, crt):
 
 @pytest.mark.parametrize("crt", [False, True], ids=["generic", "crt"])
 def test_noise_values_are_nth_residues(key, crt):
+    """(CRT noise of keygen's keys: the fixed-base tables.)"""
     t = (K.paillier_noise_crt(key.tn, key.tp, key.tq, 8) if crt
          else K.paillier_noise(key.tn, 8))
     values = key.ints(t)
@@ -147,6 +227,20 @@ def test_decrypt_matches_reference(key):
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match=r"decrypted element 1 does not fit in int64"):
             K.paillier_decrypt(key.tn, key.tp, key.tq, key.cbytes([key.enc(1), key.enc(m)]))
+
+
+def test_crt_noise_2048_is_in_the_subgroups(key2048):
+    """The fixed-base noise at 2048 bits: v^(p-1) = 1 mod p^2 and v^(q-1) = 1
+    mod q^2 (the n-th residues are the product of those subgroups), distinct,
+    and CRT encryptions decrypt."""
+    k = key2048
+    values = k.ints(K.paillier_noise_crt(k.tn, k.tp, k.tq, 8))
+    assert len(set(values)) == 8
+    for v in values:
+        assert pow(v, k.p - 1, k.p * k.p) == 1 and pow(v, k.q - 1, k.q * k.q) == 1
+        assert math.gcd(v, k.n) == 1 and k.dec(v) == 0
+    c = K.paillier_encrypt_crt(k.tn, k.tp, k.tq, tf.constant(EDGES, tf.int64))
+    assert [k.signed(k.dec(v)) for v in k.ints(c)] == EDGES
 
 
 def test_decrypt_2048_and_phe_ciphertexts(key2048):
@@ -368,6 +462,19 @@ def test_djn_noise_and_encryption(key):
     assert [key.signed(key.dec(v)) for v in key.ints(c)] == EDGES
     r = key.ints(K.paillier_rerandomize(key.tn, c, method="djn"))
     assert [key.signed(key.dec(v)) for v in r] == EDGES and not set(r) & set(key.ints(c))
+
+
+def test_standalone_cc_test(tmp_path):
+    """ops/paillier/paillier_test.cc: toy primes exhaustively (factorization
+    of p - 1, generator test against brute-force orders, the table path a
+    bijection onto T_p, chi-square of samples), real keys (prime structure,
+    table == mpz_powm, noise subgroups, round trips), fallback keys."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run(["make", "-s", "-f", "ops/paillier/Makefile.standalone", "test",
+                        f"OUT={tmp_path}"], cwd=root, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
 
 
 def test_standalone_bench_builds_and_checks_its_results(tmp_path):

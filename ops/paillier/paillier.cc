@@ -3,11 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <list>
-#include <mutex>
-#include <utility>
 #include <vector>
 
+#include "ops/paillier/paillier_internal.h"
 #include "ops/prg/aes_ctr.h"  // OsRandomBytes: the OS CSPRNG, no fallback
 
 namespace tf_privpy {
@@ -15,10 +13,11 @@ namespace paillier {
 
 namespace {
 
-// Rounds of mpz_probab_prime_p: GMP runs Baillie-PSW first, then reps - 24
-// Miller-Rabin rounds with random bases.
-constexpr int kPrimeReps = 40;     // fresh keys
-constexpr int kCheckReps = 25;     // keys handed in (phe keys, ours)
+using internal::kCheckReps;
+using internal::kPrimeReps;
+using internal::KeyCache;
+using internal::LengthPrefixed;
+
 constexpr size_t kPublicCacheSize = 32;
 constexpr size_t kPrivateCacheSize = 8;
 constexpr size_t kDjnCacheSize = 4;  // a 2048-bit key's table is 3.4 MB
@@ -54,53 +53,14 @@ bool PrimeCandidate(int bits, mpz_ptr x, std::string* error) {
   return true;
 }
 
-bool RandomPrime(int bits, mpz_ptr p, std::string* error) {
+}  // namespace
+
+bool internal::RandomPrime(int bits, mpz_ptr p, std::string* error) {
   for (;;) {
     if (!PrimeCandidate(bits, p, error)) return false;
     if (mpz_probab_prime_p(p, kPrimeReps) > 0) return true;
   }
 }
-
-// An LRU map from key bytes to shared, immutable precomputations.
-template <typename T>
-class KeyCache {
- public:
-  explicit KeyCache(size_t capacity) : capacity_(capacity) {}
-
-  template <typename Make>
-  std::shared_ptr<const T> Get(const std::string& id, Make make, std::string* error) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-        if (it->first == id) {
-          entries_.splice(entries_.begin(), entries_, it);
-          return entries_.front().second;
-        }
-      }
-    }
-    // Built outside the lock (a private key takes milliseconds to check);
-    // two threads may build the same key, and the first insert wins.
-    auto made = std::make_shared<T>();
-    if (!make(made.get(), error)) return nullptr;
-    std::lock_guard<std::mutex> l(mu_);
-    for (auto& e : entries_)
-      if (e.first == id) return e.second;
-    entries_.emplace_front(id, std::move(made));
-    if (entries_.size() > capacity_) entries_.pop_back();
-    return entries_.front().second;
-  }
-
- private:
-  const size_t capacity_;
-  std::mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const T>>> entries_;
-};
-
-std::string LengthPrefixed(const std::string& s) {
-  return std::to_string(s.size()) + ":" + s;
-}
-
-}  // namespace
 
 Mpz::~Mpz() {
   if (secret_ && v_->_mp_d != nullptr) {
@@ -219,8 +179,13 @@ bool GenerateKey(int bits, const ParallelFor& parallel_for, std::string* n, std:
   Mpz nn, t, u;
   for (;;) {
     // Both primes at once: two units of a few hundred million cycles each.
+    // Structured primes (p - 1 factors) when the fixed-base noise applies.
+    const bool structured = CombWindow(half) > 0;
     parallel_for(2, int64_t{1} << 30, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) ok[i] = RandomPrime(half, primes[i], &errors[i]);
+      for (int64_t i = b; i < e; ++i) {
+        ok[i] = structured ? StructuredPrime(half, primes[i], &errors[i])
+                           : internal::RandomPrime(half, primes[i], &errors[i]);
+      }
     });
     for (int i = 0; i < 2; ++i) {
       if (!ok[i]) {
@@ -447,12 +412,27 @@ bool NoiseGeneric(const PublicKey& key, mpz_ptr out, std::string* error) {
 // Hence CRT(s_p^p mod p^2, s_q^q mod q^2) is uniform in G_p x G_q, the n-th
 // residues, exactly as r^n mod n^2 is. Cost: two exponents of bits/2 bits mod
 // bit-sized moduli, against one bits-bit exponent mod a 2·bits-bit modulus.
-bool NoiseCrt(const PrivateKey& key, mpz_ptr out, std::string* error) {
-  Mpz s(true), a(true), b(true);
-  if (!RandomBelow(key.p, 1, s, error)) return false;
-  mpz_powm_sec(a, s, key.p, key.p2);  // secret exponent p: constant time
-  if (!RandomBelow(key.q, 1, s, error)) return false;
-  mpz_powm_sec(b, s, key.q, key.q2);
+namespace {
+
+// One half of the CRT noise: a uniform element of T_p (the order-(p-1)
+// subgroup of Z*_{p^2}), from the table if there is one, else s^p.
+bool HalfNoise(mpz_srcptr prime, mpz_srcptr square, const NoiseComb* comb, mpz_ptr out,
+               std::string* error) {
+  if (comb != nullptr) return NoiseCombSample(*comb, out, error);
+  Mpz s(true);
+  if (!RandomBelow(prime, 1, s, error)) return false;
+  mpz_powm_sec(out, s, prime, square);  // secret exponent p: constant time
+  return true;
+}
+
+}  // namespace
+
+bool internal::CrtNoiseFrom(const PrivateKey& key, const NoiseComb* comb_p,
+                            const NoiseComb* comb_q, mpz_ptr out, std::string* error) {
+  Mpz a(true), b(true);
+  if (!HalfNoise(key.p, key.p2, comb_p, a, error) ||
+      !HalfNoise(key.q, key.q2, comb_q, b, error))
+    return false;
   // out = a + p^2 ((b - a) (p^2)^-1 mod q^2), the CRT combination mod n^2.
   mpz_sub(b, b, a);
   mpz_mul(b, b, key.p2_inv_q2);
@@ -460,6 +440,10 @@ bool NoiseCrt(const PrivateKey& key, mpz_ptr out, std::string* error) {
   mpz_mul(b, b, key.p2);
   mpz_add(out, a, b);
   return true;
+}
+
+bool NoiseCrt(const PrivateKey& key, mpz_ptr out, std::string* error) {
+  return internal::CrtNoiseFrom(key, nullptr, nullptr, out, error);
 }
 
 void EncryptWithNoise(const PublicKey& key, mpz_srcptr m, mpz_srcptr noise, mpz_ptr out) {

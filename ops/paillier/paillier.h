@@ -14,11 +14,17 @@
 //   signed    a signed plaintext x, |x| < n/2, is m = x mod n (phe's convention).
 //
 // The noise r^n mod n^2 is a uniform element of the subgroup R of n-th
-// residues of Z*_{n^2}. Three ways to make it (all exact, see NoiseCrt):
+// residues of Z*_{n^2}. Four ways to make it (all exact, see NoiseCrt and
+// CrtNoise):
 //   generic (public key only)   r^n mod n^2: a 2048-bit exponent mod a 4096-bit
 //                               modulus for a 2048-bit key;
 //   CRT (the private-key holder) s_p^p mod p^2 and s_q^q mod q^2 combined by
 //                               CRT: two half-size exponents on half-size moduli;
+//   CRT, fixed base (key holder, keys whose p - 1 and q - 1 factor: those of
+//                               GenerateKey) w_p^k mod p^2 for a generator w_p
+//                               of the order-(p-1) subgroup and k uniform in
+//                               [0, p-1), from a per-key table: multiplications
+//                               only, no squarings (several times cheaper);
 //   precomputed                 any of the above made ahead (a pool) and used
 //                               once by EncryptWithNoise.
 //
@@ -30,9 +36,15 @@
 // constant-time exponentiation: run time and memory accesses independent of
 // the exponent's bits and of the base): p-1 and q-1 in Decrypt, p and q in
 // NoiseCrt, the plaintext factor k in MulPlain (its sign and whether it is 0
-// still show). The generic noise r^n has a public exponent n and uses
-// mpz_powm. GMP's own temporaries are not wiped after use (as in phe/gmpy2);
-// the key material held here is wiped when the key object is destroyed.
+// still show). The fixed-base noise reads its table with mpn_sec_tabselect and
+// multiplies with mpn_sec_mul and a Montgomery reduction made of mpn_addmul_1
+// and a conditional swap, one product per window whatever the digit: its time
+// and memory accesses do not depend on the secret exponent. The generic noise
+// r^n has a public exponent n and uses mpz_powm. One-time key setup (primality
+// tests, trial division of p - 1, the generator search) is not constant-time.
+// GMP's own temporaries are not wiped after use (as in phe/gmpy2); the key
+// material held here (keys, fixed-base tables) is wiped when its object is
+// destroyed.
 #ifndef TF_PRIVPY_OPS_PAILLIER_PAILLIER_H_
 #define TF_PRIVPY_OPS_PAILLIER_PAILLIER_H_
 
@@ -116,8 +128,18 @@ std::shared_ptr<const PrivateKey> GetPrivateKey(const std::string& n, const std:
 // gcd(n, (p-1)(q-1)) = 1. bits must be even, in [kMinModulusBits,
 // kMaxModulusBits]. p and q are searched in parallel (two units of
 // parallel_for). Randomness from the OS CSPRNG only.
+// When the fixed-base noise applies (CombWindow(bits / 2) > 0: keys of up to
+// 4096 bits), each prime has the form p = 2 k p' + 1 with p' a random prime of
+// bits/2 - 40 bits and k < 2^40 a random 2^20-smooth integer, so that
+// FactorPMinus1 recovers the factorization of p - 1 from p alone (see
+// StructuredPrime in paillier.cc for why this costs no security). Larger keys
+// get primes with no imposed structure.
 bool GenerateKey(int bits, const ParallelFor& parallel_for, std::string* n, std::string* p,
                  std::string* q, std::string* error);
+// One prime of GenerateKey's structured form: exactly `bits` bits, two top
+// bits set, p = 2 k p' + 1 (p' a random prime of bits - 40 bits, k < 2^40
+// 2^20-smooth). bits >= 64.
+bool StructuredPrime(int bits, mpz_ptr p, std::string* error);
 
 // ---- big integers <-> bytes ------------------------------------------------
 // Big-endian unsigned bytes of x (0 <= x < 256^width), zero-padded to width.
@@ -155,7 +177,8 @@ bool IsUnit(const PublicKey& key, mpz_srcptr c);
 // ---- operations (thread-safe for a const key) ------------------------------
 // out = r^n mod n^2 for a uniform r in Z*_n.
 bool NoiseGeneric(const PublicKey& key, mpz_ptr out, std::string* error);
-// out = a uniform element of the n-th residues of Z*_{n^2}, by CRT.
+// out = a uniform element of the n-th residues of Z*_{n^2}, by CRT from
+// s_p^p mod p^2 and s_q^q mod q^2 (any key; see CrtNoise for the faster way).
 bool NoiseCrt(const PrivateKey& key, mpz_ptr out, std::string* error);
 // out = (1 + m n) noise mod n^2; m in [0, n), noise in Z*_{n^2}.
 void EncryptWithNoise(const PublicKey& key, mpz_srcptr m, mpz_srcptr noise, mpz_ptr out);
@@ -193,6 +216,87 @@ bool NoiseDjn(const DjnTable& djn, mpz_ptr out, std::string* error);
 
 // Uniform x in [lo, bound) from the OS CSPRNG (rejection sampling; exact).
 bool RandomBelow(mpz_srcptr bound, unsigned long lo, mpz_ptr x, std::string* error);
+
+// ---- the key holder's fixed-base noise (exact) -----------------------------
+// Mod p^2 the n-th residues are T_p, the subgroup of order p - 1 of Z*_{p^2}
+// (cyclic). If w generates T_p, then w^k mod p^2 for k uniform in [0, p-1) is
+// exactly uniform on T_p: the same distribution as s^p mod p^2 for s uniform
+// in [1, p) (NoiseCrt; proof in paillier.cc). w = g^p mod p^2 for a generator
+// g of Z*_p (x -> x^p mod p^2 is an isomorphism Z*_p -> T_p), and g is a
+// generator iff g^((p-1)/f) != 1 mod p for every prime f | p - 1: this needs
+// the factorization of p - 1, which keys made by GenerateKey give up cheaply
+// (FactorPMinus1). Other keys (python-paillier's, older ones) keep s^p.
+//
+// w^k uses a comb: one table per window position i of w^(d 2^(W i)) for
+// every digit d < 2^W (Montgomery form), so w^k is ceil(bits(p-1) / W)
+// table reads and products mod p^2, no squarings.
+
+// Primes found by trial division are those below this bound.
+constexpr unsigned long kSmoothBound = 1ul << 20;
+// Largest table per prime; larger primes (keys over 4096 bits) keep s^p.
+constexpr size_t kMaxCombBytes = size_t{4} << 20;
+
+// The distinct prime factors of p - 1 (p an odd prime): every prime below
+// kSmoothBound that divides it, and the cofactor left by those if it is a
+// probable prime. Fails (false) when that cofactor is composite, as for almost
+// every random prime. About 1-2 ms for a 1024-bit p.
+struct PMinus1Factors {
+  std::vector<unsigned long> small;  // distinct primes < kSmoothBound, ascending
+  Mpz large{true};                   // the prime cofactor (> every small one), or 1
+};
+bool FactorPMinus1(mpz_srcptr p, PMinus1Factors* out);
+
+// Whether g (0 < g < p) generates Z*_p, given every prime factor of p - 1.
+bool IsGenerator(mpz_srcptr g, mpz_srcptr p, const PMinus1Factors& f);
+
+// The window used for a prime of `prime_bits` bits: the largest W <= 5 whose
+// table fits kMaxCombBytes, or 0 if not even W = 4 fits (then no table).
+int CombWindow(int prime_bits);
+
+// The fixed-base table of T_p for one prime. Holds secret-derived values:
+// wiped on destruction.
+struct NoiseComb {
+  Mpz p{true}, p2{true}, pm1{true};  // p, p^2, p - 1
+  Mpz g{true};                       // a generator of Z*_p
+  Mpz w{true};                       // g^p mod p^2, a generator of T_p
+  int window = 0;                    // W
+  int rows = 0;                      // ceil(bits(p - 1) / W): exponents < 2^(rows W)
+  size_t limbs = 0;                  // limbs of p^2 (and of every entry)
+  mp_limb_t minv = 0;                // -(p^2)^-1 mod 2^64 (Montgomery)
+  std::vector<mp_limb_t> mod;        // p^2 in limbs
+  std::vector<mp_limb_t> table;      // [rows][2^W][limbs]: w^(d 2^(W i)) 2^(64 limbs) mod p^2
+  NoiseComb() = default;
+  NoiseComb(const NoiseComb&) = delete;
+  NoiseComb& operator=(const NoiseComb&) = delete;
+  ~NoiseComb();
+};
+// Builds the table of prime p, given the factorization of p - 1: draws g
+// uniformly among the generators of Z*_p (OS CSPRNG). window 0: CombWindow.
+// False (with *error) if the CSPRNG fails or the table would not fit.
+bool MakeNoiseComb(mpz_srcptr p, const PMinus1Factors& f, int window, NoiseComb* out,
+                   std::string* error);
+// out = w^k mod p^2 for 0 <= k < 2^(rows W) (false for other k). Constant
+// time in k: rows reads of whole table rows and rows - 1 products, whatever
+// the digits.
+bool NoiseCombPow(const NoiseComb& t, mpz_srcptr k, mpz_ptr out);
+// out = w^k mod p^2 for k uniform in [0, p - 1): uniform on T_p.
+bool NoiseCombSample(const NoiseComb& t, mpz_ptr out, std::string* error);
+
+// The key holder's noise for one key: a table for each prime whose p - 1
+// factors (both, for keys of GenerateKey), s^p for the others.
+struct CrtNoise {
+  std::shared_ptr<const PrivateKey> key;
+  std::unique_ptr<const NoiseComb> comb_p, comb_q;  // null: that half uses s^p
+  int tables() const { return (comb_p ? 1 : 0) + (comb_q ? 1 : 0); }
+};
+// Cached per key (bounded, thread-safe); built on first use: a few ms to find
+// out that p - 1 does not factor, tens of ms to build the tables when it does.
+std::shared_ptr<const CrtNoise> GetCrtNoise(const std::string& n, const std::string& p,
+                                            const std::string& q, std::string* error);
+// Builds one (uncached): the tables where p - 1 / q - 1 factor.
+bool MakeCrtNoise(std::shared_ptr<const PrivateKey> key, CrtNoise* out, std::string* error);
+// The same distribution as NoiseCrt(*noise.key, ...), from the tables.
+bool NoiseCrt(const CrtNoise& noise, mpz_ptr out, std::string* error);
 
 }  // namespace paillier
 }  // namespace tf_privpy

@@ -114,6 +114,25 @@ Status GetPrivate(OpKernelContext* ctx, std::shared_ptr<const PrivateKey>* key) 
   return ::tensorflow::OkStatus();
 }
 
+// Inputs 0, 1, 2 = n, p, q: the key holder's noise (fixed-base tables where
+// p - 1 and q - 1 factor, s^p otherwise) with its private key.
+Status GetCrtNoise(OpKernelContext* ctx, std::shared_ptr<const paillier::CrtNoise>* noise) {
+  std::string n, p, q, error;
+  TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(0), "n", &n));
+  TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(1), "p", &p));
+  TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(2), "q", &q));
+  *noise = paillier::GetCrtNoise(n, p, q, &error);
+  if (!*noise) return errors::InvalidArgument("private key: ", error);
+  return ::tensorflow::OkStatus();
+}
+
+// A half of the CRT noise: s^p is a half-size exponentiation (ExpCost / 8),
+// the fixed-base table about a fifth of that.
+int64_t CrtNoiseCost(const paillier::CrtNoise& noise) {
+  const int64_t half = ExpCost(noise.key->pub) / 8;
+  return (2 - noise.tables()) * half + noise.tables() * half / 5;
+}
+
 // The noise of the public-key ops: generic r^n, or DJN's fixed base.
 class PublicNoise {
  public:
@@ -232,12 +251,12 @@ class PaillierEncryptOp : public OpKernel {
     if (!kCrt) OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const PrivateKey> sk;
+    std::shared_ptr<const paillier::CrtNoise> crt;
     PublicNoise noise_maker = noise_;
     const PublicKey* pk;
     if (kCrt) {
-      OP_REQUIRES_OK(ctx, GetPrivate(ctx, &sk));
-      pk = &sk->pub;
+      OP_REQUIRES_OK(ctx, GetCrtNoise(ctx, &crt));
+      pk = &crt->key->pub;
     } else {
       OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
       pk = &noise_maker.key();
@@ -248,13 +267,13 @@ class PaillierEncryptOp : public OpKernel {
     const auto in = plain.flat<T>();
     auto res = out->flat<tstring>();
     ErrorSink sink(kCrt ? "PaillierEncryptCrt" : "PaillierEncrypt", plain.shape());
-    const int64_t cost = kCrt ? ExpCost(*pk) / 4 : noise_maker.Cost();
+    const int64_t cost = kCrt ? CrtNoiseCost(*crt) : noise_maker.Cost();
     TfParallelFor(ctx)(in.size(), cost, [&](int64_t b, int64_t e) {
       Mpz m(true), noise(true), c;
       std::string error;
       for (int64_t i = b; i < e; ++i) {
         if (!ReadPlain(*pk, in(i), m, &error)) return sink.Report(i, "plaintext", error);
-        const bool ok = kCrt ? paillier::NoiseCrt(*sk, noise, &error)
+        const bool ok = kCrt ? paillier::NoiseCrt(*crt, noise, &error)
                              : noise_maker.Make(noise, &error);
         if (!ok) return sink.Report(i, "noise for", error);
         paillier::EncryptWithNoise(*pk, m, noise, c);
@@ -276,12 +295,12 @@ class PaillierNoiseOp : public OpKernel {
     if (!kCrt) OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const PrivateKey> sk;
+    std::shared_ptr<const paillier::CrtNoise> crt;
     PublicNoise noise_maker = noise_;
     const PublicKey* pk;
     if (kCrt) {
-      OP_REQUIRES_OK(ctx, GetPrivate(ctx, &sk));
-      pk = &sk->pub;
+      OP_REQUIRES_OK(ctx, GetCrtNoise(ctx, &crt));
+      pk = &crt->key->pub;
     } else {
       OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
       pk = &noise_maker.key();
@@ -297,12 +316,12 @@ class PaillierNoiseOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({count}), &out));
     auto res = out->flat<tstring>();
     ErrorSink sink(kCrt ? "PaillierNoiseCrt" : "PaillierNoise", out->shape());
-    const int64_t cost = kCrt ? ExpCost(*pk) / 4 : noise_maker.Cost();
+    const int64_t cost = kCrt ? CrtNoiseCost(*crt) : noise_maker.Cost();
     TfParallelFor(ctx)(count, cost, [&](int64_t b, int64_t e) {
       Mpz noise(true);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        const bool ok = kCrt ? paillier::NoiseCrt(*sk, noise, &error)
+        const bool ok = kCrt ? paillier::NoiseCrt(*crt, noise, &error)
                              : noise_maker.Make(noise, &error);
         if (!ok) return sink.Report(i, "noise", error);
         WriteBig(noise, pk->c_bytes, &res(i));

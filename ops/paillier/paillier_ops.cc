@@ -100,10 +100,13 @@ REGISTER_OP("TfPrivpy>PaillierEncryptCrt")
     .Attr("T: {int64, string}")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) { return KeyThenSame(c, 3, 3); })
-    .Doc("Encryption by the private-key holder: the noise is CRT(s_p^p mod "
-         "p^2, s_q^q mod q^2), exactly distributed as r^n mod n^2 (proof in "
-         "paillier.cc), at about a quarter of the cost. Ciphertexts are "
-         "ordinary Paillier ciphertexts of n.");
+    .Doc("Encryption by the private-key holder: the noise is CRT(a_p, a_q) "
+         "with a_p uniform in the order-(p-1) subgroup of Z*_{p^2}, exactly "
+         "distributed as r^n mod n^2 (proof in paillier.cc). a_p = w_p^k from "
+         "a per-key fixed-base table (w_p a generator, k uniform in [0, p-1)) "
+         "when p - 1 factors, as for keys of PaillierKeygen; else s^p mod p^2 "
+         "(s uniform in [1, p)). Ciphertexts are ordinary Paillier "
+         "ciphertexts of n.");
 
 REGISTER_OP("TfPrivpy>PaillierNoise")
     .Input("n: string")

@@ -14,7 +14,7 @@ export PYTHONPATH := $(CURDIR)
 OPS_SRCS := $(shell find ops -name '*.cc' -o -name '*.h')
 LIB := tf_privpy/_tf_privpy_ops.so
 
-.PHONY: all setup build demo test test-fast bench docs bazel clean distclean
+.PHONY: all setup build demo test test-fast bench bench-venv docs bazel clean distclean
 
 all: build
 
@@ -44,8 +44,20 @@ test-fast: build
 	$(PY) -m pytest -q -m "not slow"
 
 bench: build
+	-$(MAKE) --no-print-directory bench-venv
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/micro.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/compare.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/he.py
+
+# python-paillier with gmpy2 for benchmarks/he.py's baseline (phe at its best), in a
+# venv of its own: tf_privpy never depends on it. Optional: `bench` goes on without it.
+BENCH_VENV := .venv-bench
+$(BENCH_VENV)/.installed: requirements/bench-phe.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install -r requirements/bench-phe.txt
+	touch $@
+
+bench-venv: $(BENCH_VENV)/.installed
 
 # Reference docs generated from the code (docs/numerics.md: measured on privpy).
 docs: build
@@ -58,4 +70,4 @@ clean:
 	rm -rf build $(LIB) tf_privpy/_build_info.json .pytest_cache
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(BENCH_VENV)

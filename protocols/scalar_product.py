@@ -1,0 +1,678 @@
+"""Private scalar product on Paillier (Wright–Yang; seed 004; DESIGN §9).
+
+Two parties. Bob holds the key pair and a vector y; Alice holds a vector x of
+the same length and only Bob's public key. They end with additive shares of
+x·y: Alice holds R, Bob holds s, R + s = x·y (mod M).
+
+Protocol (seed 004, Figure 1, in the share form of its §2):
+  1. Bob encrypts his vector element-wise, c_i = E(y_i), and sends it.
+  2. Alice computes P = prod_i c_i^(x_i) · E(-R) mod n^2 for a fresh R drawn
+     uniformly from Z_n with the OS CSPRNG (`secrets`): for binary x the
+     product of the c_i with x_i = 1 (one C++ reduce_sum over the selected
+     ciphertexts), for integer x one mul_plain (c_i^(x_i), negative x_i
+     through the inverse) and one reduce_sum. E(-R) carries fresh noise, so
+     P is a uniformly rerandomized ciphertext: its noise does not tell Bob
+     which ciphertexts were multiplied.
+  3. Bob decrypts s = x·y - R mod n.
+
+Shares are the integers R and s in [0, M); `ScalarProductResult.reconstruct()`
+returns (R + s) mod M as the signed integer in (-M/2, M/2), which is x·y
+exactly because the inputs are checked so that |x·y| < M/2 (M = n with one
+key). Alice's check uses only public values: the length, and the bound Bob
+announces on |y_i| (1 for binary vectors; for integer vectors the declared
+`y_bound`, by default max|y_i| rounded up to a power of two so that only its
+bit length is revealed).
+
+Optimizations of seed 004 §3:
+- §3.2 streaming: Bob encrypts and sends chunks of `chunk_size` elements;
+  Alice folds each chunk into her running product as it arrives, so each
+  side holds one chunk (plus one in flight) at a time. Bob's encryption of
+  the next chunk runs in a background thread while Alice works on the last
+  one (pipeline parallelism, a queue of depth 2).
+- §3.3 precomputation: Bob encrypts his vector offline (`encrypt_vector`), or
+  fills a NoisePool offline and encrypts online with one multiplication per
+  element; the online phase is then Alice's products and one decryption.
+- §3.4 k clients with blinding: see `scalar_product` and the module README
+  section in tf_privpy/he/tasks.py. In seed 004's §3.4 the party whose data
+  is split among k clients is the one that encrypts (the key holder, our
+  Bob), and the party that multiplies (our Alice) blinds each partial
+  product; we implement exactly that, with the shares output of Figure 1.
+
+Security: semi-honest parties. Alice sees only Bob's public key, the public
+header and ciphertexts; Bob sees one rerandomized ciphertext per client,
+whose plaintext is masked by a uniform value. Bob's ciphertexts are not
+authenticated; a malicious Alice can make Bob's share anything.
+"""
+from __future__ import annotations
+
+import dataclasses
+import queue
+import secrets
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from . import paillier as P
+from . import paillier_io as io
+
+KINDS = ("auto", "binary", "integer")
+DEFAULT_CHUNK = 4096
+SIGMA = 40            # statistical hiding 2^-SIGMA of the per-client-key blinding
+_INT64_LIMIT = 1 << 62
+
+Progress = Union[bool, Callable[[int, int, float], None], None]
+
+
+class ScalarProductError(ValueError):
+    """Invalid inputs or a protocol misuse (lengths, ranges, reuse)."""
+
+
+# ------------------------------------------------------------------ inputs
+def as_int_vector(v: Any, name: str) -> np.ndarray:
+    """A 1-D int64 numpy array; booleans become 0/1. Raises on floats, NaN,
+    values beyond +-2^62 and non-vectors."""
+    if tf.is_tensor(v):
+        v = v.numpy()
+    a = np.asarray(v)
+    if a.dtype == object:
+        try:
+            a = np.array([int(e) for e in a.reshape(-1)], dtype=object).reshape(a.shape)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} must hold integers: {e}") from None
+        if a.size and max(abs(int(e)) for e in a.reshape(-1)) >= _INT64_LIMIT:
+            raise ScalarProductError(f"{name} has values of magnitude >= 2^62; the scalar "
+                                     "product takes int64 vectors")
+        a = a.astype(np.int64)
+    if a.dtype == np.bool_:
+        a = a.astype(np.int64)
+    if not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{name} must be an integer or boolean vector, got dtype {a.dtype}; "
+                        "encode reals as fixed-point integers first")
+    if a.ndim != 1:
+        raise ScalarProductError(f"{name} must be a vector (1-D), got shape {a.shape}")
+    if a.dtype == np.uint64 and a.size and int(a.max()) >= _INT64_LIMIT:
+        raise ScalarProductError(f"{name} has values >= 2^62")
+    a = a.astype(np.int64, copy=False)
+    if a.size and (int(a.max()) >= _INT64_LIMIT or int(a.min()) <= -_INT64_LIMIT):
+        raise ScalarProductError(f"{name} has values of magnitude >= 2^62; the scalar product "
+                                 "takes int64 vectors")
+    return a
+
+
+def abs_sum(a: np.ndarray) -> int:
+    """sum |a_i| exactly (int64 when it cannot overflow, python ints otherwise)."""
+    if a.size == 0:
+        return 0
+    m = int(np.abs(a).max())
+    if m * a.size < _INT64_LIMIT:
+        return int(np.abs(a).sum())
+    return int(np.abs(a).astype(object).sum())
+
+
+def is_binary(a: np.ndarray) -> bool:
+    return bool(a.size == 0 or (a.min() >= 0 and a.max() <= 1))
+
+
+def resolve_kind(kind: str, *vectors: np.ndarray) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if kind == "auto":
+        return "binary" if all(is_binary(v) for v in vectors) else "integer"
+    if kind == "binary":
+        for i, v in enumerate(vectors):
+            if not is_binary(v):
+                bad = int(np.flatnonzero((v < 0) | (v > 1))[0])
+                raise ScalarProductError(
+                    f"kind='binary' but {('x', 'y')[i] if len(vectors) > 1 else 'the vector'} "
+                    f"has {v[bad]} at index {bad}; binary vectors hold only 0 and 1 (use "
+                    "kind='integer')")
+    return kind
+
+
+def split_sizes(n: int, k: int) -> List[int]:
+    """Seed 004 §3.4: k parts of ceil(n/k) or floor(n/k) elements."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"clients must be an integer >= 1, got {k!r}")
+    if k > max(n, 1):
+        raise ScalarProductError(f"{k} clients for a vector of {n} elements: each client "
+                                 "needs at least one element")
+    q, r = divmod(n, k)
+    return [q + 1 if i < r else q for i in range(k)]
+
+
+def check_chunk(chunk_size: int) -> int:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) \
+            or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    return int(chunk_size)
+
+
+def default_bound(y: np.ndarray, kind: str) -> int:
+    """1 for binary vectors; else max|y| rounded up to a power of two (only
+    its bit length is announced)."""
+    if kind == "binary":
+        return 1
+    m = int(np.abs(y).max()) if y.size else 0
+    return 1 << m.bit_length() if m else 1
+
+
+# ------------------------------------------------------------------ messages
+@dataclasses.dataclass(frozen=True)
+class VectorHeader:
+    """What Bob announces with his encrypted vector (public): its length,
+    kind, the bound on |y_i| and the key fingerprint."""
+    length: int
+    kind: str
+    bound: int
+    fingerprint: bytes
+
+
+def serialized_bytes(pk: P.PublicKey, count: int, ndim: int = 1) -> int:
+    """Length of paillier_io.serialize() of `count` ciphertexts (rank ndim)."""
+    return io._HEADER.size + ndim * io._DIM.size + count * pk.ciphertext_bytes + \
+        io.CHECKSUM_BYTES
+
+
+@dataclasses.dataclass
+class Transcript:
+    """What crossed between the parties: (sender, receiver, what, count, bytes)
+    per message kind, with bytes as paillier_io.serialize() would send."""
+    messages: List[tuple] = dataclasses.field(default_factory=list)
+    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, repr=False)
+
+    def record(self, sender: str, receiver: str, obj: Any, nbytes: int) -> None:
+        what = type(obj).__name__
+        count = int(np.prod(obj.shape)) if isinstance(obj, P.EncryptedTensor) else 1
+        with self._lock:
+            self.messages.append((sender, receiver, what, count, int(nbytes)))
+
+    def bytes(self, sender: Optional[str] = None, receiver: Optional[str] = None) -> int:
+        return sum(m[4] for m in self.messages
+                   if (sender is None or m[0].startswith(sender))
+                   and (receiver is None or m[1].startswith(receiver)))
+
+    def received_by(self, party: str) -> List[str]:
+        """Type names of everything `party` received."""
+        return sorted({m[2] for m in self.messages if m[1].startswith(party)})
+
+
+# ------------------------------------------------------------------ Bob
+class EncryptedVector:
+    """Bob's vector encrypted ahead of time (seed 004 §3.3): ciphertext chunks
+    of one key, with the public header. Single use: a second protocol run
+    would show Alice the same ciphertexts again, so `take()` refuses."""
+
+    def __init__(self, public_key: P.PublicKey, header: VectorHeader,
+                 chunks: List[P.EncryptedTensor], offset: int = 0):
+        self.public_key, self.header, self.offset = public_key, header, offset
+        self._chunks: Optional[List[P.EncryptedTensor]] = chunks
+        self._lock = threading.Lock()
+
+    @property
+    def used(self) -> bool:
+        return self._chunks is None
+
+    def take(self) -> List[P.EncryptedTensor]:
+        with self._lock:
+            if self._chunks is None:
+                raise ScalarProductError(
+                    "this EncryptedVector was already used in a scalar product; encrypt the "
+                    "vector again (fresh ciphertexts) for another run")
+            chunks, self._chunks = self._chunks, None
+        return chunks
+
+    def __repr__(self) -> str:
+        return (f"<EncryptedVector length={self.header.length} kind={self.header.kind} "
+                f"key={self.public_key.bits}-bit used={self.used}>")
+
+
+class Bob:
+    """The key holder: encrypts y (CRT with his private key, or a NoisePool)
+    and decrypts the blinded product."""
+
+    def __init__(self, key: P.PrivateKey, y: np.ndarray, kind: str, bound: Optional[int],
+                 noise: Any = None):
+        if not isinstance(key, P.PrivateKey):
+            raise TypeError(f"Bob needs his PrivateKey, got {type(key).__name__}")
+        self.key, self.pk, self.y, self.noise = key, key.public_key, y, noise
+        if bound is None:
+            bound = default_bound(y, kind)
+        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) or bound < 1:
+            raise ValueError(f"y_bound must be an integer >= 1, got {bound!r}")
+        bound = int(bound)
+        if kind == "binary" and bound != 1:
+            raise ScalarProductError("binary vectors have y_bound 1")
+        if y.size and int(np.abs(y).max()) > bound:
+            bad = int(np.argmax(np.abs(y)))
+            raise ScalarProductError(f"y[{bad}] = {y[bad]} exceeds the declared y_bound {bound}")
+        self.header = VectorHeader(len(y), kind, bound, self.pk.fingerprint)
+
+    def encrypt(self, start: int, stop: int) -> P.EncryptedTensor:
+        return P.encrypt(self.key, self.y[start:stop], self.noise)
+
+    def chunks(self, chunk_size: int) -> Iterator[P.EncryptedTensor]:
+        for start in range(0, len(self.y), chunk_size):
+            yield self.encrypt(start, min(start + chunk_size, len(self.y)))
+
+    def decrypt(self, blinded: P.EncryptedTensor) -> int:
+        """The signed integer in (-n/2, n/2) that Alice's ciphertext holds."""
+        return int(P.decrypt_ints(self.key, blinded.reshape([1]))[0])
+
+
+# ------------------------------------------------------------------ Alice
+class Alice:
+    """Holds x and Bob's public key; folds Bob's ciphertext chunks into one
+    product and blinds it. Never holds a private key."""
+
+    def __init__(self, public_key: P.PublicKey, x: np.ndarray, header: VectorHeader,
+                 noise: Any = None, limit: Optional[int] = None, kind: str = "auto"):
+        if isinstance(public_key, P.PrivateKey) or not isinstance(public_key, P.PublicKey):
+            raise TypeError("Alice holds only Bob's PublicKey, got "
+                            f"{type(public_key).__name__}")
+        if header.fingerprint != public_key.fingerprint:
+            raise P.KeyMismatchError("Bob's header names another key than the public key given")
+        if len(x) != header.length:
+            raise ScalarProductError(f"x has {len(x)} elements but Bob's vector has "
+                                     f"{header.length}; the vectors must have the same length")
+        if kind == "binary":
+            resolve_kind("binary", x)
+        self.pk, self.x, self.header, self.noise = public_key, x, header, noise
+        # |partial| <= sum|x_i| * bound: must stay below `limit` (n/2 by default).
+        self.partial_bound = abs_sum(x) * header.bound
+        limit = public_key.max_int if limit is None else limit
+        if self.partial_bound > limit:
+            raise ScalarProductError(
+                f"|x·y| could reach {self.partial_bound.bit_length()} bits (sum|x_i| times Bob's "
+                f"bound {header.bound}), beyond the {limit.bit_length()} bits the key's "
+                "plaintexts hold without wrapping; use smaller values or a larger key")
+        self._binary_x = is_binary(x)
+        self._offset = 0
+        self._acc: Optional[P.EncryptedTensor] = None
+
+    def absorb(self, chunk: P.EncryptedTensor) -> None:
+        """Multiplies chunk_i^(x_i) for the next len(chunk) indices into the
+        running product (C++ reduce_sum; mul_plain first for integer x)."""
+        P.check_encrypted(self.pk, chunk, "Bob's chunk")
+        n = int(chunk.shape[0])
+        xs = self.x[self._offset:self._offset + n]
+        if len(xs) != n:
+            raise ScalarProductError(f"Bob sent more than the {self.header.length} elements he "
+                                     "announced")
+        self._offset += n
+        if self._binary_x:
+            idx = np.flatnonzero(xs)
+            if idx.size == 0:
+                return
+            sel = chunk if idx.size == n else P.EncryptedTensor(
+                tf.gather(chunk.ciphertext, idx), chunk.n)
+            part = P.reduce_sum(self.pk, sel)
+        else:
+            nz = np.flatnonzero(xs)
+            if nz.size == 0:
+                return
+            sel = P.EncryptedTensor(tf.gather(chunk.ciphertext, nz), chunk.n)
+            part = P.reduce_sum(self.pk, P.mul_plain(self.pk, sel, tf.constant(xs[nz])))
+        self._acc = part if self._acc is None else P.add(self.pk, self._acc, part)
+
+    def finish(self, mask: int) -> P.EncryptedTensor:
+        """prod · E(-mask) with fresh noise: the ciphertext Alice sends Bob."""
+        if self._offset != self.header.length:
+            raise ScalarProductError(f"Bob sent {self._offset} of the {self.header.length} "
+                                     "elements he announced")
+        neg = P.ints_to_tensor([(-mask) % self.pk.n], self.pk.plaintext_bytes)
+        blind = P.encrypt(self.pk, neg, self.noise)       # fresh noise: rerandomizes
+        out = blind if self._acc is None else P.add(self.pk, self._acc, blind)
+        self._acc = None
+        return out.reshape([])
+
+
+# ------------------------------------------------------------------ driver
+@dataclasses.dataclass
+class ScalarProductResult:
+    """Additive shares of x·y.
+
+    alice_share + bob_share = x·y (mod modulus); `reconstruct()` gives x·y.
+    modulus is n (one key) or 2^share_bits (clients with their own keys).
+    timings (seconds, wall clock of this process): total, bob_encrypt (online
+    encryption; 0 with precomputed encryptions), alice, bob_decrypt, combine;
+    per-client lists under "clients". transcript: the messages exchanged.
+    """
+    alice_share: int
+    bob_share: int
+    modulus: int
+    length: int
+    kind: str
+    clients: int
+    chunk_size: int
+    timings: dict
+    transcript: Transcript
+
+    def reconstruct(self) -> int:
+        v = (self.alice_share + self.bob_share) % self.modulus
+        return v - self.modulus if v > self.modulus // 2 else v
+
+    @property
+    def bytes_bob_to_alice(self) -> int:
+        return self.transcript.bytes("bob", "alice")
+
+    @property
+    def bytes_alice_to_bob(self) -> int:
+        return self.transcript.bytes("alice", "bob")
+
+    def __repr__(self) -> str:
+        return (f"<ScalarProductResult length={self.length} kind={self.kind} "
+                f"clients={self.clients} modulus={self.modulus.bit_length()}-bit "
+                f"total {self.timings.get('total', 0.0):.3f}s>")
+
+
+class _Progress:
+    def __init__(self, progress: Progress, total: int, what: str):
+        self.fn, self.total, self.what = progress, total, what
+        self.done, self.t0, self.last = 0, time.monotonic(), 0.0
+        self.lock = threading.Lock()
+
+    def add(self, n: int) -> None:
+        if not self.fn:
+            return
+        with self.lock:
+            self.done += n
+            now = time.monotonic()
+            if self.done < self.total and now - self.last < 1.0:
+                return
+            self.last = now
+            done, elapsed = self.done, now - self.t0
+        if callable(self.fn):
+            self.fn(done, self.total, elapsed)
+        else:
+            eta = elapsed / done * (self.total - done) if done else 0.0
+            sys.stderr.write(f"{self.what}: {done}/{self.total} elements "
+                             f"({100.0 * done / max(self.total, 1):.0f}%), {elapsed:.1f} s, "
+                             f"~{eta:.0f} s left\n")
+            sys.stderr.flush()
+
+
+def pipelined(items: Iterable, depth: int = 2) -> Iterator:
+    """Runs the producer `items` in a background thread, at most `depth`
+    items ahead of the consumer (bounded memory); re-raises its errors."""
+    q: "queue.Queue" = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    done = object()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce():
+        try:
+            for it in items:
+                if not put((None, it)):
+                    return
+            put((None, done))
+        except BaseException as e:  # surfaced in the consumer
+            put((e, done))
+
+    t = threading.Thread(target=produce, name="scalar-product-bob", daemon=True)
+    t.start()
+    try:
+        while True:
+            err, it = q.get()
+            if err is not None:
+                raise err
+            if it is done:
+                return
+            yield it
+    finally:
+        stop.set()
+        t.join()
+
+
+def _timed_chunks(bob: Bob, chunk_size: int, times: dict, progress: _Progress):
+    for start in range(0, len(bob.y), chunk_size):
+        t0 = time.perf_counter()
+        c = bob.encrypt(start, min(start + chunk_size, len(bob.y)))
+        times["bob_encrypt"] += time.perf_counter() - t0
+        progress.add(int(c.shape[0]))
+        yield c
+
+
+def run_client(bob: Optional[Bob], alice: Alice, chunks: Optional[List[P.EncryptedTensor]],
+               mask: int, decrypt: Callable[[P.EncryptedTensor], int], tag: str,
+               chunk_size: int, transcript: Transcript, progress: _Progress,
+               pipeline: bool) -> dict:
+    """One client's run: Bob's chunks -> Alice -> one blinded ciphertext ->
+    Bob's decryption. Returns its timings and the decrypted signed value."""
+    times = {"bob_encrypt": 0.0, "alice": 0.0, "bob_decrypt": 0.0}
+    if chunks is None:
+        stream = _timed_chunks(bob, chunk_size, times, progress)
+        stream = pipelined(stream) if pipeline else stream
+    else:
+        stream = iter(chunks)
+    pk = alice.pk
+    for c in stream:
+        transcript.record(f"bob{tag}", f"alice{tag}", c, serialized_bytes(pk, int(c.shape[0])))
+        t0 = time.perf_counter()
+        alice.absorb(c)
+        times["alice"] += time.perf_counter() - t0
+        if chunks is not None:
+            progress.add(int(c.shape[0]))
+    t0 = time.perf_counter()
+    blinded = alice.finish(mask)
+    times["alice"] += time.perf_counter() - t0
+    transcript.record(f"alice{tag}", f"bob{tag}", blinded, serialized_bytes(pk, 1, 0))
+    t0 = time.perf_counter()
+    times["value"] = decrypt(blinded)
+    times["bob_decrypt"] = time.perf_counter() - t0
+    return times
+
+
+def draw_mask(bound: int) -> int:
+    """Uniform in [0, bound) from the OS CSPRNG; a fresh value per call."""
+    return secrets.randbelow(bound)
+
+
+def share_bits_for(keys: Sequence[P.PrivateKey], share_bits: Optional[int]) -> int:
+    min_bits = min(k.public_key.bits for k in keys)
+    top = min_bits - SIGMA - 3
+    if share_bits is None:
+        return top
+    if isinstance(share_bits, bool) or not isinstance(share_bits, (int, np.integer)) \
+            or not 8 <= share_bits <= top:
+        raise ValueError(f"share_bits must be an integer in [8, {top}] for "
+                         f"{min_bits}-bit keys (2^share_bits · 2^{SIGMA} must fit the "
+                         f"plaintexts), got {share_bits!r}")
+    return int(share_bits)
+
+
+
+
+# ------------------------------------------------------------------ entry points
+def _as_list(value: Any, k: int, name: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != k:
+            raise ValueError(f"{name} has {len(value)} entries for {k} clients")
+        return list(value)
+    return [value] * k
+
+
+def _keys(key: Any, clients: Optional[int]) -> List[P.PrivateKey]:
+    keys = list(key) if isinstance(key, (list, tuple)) else None
+    if keys is None:
+        if not isinstance(key, P.PrivateKey):
+            raise TypeError("key must be Bob's PrivateKey (or one PrivateKey per client), got "
+                            f"{type(key).__name__}")
+        return [key] * (1 if clients is None else clients)
+    if clients is not None and len(keys) != clients:
+        raise ValueError(f"{len(keys)} keys for {clients} clients")
+    if not keys or not all(isinstance(k, P.PrivateKey) for k in keys):
+        raise TypeError("key must be a PrivateKey or a non-empty list of PrivateKeys")
+    return keys
+
+
+def encrypt_vector(key: Any, y: Any, *, kind: str = "auto", y_bound: Optional[int] = None,
+                   clients: Optional[int] = None, chunk_size: int = DEFAULT_CHUNK,
+                   noise: Any = None, progress: Progress = False):
+    """Bob's offline phase (seed 004 §3.3): his vector encrypted ahead of time,
+    in chunks; one EncryptedVector, or a tuple of one per client."""
+    y = as_int_vector(y, "y")
+    kind = resolve_kind(kind, y)
+    keys = _keys(key, clients)
+    chunk_size = check_chunk(chunk_size)
+    sizes = split_sizes(len(y), len(keys))
+    noises = _as_list(noise, len(keys), "noise")
+    prog = _Progress(progress, len(y), "scalar product: encrypting y")
+    bound = default_bound(y, kind) if y_bound is None else y_bound
+    out, start = [], 0
+    for k, size, nz in zip(keys, sizes, noises):
+        bob = Bob(k, y[start:start + size], kind, bound, nz)
+        chunks = []
+        for c in bob.chunks(chunk_size):
+            chunks.append(c)
+            prog.add(int(c.shape[0]))
+        out.append(EncryptedVector(k.public_key, bob.header, chunks, start))
+        start += size
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def scalar_product(x: Any, y: Any = None, key: Any = None, *, kind: str = "auto",
+                   y_bound: Optional[int] = None, clients: Optional[int] = None,
+                   chunk_size: int = DEFAULT_CHUNK, precomputed: Any = None,
+                   bob_noise: Any = None, alice_noise: Any = None,
+                   share_bits: Optional[int] = None, pipeline: bool = True,
+                   progress: Progress = False) -> ScalarProductResult:
+    """Runs the protocol between Alice (x) and Bob (y, key); see the module
+    docstring and tf_privpy.he.scalar_product for the arguments."""
+    t_start = time.perf_counter()
+    x = as_int_vector(x, "x")
+    chunk_size = check_chunk(chunk_size)
+    if key is None:
+        raise TypeError("scalar_product needs Bob's key: a PrivateKey, or one per client")
+    if precomputed is not None:
+        if y is not None:
+            raise ValueError("pass either y (encrypted online) or precomputed (Bob's "
+                             "EncryptedVector from encrypt_vector), not both")
+        parts = list(precomputed) if isinstance(precomputed, (list, tuple)) else [precomputed]
+        if not all(isinstance(p, EncryptedVector) for p in parts):
+            raise TypeError("precomputed must be an EncryptedVector (or one per client) from "
+                            "encrypt_vector")
+        if clients is not None and clients != len(parts):
+            raise ValueError(f"clients={clients} but precomputed has {len(parts)} parts")
+        keys = _keys(key, len(parts))
+        for i, (p, k) in enumerate(zip(parts, keys)):
+            if p.public_key != k.public_key:
+                raise P.KeyMismatchError(f"precomputed part {i} was encrypted under another key")
+        total = sum(p.header.length for p in parts)
+        if total != len(x):
+            raise ScalarProductError(f"x has {len(x)} elements but Bob's vector has {total}; "
+                                     "the vectors must have the same length")
+        y_binary = all(p.header.kind == "binary" for p in parts)
+        if kind == "binary" and not y_binary:
+            raise ScalarProductError("kind='binary' but Bob's precomputed vector is an integer "
+                                     "vector")
+        kind = resolve_kind(kind, x) if y_binary else resolve_kind(
+            "integer" if kind == "auto" else kind, x)
+        sizes = [p.header.length for p in parts]
+        headers = [p.header for p in parts]
+    else:
+        if y is None:
+            raise TypeError("scalar_product needs Bob's vector y (or precomputed=...)")
+        y = as_int_vector(y, "y")
+        if len(y) != len(x):
+            raise ScalarProductError(f"x has {len(x)} elements and y has {len(y)}; the vectors "
+                                     "must have the same length")
+        kind = resolve_kind(kind, x, y)
+        keys = _keys(key, clients)
+        sizes = split_sizes(len(x), len(keys))
+        parts, headers = None, None
+    k = len(keys)
+    shared = all(kk.public_key == keys[0].public_key for kk in keys)
+    if shared:
+        modulus = keys[0].public_key.n
+        mask_bound = modulus
+    else:
+        modulus = 1 << share_bits_for(keys, share_bits)
+        mask_bound = modulus << SIGMA
+    bob_noises = _as_list(bob_noise, k, "bob_noise")
+    alice_noises = _as_list(alice_noise, k, "alice_noise")
+
+    bobs, alices, offsets, start = [], [], [], 0
+    for i in range(k):
+        size = sizes[i]
+        if parts is None:
+            bound = (1 if kind == "binary" else default_bound(y, kind)) if y_bound is None \
+                else y_bound
+            bobs.append(Bob(keys[i], y[start:start + size], "binary" if kind == "binary"
+                            else "integer", bound, bob_noises[i]))
+            header = bobs[-1].header
+        else:
+            bobs.append(None)
+            header = headers[i]
+        limit = keys[i].public_key.max_int - (0 if shared else mask_bound)
+        alices.append(Alice(keys[i].public_key, x[start:start + size], header,
+                            alice_noises[i], limit=limit, kind=kind))
+        offsets.append(start)
+        start += size
+    total_bound = sum(a.partial_bound for a in alices)
+    if total_bound > (modulus - 1) // 2:
+        raise ScalarProductError(
+            f"|x·y| could reach {total_bound.bit_length()} bits, but shares modulo a "
+            f"{modulus.bit_length()}-bit modulus reconstruct only |x·y| < M/2; use smaller "
+            "values" + ("" if shared else " or a larger share_bits"))
+    masks = [draw_mask(mask_bound) for _ in range(k)]
+    transcript = Transcript()
+    prog = _Progress(progress, len(x), "scalar product")
+    for i, a in enumerate(alices):
+        transcript.record(f"bob{i}", f"alice{i}", a.header,
+                          len(a.header.fingerprint) + 3 * 8)
+    chunk_lists = [None] * k if parts is None else [p.take() for p in parts]
+
+    def client(i: int) -> dict:
+        dec = bobs[i].decrypt if bobs[i] is not None else (
+            lambda c, kk=keys[i]: int(P.decrypt_ints(kk, c.reshape([1]))[0]))
+        return run_client(bobs[i], alices[i], chunk_lists[i], masks[i], dec,
+                          str(i) if k > 1 else "", chunk_size, transcript, prog, pipeline)
+
+    t0 = time.perf_counter()
+    if k == 1:
+        per_client = [client(0)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=k, thread_name_prefix="scalar-product-client") as ex:
+            per_client = list(ex.map(client, range(k)))
+    t_clients = time.perf_counter() - t0
+    # Phase two (seed 004 §3.4): C_1 -> C_2 -> ... -> C_k add their blinded
+    # partials; C_k ends with Bob's share. Every partial is uniform mod M.
+    t0 = time.perf_counter()
+    share_bytes = (modulus.bit_length() + 7) // 8
+    bob_share = 0
+    for i, r in enumerate(per_client):
+        bob_share = (bob_share + r.pop("value")) % modulus
+        if i + 1 < k:
+            transcript.record(f"bob{i}", f"bob{i + 1}", bob_share, share_bytes)
+    alice_share = sum(masks) % modulus
+    t_combine = time.perf_counter() - t0
+    timings = {
+        "total": time.perf_counter() - t_start,
+        "clients_wall": t_clients,
+        "bob_encrypt": sum(r["bob_encrypt"] for r in per_client),
+        "alice": sum(r["alice"] for r in per_client),
+        "bob_decrypt": sum(r["bob_decrypt"] for r in per_client),
+        "combine": t_combine,
+        "clients": per_client,
+    }
+    return ScalarProductResult(alice_share, bob_share, modulus, len(x), kind, k, chunk_size,
+                               timings, transcript)
+
+
+__all__ = [
+    "Alice", "Bob", "DEFAULT_CHUNK", "EncryptedVector", "KINDS", "SIGMA", "ScalarProductError",
+    "ScalarProductResult", "Transcript", "VectorHeader", "encrypt_vector", "scalar_product",
+]

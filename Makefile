@@ -47,6 +47,7 @@ bench: build
 	-$(MAKE) --no-print-directory bench-venv
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/micro.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/compare.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/functions.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/he.py
 
 # python-paillier with gmpy2 for benchmarks/he.py's baseline (phe at its best), in a
@@ -54,7 +55,7 @@ bench: build
 BENCH_VENV := .venv-bench
 $(BENCH_VENV)/.installed: requirements/bench-phe.txt
 	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install -r requirements/bench-phe.txt
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install $(CONSTRAINTS) -r requirements/bench-phe.txt
 	touch $@
 
 bench-venv: $(BENCH_VENV)/.installed

@@ -6,8 +6,8 @@ after a warm-up. Compares the range-reduction methods of
 protocols/numerics.py ("thresholds": one comparison per octave threshold in
 one round; "binary_search": one comparison per level, a few levels):
 
-    python benchmarks/functions.py                                   # both methods
-    python benchmarks/functions.py --sizes=10000 --methods=binary_search --reps=2
+    python benchmarks/functions.py                                   # the default method
+    python benchmarks/functions.py --sizes=10000 --methods=thresholds,binary_search --reps=2
 
 Results go to benchmarks/results/functions.json.
 """
@@ -20,7 +20,8 @@ import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
 flags.DEFINE_list("sizes", ["100", "10000", "100000"], "elements per call")
-flags.DEFINE_list("methods", ["thresholds", "binary_search"], "range_reduction settings")
+flags.DEFINE_list("methods", ["binary_search"],
+                  "range_reduction settings (thresholds: the one-round method, ~10x slower)")
 flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", "log",
                                 "sigmoid", "tanh", "softmax", "log_softmax"],
                   "functions to time (also sigmoid_folded, tanh_folded: "
@@ -62,6 +63,27 @@ def main(argv):
            "softmax": tp.nn.softmax, "log_softmax": tp.nn.log_softmax,
            "sigmoid_folded": lambda a: tp.sigmoid(a, method="folded_piecewise_poly"),
            "tanh_folded": lambda a: tp.tanh(a, method="folded_piecewise_poly")}
+    tf_fns = {"exp": tf.exp, "reciprocal": tf.math.reciprocal, "sqrt": tf.sqrt,
+              "rsqrt": tf.math.rsqrt, "log": tf.math.log, "sigmoid": tf.sigmoid,
+              "tanh": tf.tanh, "softmax": tf.nn.softmax, "log_softmax": tf.nn.log_softmax,
+              "sigmoid_folded": tf.sigmoid, "tanh_folded": tf.tanh}
+    plain_us = {}
+
+    def plaintext_us(name, vals, other):
+        """Plaintext TF on the same values (float64, tf.function), same run."""
+        key = (name, vals.size)
+        if key not in plain_us:
+            a = tf.constant(vals)
+            if name == "divide":
+                g = tf.function(lambda x, y: tf.divide(y, x))
+                b = tf.constant(other)
+                t = best_time(lambda: g(a, b).numpy()[:1], F.reps)
+            else:
+                g = tf.function(lambda x, fn=tf_fns[name]: fn(x))
+                t = best_time(lambda: g(a).numpy()[:1], F.reps)
+            plain_us[key] = t / vals.size * 1e6
+        return plain_us[key]
+
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "crypten_us_per_elt": CRYPTEN_US, "rows": []}
     for bits in map(int, F.rings):
@@ -78,8 +100,9 @@ def main(argv):
                     shape = (max(n // 10, 1), 10)
                     vals = rng.uniform(lo, hi, shape)
                     v = tp.share(vals)
+                    wv = rng.uniform(-10, 10, shape)
                     if name == "divide":
-                        w = tp.share(rng.uniform(-10, 10, shape))
+                        w = tp.share(wv)
                         f = tf.function(lambda a, b: tp.divide(b, a))
                         t = best_time(lambda: f(v, w).share0.numpy()[:1], F.reps)
                     else:
@@ -87,14 +110,19 @@ def main(argv):
                         t = best_time(lambda: f(v).share0.numpy()[:1], F.reps)
                     m = int(np.prod(shape))
                     row = {"ring": bits, "method": method, "n": m, "fn": name,
-                           "ms": t * 1e3, "us_per_elt": t / m * 1e6}
+                           "ms": t * 1e3, "us_per_elt": t / m * 1e6,
+                           "tf_plaintext_us_per_elt": plaintext_us(name, vals, wv),
+                           "crypten_us_per_elt": CRYPTEN_US.get(name.split("_")[0])}
                     res["rows"].append(row)
                     print(row, flush=True)
     print_table("Derived functions, tf.function, embedded runtime, best of "
                 f"{F.reps} (CrypTen: its own hardware, 10^4 elements)",
-                ["ring", "method", "n", "function", "ms", "µs/element"],
+                ["ring", "method", "n", "function", "ms", "µs/element", "TF plaintext µs/el",
+                 "CrypTen µs/el"],
                 [[r["ring"], r["method"], f"{r['n']:,}", r["fn"], f"{r['ms']:.1f}",
-                  f"{r['us_per_elt']:.2f}"] for r in res["rows"]])
+                  f"{r['us_per_elt']:.2f}", f"{r['tf_plaintext_us_per_elt']:.4f}",
+                  "" if r["crypten_us_per_elt"] is None else r["crypten_us_per_elt"]]
+                 for r in res["rows"]])
     write_json(os.path.join(F.out, "functions.json"), res)
 
 

@@ -35,8 +35,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import app, flags  # noqa: E402
 
-# Imported here, not inside main(): imported under absl's app.run, tf_privpy's
-# TF-API dispatchers break Keras's Sequential (a raw "Relu:0" tensor reaches it).
+# Imported here, not inside main(): TF 2.14 itself, first imported under absl's
+# app.run, builds Keras Sequential models without inbound nodes (IndexError in
+# Sequential.add; reproduced without tf_privpy), so TF must be loaded at module level.
 import tf_privpy as tp  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

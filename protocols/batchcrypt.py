@@ -430,11 +430,22 @@ class BatchCryptCodec:
         on_overflow="raise" (default): BatchCryptOverflowError if any slot
         overflowed; "nan": overflowed values come back as NaN. Plaintexts
         inconsistent with the layout (nonzero padding slots) always raise."""
+        self._check_decode_args(reduce, on_overflow)
+        return self.decode_sum(self.unpack_sum(plaintexts, num_summands, layout.count),
+                               layout, num_summands, reduce, on_overflow)
+
+    @staticmethod
+    def _check_decode_args(reduce: str, on_overflow: str) -> None:
         if reduce not in ("mean", "sum"):
             raise ValueError(f"reduce must be 'mean' or 'sum', got {reduce!r}")
         if on_overflow not in ("raise", "nan"):
             raise ValueError(f"on_overflow must be 'raise' or 'nan', got {on_overflow!r}")
-        res = self.unpack_sum(plaintexts, num_summands, layout.count)
+
+    def decode_sum(self, res: SumDecode, layout: Layout, num_summands: int,
+                   reduce: str = "mean", on_overflow: str = "raise") -> List[np.ndarray]:
+        """decode() from unpack_sum's result, for callers that also read its
+        overflow counts (one unpacking, not two)."""
+        self._check_decode_args(reduce, on_overflow)
         offsets = np.cumsum((0,) + layout.sizes)
         per_layer = [(nm, int(res.overflow_mask[a:b].sum()))
                      for nm, a, b in zip(layout.names, offsets[:-1], offsets[1:])]

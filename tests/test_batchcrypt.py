@@ -434,6 +434,11 @@ def test_encode_decode_round_mean_and_sum():
         # each client's stochastic rounding error is below one step
         assert np.abs(mean[i] - clipped).max() < step * (1 + 1e-3)
         np.testing.assert_allclose(tot[i], mean[i] * m, rtol=1e-6, atol=1e-6 * a)
+    # decode_sum: the same result from one unpacking whose counts the caller reads
+    res = codec.unpack_sum(total, m, layout.count)
+    assert res.positive_overflows == res.negative_overflows == 0
+    for a, b in zip(codec.decode_sum(res, layout, m), mean):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_decode_overflow_raise_and_nan():

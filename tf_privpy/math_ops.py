@@ -187,8 +187,11 @@ def divide(x: PrivateTensor, y, name: Optional[str] = None) -> PrivateTensor:
     if not C.is_private(x):
         return tf.divide(x, y, name=name)
     h = C.handle_of(x)
-    c = C.public(y)
-    if c.dtype.is_integer:
+    # 1/c in float64, from Python numbers as given: a float32 reciprocal would
+    # carry a 2^-25 relative error, several ulps of x/c in the 128-bit ring.
+    plain = isinstance(y, (int, float)) and not isinstance(y, bool)
+    c = tf.constant(y, tf.float64) if plain else C.public(y)
+    if c.dtype != tf.float64:
         c = tf.cast(c, tf.float64)
     shape = C.broadcast_shape(x.shape, c.shape, "tp.divide")
     x = C.broadcast(h, x, shape)

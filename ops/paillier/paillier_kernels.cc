@@ -103,27 +103,26 @@ Status GetPublic(OpKernelContext* ctx, std::shared_ptr<const PublicKey>* key) {
   return ::tensorflow::OkStatus();
 }
 
-// Inputs 0, 1, 2 = n, p, q.
-Status GetPrivate(OpKernelContext* ctx, std::shared_ptr<const PrivateKey>* key) {
+// Reads inputs 0, 1, 2 = n, p, q and makes a per-key object of them with
+// make(n, p, q, &error): the private key, or the key holder's noise
+// (fixed-base tables where p - 1 and q - 1 factor, s^p otherwise).
+template <typename T, typename Make>
+Status GetFromPrivate(OpKernelContext* ctx, Make make, std::shared_ptr<const T>* out) {
   std::string n, p, q, error;
   TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(0), "n", &n));
   TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(1), "p", &p));
   TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(2), "q", &q));
-  *key = paillier::GetPrivateKey(n, p, q, &error);
-  if (!*key) return errors::InvalidArgument("private key: ", error);
+  *out = make(n, p, q, &error);
+  if (!*out) return errors::InvalidArgument("private key: ", error);
   return ::tensorflow::OkStatus();
 }
 
-// Inputs 0, 1, 2 = n, p, q: the key holder's noise (fixed-base tables where
-// p - 1 and q - 1 factor, s^p otherwise) with its private key.
+Status GetPrivate(OpKernelContext* ctx, std::shared_ptr<const PrivateKey>* key) {
+  return GetFromPrivate(ctx, paillier::GetPrivateKey, key);
+}
+
 Status GetCrtNoise(OpKernelContext* ctx, std::shared_ptr<const paillier::CrtNoise>* noise) {
-  std::string n, p, q, error;
-  TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(0), "n", &n));
-  TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(1), "p", &p));
-  TF_RETURN_IF_ERROR(ReadScalarString(ctx->input(2), "q", &q));
-  *noise = paillier::GetCrtNoise(n, p, q, &error);
-  if (!*noise) return errors::InvalidArgument("private key: ", error);
-  return ::tensorflow::OkStatus();
+  return GetFromPrivate(ctx, paillier::GetCrtNoise, noise);
 }
 
 // A half of the CRT noise: s^p is a half-size exponentiation (ExpCost / 8),
@@ -165,12 +164,64 @@ class PublicNoise {
   std::shared_ptr<const paillier::DjnTable> table_;
 };
 
+// The noise of an encrypting op: the key holder's CRT noise (kCrt: inputs
+// n, p, q) or the public-key noise of the method attr (input n).
+template <bool kCrt>
+class NoiseSource {
+ public:
+  Status Init(OpKernelConstruction* ctx) {
+    return kCrt ? ::tensorflow::OkStatus() : public_.Init(ctx);
+  }
+  Status Prepare(OpKernelContext* ctx) {
+    if (!kCrt) return public_.Prepare(ctx);
+    TF_RETURN_IF_ERROR(GetCrtNoise(ctx, &crt_));
+    return ::tensorflow::OkStatus();
+  }
+  const PublicKey& key() const { return kCrt ? crt_->key->pub : public_.key(); }
+  int64_t Cost() const { return kCrt ? CrtNoiseCost(*crt_) : public_.Cost(); }
+  bool Make(mpz_ptr out, std::string* error) const {
+    return kCrt ? paillier::NoiseCrt(*crt_, out, error) : public_.Make(out, error);
+  }
+  int first_data_input() const { return kCrt ? 3 : 1; }
+
+ private:
+  PublicNoise public_;
+  std::shared_ptr<const paillier::CrtNoise> crt_;
+};
+
+// Runs body(b, e, &sink) over [0, n) on TF's pool with a per-element cost,
+// then fails the op with the first element the body reported.
+template <typename Body>
+void ForEachElement(OpKernelContext* ctx, const char* op, const TensorShape& shape, int64_t n,
+                    int64_t cost, Body body) {
+  ErrorSink sink(op, shape);
+  TfParallelFor(ctx)(n, cost, [&](int64_t b, int64_t e) { body(b, e, &sink); });
+  OP_REQUIRES(ctx, !sink.failed(), sink.status());
+}
+
 Status SameShape(const Tensor& a, const char* an, const Tensor& b, const char* bn) {
   if (a.shape() == b.shape()) return ::tensorflow::OkStatus();
   return errors::InvalidArgument(an, " and ", bn, " must have the same shape, got ",
                                  a.shape().DebugString(), " and ", b.shape().DebugString(),
                                  " (broadcast them first)");
 }
+
+// The start of the elementwise public-key ops with two operands: the key
+// (input 0), two tensors of the same shape (inputs 1, 2) and the ciphertext
+// output of that shape.
+struct TwoOperands {
+  std::shared_ptr<const PublicKey> pk;
+  const Tensor* a = nullptr;
+  const Tensor* b = nullptr;
+  Tensor* out = nullptr;
+  Status Prepare(OpKernelContext* ctx, const char* a_name, const char* b_name) {
+    TF_RETURN_IF_ERROR(GetPublic(ctx, &pk));
+    a = &ctx->input(1);
+    b = &ctx->input(2);
+    TF_RETURN_IF_ERROR(SameShape(*a, a_name, *b, b_name));
+    return ctx->allocate_output(0, a->shape(), &out);
+  }
+};
 
 // Reads a plaintext element (T = int64: signed; T = string: unsigned < n).
 bool ReadPlain(const PublicKey& key, int64_t x, mpz_ptr m, std::string*) {
@@ -248,43 +299,32 @@ template <typename T, bool kCrt>
 class PaillierEncryptOp : public OpKernel {
  public:
   explicit PaillierEncryptOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    if (!kCrt) OP_REQUIRES_OK(ctx, noise_.Init(ctx));
+    OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const paillier::CrtNoise> crt;
-    PublicNoise noise_maker = noise_;
-    const PublicKey* pk;
-    if (kCrt) {
-      OP_REQUIRES_OK(ctx, GetCrtNoise(ctx, &crt));
-      pk = &crt->key->pub;
-    } else {
-      OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
-      pk = &noise_maker.key();
-    }
-    const Tensor& plain = ctx->input(kCrt ? 3 : 1);
+    NoiseSource<kCrt> noise_maker = noise_;
+    OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
+    const PublicKey* pk = &noise_maker.key();
+    const Tensor& plain = ctx->input(noise_maker.first_data_input());
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, plain.shape(), &out));
     const auto in = plain.flat<T>();
     auto res = out->flat<tstring>();
-    ErrorSink sink(kCrt ? "PaillierEncryptCrt" : "PaillierEncrypt", plain.shape());
-    const int64_t cost = kCrt ? CrtNoiseCost(*crt) : noise_maker.Cost();
-    TfParallelFor(ctx)(in.size(), cost, [&](int64_t b, int64_t e) {
+    ForEachElement(ctx, kCrt ? "PaillierEncryptCrt" : "PaillierEncrypt", plain.shape(),
+                   in.size(), noise_maker.Cost(), [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz m(true), noise(true), c;
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        if (!ReadPlain(*pk, in(i), m, &error)) return sink.Report(i, "plaintext", error);
-        const bool ok = kCrt ? paillier::NoiseCrt(*crt, noise, &error)
-                             : noise_maker.Make(noise, &error);
-        if (!ok) return sink.Report(i, "noise for", error);
+        if (!ReadPlain(*pk, in(i), m, &error)) return sink->Report(i, "plaintext", error);
+        if (!noise_maker.Make(noise, &error)) return sink->Report(i, "noise for", error);
         paillier::EncryptWithNoise(*pk, m, noise, c);
         WriteBig(c, pk->c_bytes, &res(i));
       }
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 
  private:
-  PublicNoise noise_;  // configured by the method attr (unused by the CRT op)
+  NoiseSource<kCrt> noise_;  // the public-key method comes from the attr
 };
 
 // PaillierNoise (n, count) and PaillierNoiseCrt (n, p, q, count).
@@ -292,20 +332,13 @@ template <bool kCrt>
 class PaillierNoiseOp : public OpKernel {
  public:
   explicit PaillierNoiseOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
-    if (!kCrt) OP_REQUIRES_OK(ctx, noise_.Init(ctx));
+    OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const paillier::CrtNoise> crt;
-    PublicNoise noise_maker = noise_;
-    const PublicKey* pk;
-    if (kCrt) {
-      OP_REQUIRES_OK(ctx, GetCrtNoise(ctx, &crt));
-      pk = &crt->key->pub;
-    } else {
-      OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
-      pk = &noise_maker.key();
-    }
-    const Tensor& count_t = ctx->input(kCrt ? 3 : 1);
+    NoiseSource<kCrt> noise_maker = noise_;
+    OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
+    const PublicKey* pk = &noise_maker.key();
+    const Tensor& count_t = ctx->input(noise_maker.first_data_input());
     OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(count_t.shape()),
                 errors::InvalidArgument("count must be an int64 scalar, got shape ",
                                         count_t.shape().DebugString()));
@@ -315,23 +348,19 @@ class PaillierNoiseOp : public OpKernel {
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({count}), &out));
     auto res = out->flat<tstring>();
-    ErrorSink sink(kCrt ? "PaillierNoiseCrt" : "PaillierNoise", out->shape());
-    const int64_t cost = kCrt ? CrtNoiseCost(*crt) : noise_maker.Cost();
-    TfParallelFor(ctx)(count, cost, [&](int64_t b, int64_t e) {
+    ForEachElement(ctx, kCrt ? "PaillierNoiseCrt" : "PaillierNoise", out->shape(), count,
+                   noise_maker.Cost(), [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz noise(true);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        const bool ok = kCrt ? paillier::NoiseCrt(*crt, noise, &error)
-                             : noise_maker.Make(noise, &error);
-        if (!ok) return sink.Report(i, "noise", error);
+        if (!noise_maker.Make(noise, &error)) return sink->Report(i, "noise", error);
         WriteBig(noise, pk->c_bytes, &res(i));
       }
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 
  private:
-  PublicNoise noise_;
+  NoiseSource<kCrt> noise_;
 };
 
 template <typename T>
@@ -339,31 +368,26 @@ class PaillierEncryptWithNoiseOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const PublicKey> pk;
-    OP_REQUIRES_OK(ctx, GetPublic(ctx, &pk));
-    const Tensor& plain = ctx->input(1);
-    const Tensor& noise_t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, SameShape(plain, "plaintext", noise_t, "noise"));
-    Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, plain.shape(), &out));
-    const auto in = plain.flat<T>();
-    const auto noise = noise_t.flat<tstring>();
-    auto res = out->flat<tstring>();
-    ErrorSink sink("PaillierEncryptWithNoise", plain.shape());
-    TfParallelFor(ctx)(in.size(), 2 * MulCost(*pk), [&](int64_t b, int64_t e) {
+    TwoOperands io;
+    OP_REQUIRES_OK(ctx, io.Prepare(ctx, "plaintext", "noise"));
+    const PublicKey* pk = io.pk.get();
+    const auto in = io.a->flat<T>();
+    const auto noise = io.b->flat<tstring>();
+    auto res = io.out->flat<tstring>();
+    ForEachElement(ctx, "PaillierEncryptWithNoise", io.a->shape(), in.size(), 2 * MulCost(*pk),
+                   [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz m(true), r(true), c;
       paillier::UnitChecker units(*pk);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        if (!ReadPlain(*pk, in(i), m, &error)) return sink.Report(i, "plaintext", error);
-        if (!ReadCipher(*pk, noise(i), r, &error)) return sink.Report(i, "noise", error);
+        if (!ReadPlain(*pk, in(i), m, &error)) return sink->Report(i, "plaintext", error);
+        if (!ReadCipher(*pk, noise(i), r, &error)) return sink->Report(i, "noise", error);
         units.Add(r);
         paillier::EncryptWithNoise(*pk, m, r, c);
         WriteBig(c, pk->c_bytes, &res(i));
       }
-      CheckUnits(*pk, noise, b, e, &units, "noise", &sink);
+      CheckUnits(*pk, noise, b, e, &units, "noise", sink);
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 };
 
@@ -380,20 +404,19 @@ class PaillierDecryptOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, cipher.shape(), &out));
     const auto in = cipher.flat<tstring>();
     auto res = out->flat<T>();
-    ErrorSink sink("PaillierDecrypt", cipher.shape());
-    TfParallelFor(ctx)(in.size(), ExpCost(pk) / 2, [&](int64_t b, int64_t e) {
+    ForEachElement(ctx, "PaillierDecrypt", cipher.shape(), in.size(), ExpCost(pk) / 2,
+                   [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz c, m(true);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
         if (!ReadCipher(pk, in(i), c, &error) || !paillier::Decrypt(*sk, c, m, &error))
-          return sink.Report(i, "ciphertext", error);
+          return sink->Report(i, "ciphertext", error);
         if (!Store(pk, m, &res(i)))
-          return sink.Report(i, "decrypted",
-                             "does not fit in int64 (|value| >= 2^63); decrypt with "
-                             "out_type=tf.string to get the full integer in [0, n)");
+          return sink->Report(i, "decrypted",
+                              "does not fit in int64 (|value| >= 2^63); decrypt with "
+                              "out_type=tf.string to get the full integer in [0, n)");
       }
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 
  private:
@@ -410,35 +433,30 @@ class PaillierAddOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const PublicKey> pk;
-    OP_REQUIRES_OK(ctx, GetPublic(ctx, &pk));
-    const Tensor& a_t = ctx->input(1);
-    const Tensor& b_t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, SameShape(a_t, "a", b_t, "b"));
-    Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, a_t.shape(), &out));
-    const auto a = a_t.flat<tstring>();
-    const auto bb = b_t.flat<tstring>();
-    auto res = out->flat<tstring>();
-    ErrorSink sink("PaillierAdd", a_t.shape());
-    TfParallelFor(ctx)(a.size(), 2 * MulCost(*pk), [&](int64_t b, int64_t e) {
+    TwoOperands io;
+    OP_REQUIRES_OK(ctx, io.Prepare(ctx, "a", "b"));
+    const PublicKey* pk = io.pk.get();
+    const auto a = io.a->flat<tstring>();
+    const auto bb = io.b->flat<tstring>();
+    auto res = io.out->flat<tstring>();
+    ForEachElement(ctx, "PaillierAdd", io.a->shape(), a.size(), 2 * MulCost(*pk),
+                   [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz x, y, z;
       // The product of a and b is a unit iff both are: checking the sums
       // checks the inputs at half the cost.
       paillier::UnitChecker units(*pk);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        if (!ReadCipher(*pk, a(i), x, &error)) return sink.Report(i, "a", error);
-        if (!ReadCipher(*pk, bb(i), y, &error)) return sink.Report(i, "b", error);
+        if (!ReadCipher(*pk, a(i), x, &error)) return sink->Report(i, "a", error);
+        if (!ReadCipher(*pk, bb(i), y, &error)) return sink->Report(i, "b", error);
         paillier::Add(*pk, x, y, z);
         units.Add(z);
         WriteBig(z, pk->c_bytes, &res(i));
       }
       if (units.AllUnits()) return;
-      CheckUnits(*pk, a, b, e, &units, "a", &sink);  // units is known bad: scans
-      CheckUnits(*pk, bb, b, e, &units, "b", &sink);
+      CheckUnits(*pk, a, b, e, &units, "a", sink);  // units is known bad: scans
+      CheckUnits(*pk, bb, b, e, &units, "b", sink);
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 };
 
@@ -447,34 +465,29 @@ class PaillierMulPlainOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
-    std::shared_ptr<const PublicKey> pk;
-    OP_REQUIRES_OK(ctx, GetPublic(ctx, &pk));
-    const Tensor& c_t = ctx->input(1);
-    const Tensor& k_t = ctx->input(2);
-    OP_REQUIRES_OK(ctx, SameShape(c_t, "ciphertext", k_t, "k"));
-    Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, c_t.shape(), &out));
-    const auto cin = c_t.flat<tstring>();
-    const auto kin = k_t.flat<T>();
-    auto res = out->flat<tstring>();
-    ErrorSink sink("PaillierMulPlain", c_t.shape());
+    TwoOperands io;
+    OP_REQUIRES_OK(ctx, io.Prepare(ctx, "ciphertext", "k"));
+    const PublicKey* pk = io.pk.get();
+    const auto cin = io.a->flat<tstring>();
+    const auto kin = io.b->flat<T>();
+    auto res = io.out->flat<tstring>();
     // int64 factors cost ~64 squarings, big-integer ones a full exponentiation.
     const int64_t cost = std::is_same<T, int64_t>::value ? 64 * MulCost(*pk) : ExpCost(*pk);
-    TfParallelFor(ctx)(cin.size(), cost, [&](int64_t b, int64_t e) {
+    ForEachElement(ctx, "PaillierMulPlain", io.a->shape(), cin.size(), cost,
+                   [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz c, k(true), z;
       paillier::UnitChecker units(*pk);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        if (!ReadCipher(*pk, cin(i), c, &error)) return sink.Report(i, "ciphertext", error);
-        if (!ReadFactor(*pk, kin(i), k, &error)) return sink.Report(i, "k", error);
+        if (!ReadCipher(*pk, cin(i), c, &error)) return sink->Report(i, "ciphertext", error);
+        if (!ReadFactor(*pk, kin(i), k, &error)) return sink->Report(i, "k", error);
         units.Add(c);
         if (!paillier::MulPlain(*pk, c, k, z, &error))
-          return sink.Report(i, "ciphertext", error);
+          return sink->Report(i, "ciphertext", error);
         WriteBig(z, pk->c_bytes, &res(i));
       }
-      CheckUnits(*pk, cin, b, e, &units, "ciphertext", &sink);
+      CheckUnits(*pk, cin, b, e, &units, "ciphertext", sink);
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 };
 
@@ -492,21 +505,20 @@ class PaillierRerandomizeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, c_t.shape(), &out));
     const auto cin = c_t.flat<tstring>();
     auto res = out->flat<tstring>();
-    ErrorSink sink("PaillierRerandomize", c_t.shape());
-    TfParallelFor(ctx)(cin.size(), noise_maker.Cost(), [&](int64_t b, int64_t e) {
+    ForEachElement(ctx, "PaillierRerandomize", c_t.shape(), cin.size(), noise_maker.Cost(),
+                   [&](int64_t b, int64_t e, ErrorSink* sink) {
       Mpz c, noise(true), z;
       paillier::UnitChecker units(*pk);
       std::string error;
       for (int64_t i = b; i < e; ++i) {
-        if (!ReadCipher(*pk, cin(i), c, &error)) return sink.Report(i, "ciphertext", error);
+        if (!ReadCipher(*pk, cin(i), c, &error)) return sink->Report(i, "ciphertext", error);
         units.Add(c);
-        if (!noise_maker.Make(noise, &error)) return sink.Report(i, "noise for", error);
+        if (!noise_maker.Make(noise, &error)) return sink->Report(i, "noise for", error);
         paillier::Add(*pk, c, noise, z);
         WriteBig(z, pk->c_bytes, &res(i));
       }
-      CheckUnits(*pk, cin, b, e, &units, "ciphertext", &sink);
+      CheckUnits(*pk, cin, b, e, &units, "ciphertext", sink);
     });
-    OP_REQUIRES(ctx, !sink.failed(), sink.status());
   }
 
  private:

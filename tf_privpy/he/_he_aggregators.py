@@ -118,11 +118,12 @@ class BatchCryptAggregator(_PaillierBase):
                 total = _pl.decrypt(self._private_key,
                                     _pl.deserialize(download, self.public_key), tf.string)
                 res = codec.unpack_sum(total, m, layout.count)
+                decoded = codec.decode_sum(res, layout, num_summands=m, reduce="sum",
+                                           on_overflow=self.on_overflow)
                 if result is None:
                     report.positive_overflows = int(res.positive_overflows)
                     report.negative_overflows = int(res.negative_overflows)
-                    result = codec.decode(total, layout, num_summands=m, reduce="sum",
-                                          on_overflow=self.on_overflow)
+                    result = decoded
         report.decrypt_s += time.perf_counter() - t0
         return [r.astype(u.dtype) for r, u in zip(result, updates[0])], report
 

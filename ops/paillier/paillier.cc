@@ -92,7 +92,8 @@ bool MakePublicKey(const std::string& n, PublicKey* out, std::string* error) {
   mpz_mul(out->n2, out->n, out->n);
   mpz_sub_ui(out->half, out->n, 1);
   mpz_fdiv_q_2exp(out->half, out->half, 1);
-  return true;
+  out->mont_n2 = MontModulus::Make(out->n2, error);
+  return out->mont_n2 != nullptr;
 }
 
 bool MakePrivateKey(const std::string& n, const std::string& p, const std::string& q,
@@ -126,6 +127,9 @@ bool MakePrivateKey(const std::string& n, const std::string& p, const std::strin
   }
   mpz_mul(out->p2, out->p, out->p);
   mpz_mul(out->q2, out->q, out->q);
+  out->mont_p2 = MontModulus::Make(out->p2, error);
+  out->mont_q2 = MontModulus::Make(out->q2, error);
+  if (!out->mont_p2 || !out->mont_q2) return false;
   // h_p = L_p(g^(p-1) mod p^2)^-1 mod p with g = n + 1 (phe computes the same).
   Mpz g;
   mpz_add_ui(g, out->pub.n, 1);
@@ -390,9 +394,8 @@ bool NoiseGeneric(const PublicKey& key, mpz_ptr out, std::string* error) {
   do {  // gcd(r, n) != 1 would factor n: probability about 2^-(bits/2 - 1)
     if (!RandomBelow(key.n, 1, r, error)) return false;
   } while (!IsUnit(key, r));
-  // Public exponent n: mpz_powm (its timing depends on the exponent only).
-  mpz_powm(out, r, key.n, key.n2);
-  return true;
+  // Public exponent n; the secret r is safe in a constant-time exponentiation.
+  return key.mont_n2->Pow(out, r, key.n, error);
 }
 
 // Why this is exactly the distribution of r^n mod n^2 for r uniform in Z*_n:
@@ -416,13 +419,12 @@ namespace {
 
 // One half of the CRT noise: a uniform element of T_p (the order-(p-1)
 // subgroup of Z*_{p^2}), from the table if there is one, else s^p.
-bool HalfNoise(mpz_srcptr prime, mpz_srcptr square, const NoiseComb* comb, mpz_ptr out,
-               std::string* error) {
+bool HalfNoise(mpz_srcptr prime, const MontModulus& square, const NoiseComb* comb,
+               mpz_ptr out, std::string* error) {
   if (comb != nullptr) return NoiseCombSample(*comb, out, error);
   Mpz s(true);
   if (!RandomBelow(prime, 1, s, error)) return false;
-  mpz_powm_sec(out, s, prime, square);  // secret exponent p: constant time
-  return true;
+  return square.Pow(out, s, prime, error);  // secret exponent p: constant time
 }
 
 }  // namespace
@@ -430,8 +432,8 @@ bool HalfNoise(mpz_srcptr prime, mpz_srcptr square, const NoiseComb* comb, mpz_p
 bool internal::CrtNoiseFrom(const PrivateKey& key, const NoiseComb* comb_p,
                             const NoiseComb* comb_q, mpz_ptr out, std::string* error) {
   Mpz a(true), b(true);
-  if (!HalfNoise(key.p, key.p2, comb_p, a, error) ||
-      !HalfNoise(key.q, key.q2, comb_q, b, error))
+  if (!HalfNoise(key.p, *key.mont_p2, comb_p, a, error) ||
+      !HalfNoise(key.q, *key.mont_q2, comb_q, b, error))
     return false;
   // out = a + p^2 ((b - a) (p^2)^-1 mod q^2), the CRT combination mod n^2.
   mpz_sub(b, b, a);
@@ -459,8 +461,10 @@ bool Decrypt(const PrivateKey& key, mpz_srcptr c, mpz_ptr m, std::string* error)
   Mpz x(true), mp(true), mq(true);
   struct Half {
     mpz_srcptr prime, square, minus1, h;
+    const MontModulus* mont;
     mpz_ptr out;
-  } halves[2] = {{key.p, key.p2, key.pm1, key.hp, mp}, {key.q, key.q2, key.qm1, key.hq, mq}};
+  } halves[2] = {{key.p, key.p2, key.pm1, key.hp, key.mont_p2.get(), mp},
+                 {key.q, key.q2, key.qm1, key.hq, key.mont_q2.get(), mq}};
   for (const Half& h : halves) {
     mpz_mod(x, c, h.square);
     if (mpz_divisible_p(x, h.prime)) {
@@ -468,7 +472,7 @@ bool Decrypt(const PrivateKey& key, mpz_srcptr c, mpz_ptr m, std::string* error)
                "ciphertext of this key";
       return false;
     }
-    mpz_powm_sec(x, x, h.minus1, h.square);  // secret exponent: constant time
+    if (!h.mont->Pow(x, x, h.minus1, error)) return false;  // secret exponent: constant time
     mpz_sub_ui(x, x, 1);
     mpz_divexact(x, x, h.prime);
     mpz_mul(x, x, h.h);

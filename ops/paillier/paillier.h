@@ -32,15 +32,17 @@
 // form (first byte non-zero), ciphertexts in exactly CiphertextBytes() bytes,
 // plaintexts in at most ModulusBytes() bytes, results in exactly that width.
 //
-// Side channels. Exponents that are secret use mpz_powm_sec (GMP's
+// Side channels. Exponentiations modulo p^2, q^2 and n^2 by p-1, q-1 (Decrypt),
+// p, q (NoiseCrt without tables) and n (NoiseGeneric) run through OpenSSL's
+// constant-time Montgomery exponentiation (paillier_modexp.h: faster here than
+// GMP's); the plaintext factor k in MulPlain uses mpz_powm_sec (GMP's
 // constant-time exponentiation: run time and memory accesses independent of
-// the exponent's bits and of the base): p-1 and q-1 in Decrypt, p and q in
-// NoiseCrt, the plaintext factor k in MulPlain (its sign and whether it is 0
-// still show). The fixed-base noise reads its table with mpn_sec_tabselect and
+// the exponent's bits and of the base; its sign and whether it is 0 still
+// show). The fixed-base noise reads its table with mpn_sec_tabselect and
 // multiplies with mpn_sec_mul and a Montgomery reduction made of mpn_addmul_1
 // and a conditional swap, one product per window whatever the digit: its time
 // and memory accesses do not depend on the secret exponent. The generic noise
-// r^n has a public exponent n and uses mpz_powm. One-time key setup (primality
+// r^n has a public exponent n (constant-time anyway). One-time key setup (primality
 // tests, trial division of p - 1, the generator search) is not constant-time.
 // GMP's own temporaries are not wiped after use (as in phe/gmpy2); the key
 // material held here (keys, fixed-base tables) is wiped when its object is
@@ -57,6 +59,7 @@
 #include <vector>
 
 #include "ops/common/parallel.h"
+#include "ops/paillier/paillier_modexp.h"
 
 namespace tf_privpy {
 namespace paillier {
@@ -90,6 +93,7 @@ struct PublicKey {
   int bits = 0;          // bit length of n
   size_t n_bytes = 0;    // ceil(bits / 8): width of plaintexts and of n
   size_t c_bytes = 0;    // 2 n_bytes: width of ciphertexts
+  std::shared_ptr<const MontModulus> mont_n2;  // n^2 for OpenSSL's exponentiation
   size_t CiphertextBytes() const { return c_bytes; }
   size_t ModulusBytes() const { return n_bytes; }
 };
@@ -102,6 +106,7 @@ struct PrivateKey {
   Mpz hp{true}, hq{true};                    // h_p, h_q (see the header comment)
   Mpz p_inv_q{true};                         // p^-1 mod q
   Mpz p2_inv_q2{true};                       // (p^2)^-1 mod q^2
+  std::shared_ptr<const MontModulus> mont_p2, mont_q2;  // p^2, q^2 (wiped when freed)
 };
 
 // ---- keys ------------------------------------------------------------------

@@ -3,7 +3,25 @@ import json
 import os
 import platform
 import time
-from typing import Dict, List
+from typing import Callable, Dict, List, Tuple
+
+
+def timings(fn: Callable[[], object], reps: int) -> Tuple[float, float]:
+    """(best, median) seconds of `reps` calls of fn after one warm-up call
+    (tracing, allocation)."""
+    fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[0], ts[len(ts) // 2]
+
+
+def best_time(fn: Callable[[], object], reps: int) -> float:
+    """Best of `reps` timed calls after a warm-up call, in seconds."""
+    return timings(fn, reps)[0]
 
 
 def machine() -> Dict[str, str]:

@@ -36,23 +36,13 @@ ANCHORS = {"privpy_cmp_per_s": 150_125, "obliv_c_cmp_per_s": 78_431,
 flags.DEFINE_integer("fn_n", 10_000, "elements for the derived-function timings")
 
 
-def best_time(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return min(ts)
-
-
 def main(argv):
     del argv
     tp.init()
     import numpy as np
     import tensorflow as tf
 
-    from _report import bar_png, machine, print_table, write_json
+    from _report import bar_png, best_time, machine, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "anchors": ANCHORS, "compare": [], "relu": [], "tasks": [],

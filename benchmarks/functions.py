@@ -12,7 +12,6 @@ one round; "binary_search": one comparison per level, a few levels):
 Results go to benchmarks/results/functions.json.
 """
 import os
-import time
 
 from absl import app, flags
 
@@ -41,22 +40,12 @@ DOMAINS = {"exp": (-20, 10), "reciprocal": (0.01, 1000), "divide": (0.01, 1000),
 NO_RANGE_REDUCTION = ("sigmoid", "tanh", "sigmoid_folded", "tanh_folded")
 
 
-def best_time(fn, reps):
-    fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return min(ts)
-
-
 def main(argv):
     del argv
     import numpy as np
     import tensorflow as tf
 
-    from _report import machine, print_table, write_json
+    from _report import best_time, machine, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     fns = {"exp": tp.exp, "reciprocal": tp.math.reciprocal, "sqrt": tp.sqrt,
            "rsqrt": tp.math.rsqrt, "log": tp.math.log, "sigmoid": tp.sigmoid, "tanh": tp.tanh,

@@ -11,7 +11,6 @@ Targets (issue #2, 2 cores): >= 20 M mult/s (64-bit ring), >= 8 M/s (128-bit);
 1024^2 matmul within 30x (64-bit) / 100x (128-bit) of float32 tf.matmul.
 """
 import os
-import time
 
 from absl import app, flags
 
@@ -30,24 +29,13 @@ TARGET_MUL = {64: 20e6, 128: 8e6}
 TARGET_MM_RATIO = {64: 30, 128: 100}
 
 
-def timeit(fn, reps):
-    fn()  # warm-up (tracing, allocation)
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    ts.sort()
-    return ts[0], ts[len(ts) // 2]
-
-
 def main(argv):
     del argv
     tp.init()
     import numpy as np
     import tensorflow as tf
 
-    from _report import bar_png, machine, print_table, write_json
+    from _report import bar_png, machine, print_table, timings, write_json
 
     tf.get_logger().setLevel("ERROR")  # one tf.function per size is intended
     rng = np.random.default_rng(0)
@@ -57,12 +45,12 @@ def main(argv):
     # plaintext baselines, same run
     xf = tf.constant(rng.normal(0, 1, F.mul_n), tf.float32)
     plain_mul = tf.function(lambda a, b: a * b)
-    pm_best, _ = timeit(lambda: plain_mul(xf, xf).numpy(), F.reps)
+    pm_best, _ = timings(lambda: plain_mul(xf, xf).numpy(), F.reps)
     plain_mm = {}
     for s in map(int, F.sizes):
         m = tf.constant(rng.normal(0, 1, (s, s)), tf.float32)
         f = tf.function(lambda a, b: tf.matmul(a, b))
-        plain_mm[s] = timeit(lambda: f(m, m).numpy(), F.reps)[0]
+        plain_mm[s] = timings(lambda: f(m, m).numpy(), F.reps)[0]
 
     for bits in map(int, F.rings):
         tp.reset()
@@ -70,7 +58,7 @@ def main(argv):
         x = tp.share(rng.normal(0, 10, F.mul_n))
         y = tp.share(rng.normal(0, 10, F.mul_n))
         mul = tf.function(lambda a, b: a * b)
-        best, med = timeit(lambda: mul(x, y).share0.shape, F.reps)
+        best, med = timings(lambda: mul(x, y).share0.shape, F.reps)
         results["mul"].append({
             "ring": bits, "n": F.mul_n, "best_s": best, "median_s": med,
             "mul_per_s": F.mul_n / best, "target_mul_per_s": TARGET_MUL[bits],
@@ -80,7 +68,7 @@ def main(argv):
             a = tp.share(rng.normal(0, 1, (s, s)))
             b = tp.share(rng.normal(0, 1, (s, s)))
             mm = tf.function(lambda u, v: u @ v)
-            best, med = timeit(lambda: mm(a, b).share0.shape, max(2, F.reps // 2))
+            best, med = timings(lambda: mm(a, b).share0.shape, max(2, F.reps // 2))
             results["matmul"].append({
                 "ring": bits, "size": s, "best_s": best, "median_s": med,
                 "plaintext_s": plain_mm[s], "ratio": best / plain_mm[s],

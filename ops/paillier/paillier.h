@@ -35,15 +35,17 @@
 // Side channels. Exponentiations modulo p^2, q^2 and n^2 by p-1, q-1 (Decrypt),
 // p, q (NoiseCrt without tables) and n (NoiseGeneric) run through OpenSSL's
 // constant-time Montgomery exponentiation (paillier_modexp.h: faster here than
-// GMP's); the plaintext factor k in MulPlain uses mpz_powm_sec (GMP's
+// GMP's; inside TensorFlow the same BN API binds to TF's bundled BoringSSL,
+// constant-time too); the plaintext factor k in MulPlain uses mpz_powm_sec (GMP's
 // constant-time exponentiation: run time and memory accesses independent of
 // the exponent's bits and of the base; its sign and whether it is 0 still
 // show). The fixed-base noise reads its table with mpn_sec_tabselect and
 // multiplies with mpn_sec_mul and a Montgomery reduction made of mpn_addmul_1
 // and a conditional swap, one product per window whatever the digit: its time
 // and memory accesses do not depend on the secret exponent. The generic noise
-// r^n has a public exponent n (constant-time anyway). One-time key setup (primality
-// tests, trial division of p - 1, the generator search) is not constant-time.
+// r^n has a public exponent n (constant-time anyway). One-time key setup
+// (primality tests, trial division of p - 1, the generator search) is not
+// constant-time.
 // GMP's own temporaries are not wiped after use (as in phe/gmpy2); the key
 // material held here (keys, fixed-base tables) is wiped when its object is
 // destroyed.

@@ -17,17 +17,15 @@ every call. Take noise eagerly and pass it into the function as an argument.
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 import tensorflow as tf
 
 from . import kernels as K
 from .paillier import NoisePoolExhaustedError, PaillierError, PrivateKey, PublicKey
-
-Progress = Union[bool, Callable[[int, int, float], None]]
+from .progress import Progress, ProgressReporter
 
 
 class NoisePool:
@@ -150,7 +148,8 @@ class NoisePool:
         return t.numpy().tolist()
 
     def _fill(self) -> None:
-        last_report = 0.0
+        reporter = ProgressReporter(self._progress, 0, "paillier NoisePool", "noise values",
+                                    started_at=self._started_at)
         try:
             while True:
                 with self._cond:
@@ -166,25 +165,12 @@ class NoisePool:
                     self._target -= count
                     done, total = self._made, self._made + self._target
                     self._cond.notify_all()
-                now = time.monotonic()
-                if done == total or now - last_report >= 1.0:
-                    last_report = now
-                    self._report(done, total, now - self._started_at)
+                reporter.update(done, total)
         except BaseException as e:  # surfaced by take()/wait()
             with self._cond:
                 self._error = e
                 self._running = False
                 self._cond.notify_all()
-
-    def _report(self, done: int, total: int, elapsed: float) -> None:
-        if callable(self._progress):
-            self._progress(done, total, elapsed)
-        elif self._progress:
-            eta = elapsed / done * (total - done) if done else 0.0
-            sys.stderr.write(f"paillier NoisePool: {done}/{total} noise values "
-                             f"({100.0 * done / max(total, 1):.0f}%), {elapsed:.1f} s, "
-                             f"~{eta:.0f} s left\n")
-            sys.stderr.flush()
 
     def _raise_error(self) -> None:
         if self._error is not None:

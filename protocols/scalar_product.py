@@ -48,23 +48,22 @@ from __future__ import annotations
 import dataclasses
 import queue
 import secrets
-import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from . import paillier as P
 from . import paillier_io as io
+from .progress import Progress, ProgressReporter
 
 KINDS = ("auto", "binary", "integer")
 DEFAULT_CHUNK = 4096
 SIGMA = 40            # statistical hiding 2^-SIGMA of the per-client-key blinding
 _INT64_LIMIT = 1 << 62
 
-Progress = Union[bool, Callable[[int, int, float], None], None]
 
 
 class ScalarProductError(ValueError):
@@ -369,32 +368,6 @@ class ScalarProductResult:
                 f"total {self.timings.get('total', 0.0):.3f}s>")
 
 
-class _Progress:
-    def __init__(self, progress: Progress, total: int, what: str):
-        self.fn, self.total, self.what = progress, total, what
-        self.done, self.t0, self.last = 0, time.monotonic(), 0.0
-        self.lock = threading.Lock()
-
-    def add(self, n: int) -> None:
-        if not self.fn:
-            return
-        with self.lock:
-            self.done += n
-            now = time.monotonic()
-            if self.done < self.total and now - self.last < 1.0:
-                return
-            self.last = now
-            done, elapsed = self.done, now - self.t0
-        if callable(self.fn):
-            self.fn(done, self.total, elapsed)
-        else:
-            eta = elapsed / done * (self.total - done) if done else 0.0
-            sys.stderr.write(f"{self.what}: {done}/{self.total} elements "
-                             f"({100.0 * done / max(self.total, 1):.0f}%), {elapsed:.1f} s, "
-                             f"~{eta:.0f} s left\n")
-            sys.stderr.flush()
-
-
 def pipelined(items: Iterable, depth: int = 2) -> Iterator:
     """Runs the producer `items` in a background thread, at most `depth`
     items ahead of the consumer (bounded memory); re-raises its errors."""
@@ -435,7 +408,7 @@ def pipelined(items: Iterable, depth: int = 2) -> Iterator:
         t.join()
 
 
-def _timed_chunks(bob: Bob, chunk_size: int, times: dict, progress: _Progress):
+def _timed_chunks(bob: Bob, chunk_size: int, times: dict, progress: ProgressReporter):
     for start in range(0, len(bob.y), chunk_size):
         t0 = time.perf_counter()
         c = bob.encrypt(start, min(start + chunk_size, len(bob.y)))
@@ -446,7 +419,7 @@ def _timed_chunks(bob: Bob, chunk_size: int, times: dict, progress: _Progress):
 
 def run_client(bob: Optional[Bob], alice: Alice, chunks: Optional[List[P.EncryptedTensor]],
                mask: int, decrypt: Callable[[P.EncryptedTensor], int], tag: str,
-               chunk_size: int, transcript: Transcript, progress: _Progress,
+               chunk_size: int, transcript: Transcript, progress: ProgressReporter,
                pipeline: bool) -> dict:
     """One client's run: Bob's chunks -> Alice -> one blinded ciphertext ->
     Bob's decryption. Returns its timings and the decrypted signed value."""
@@ -528,7 +501,7 @@ def encrypt_vector(key: Any, y: Any, *, kind: str = "auto", y_bound: Optional[in
     chunk_size = check_chunk(chunk_size)
     sizes = split_sizes(len(y), len(keys))
     noises = _as_list(noise, len(keys), "noise")
-    prog = _Progress(progress, len(y), "scalar product: encrypting y")
+    prog = ProgressReporter(progress, len(y), "scalar product: encrypting y")
     bound = default_bound(y, kind) if y_bound is None else y_bound
     out, start = [], 0
     for k, size, nz in zip(keys, sizes, noises):
@@ -628,7 +601,7 @@ def scalar_product(x: Any, y: Any = None, key: Any = None, *, kind: str = "auto"
             "values" + ("" if shared else " or a larger share_bits"))
     masks = [draw_mask(mask_bound) for _ in range(k)]
     transcript = Transcript()
-    prog = _Progress(progress, len(x), "scalar product")
+    prog = ProgressReporter(progress, len(x), "scalar product")
     for i, a in enumerate(alices):
         transcript.record(f"bob{i}", f"alice{i}", a.header,
                           len(a.header.fingerprint) + 3 * 8)

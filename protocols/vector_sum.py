@@ -41,7 +41,6 @@ duplicate uploads (the count it reports is not authenticated).
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from typing import Any, List, Optional, Sequence
 
@@ -51,6 +50,7 @@ import tensorflow as tf
 from . import kernels as K
 from . import paillier as P
 from . import paillier_io as io
+from .progress import Progress, ProgressReporter
 
 
 class VectorSumError(ValueError):
@@ -363,7 +363,7 @@ class VectorSumResult:
 
 def vector_sum(vectors: Any, max_value: int, key: P.PrivateKey, *,
                max_users: Optional[int] = None, noise: Any = None, users_per_batch: int = 256,
-               fan_in: int = 256, progress: Any = False) -> VectorSumResult:
+               fan_in: int = 256, progress: Progress = False) -> VectorSumResult:
     """Simulates the whole protocol in one process (users, server, key
     holder); see tf_privpy.he.vector_sum."""
     if not isinstance(key, P.PrivateKey):
@@ -388,7 +388,7 @@ def vector_sum(vectors: Any, max_value: int, key: P.PrivateKey, *,
     server = Server(pk, spec, fan_in)
     t_users = t_server = 0.0
     upload_bytes = None
-    last = time.monotonic()
+    prog = ProgressReporter(progress, users, "vector sum", "users encrypted and summed")
     for start in range(0, users, batch):
         t0 = time.perf_counter()
         uploads = encrypt_users(pk, spec, a[start:start + batch], noise, first_user=start)
@@ -397,14 +397,7 @@ def vector_sum(vectors: Any, max_value: int, key: P.PrivateKey, *,
         t0 = time.perf_counter()
         server.receive(uploads)
         t_server += time.perf_counter() - t0
-        if progress and (time.monotonic() - last >= 1.0 or start + batch >= users):
-            last = time.monotonic()
-            done = min(start + batch, users)
-            if callable(progress):
-                progress(done, users, time.perf_counter() - t_start)
-            else:
-                sys.stderr.write(f"vector sum: {done}/{users} users encrypted and summed, "
-                                 f"{time.perf_counter() - t_start:.1f} s\n")
+        prog.update(min(start + batch, users))
     t0 = time.perf_counter()
     blob, count = server.total()
     t_server += time.perf_counter() - t0

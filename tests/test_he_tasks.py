@@ -234,6 +234,23 @@ def test_progress_reports(key1024):
     tp.he.scalar_product(np.ones(300, int), np.ones(300, int), sk, chunk_size=100,
                          progress=lambda done, total, s: seen.append((done, total)))
     assert seen and seen[-1] == (300, 300)
+    seen.clear()
+    v = np.ones((5, 4), int)
+    tp.he.vector_sum(v, 1, sk, users_per_batch=2,
+                     progress=lambda done, total, s: seen.append((done, total)))
+    assert seen and seen[-1] == (5, 5)
+
+
+def test_progress_reporter_prints_at_most_once_a_second_and_at_the_end(capsys):
+    from tf_privpy.protocols.progress import ProgressReporter
+    rep = ProgressReporter(True, 10, "demo", "items")
+    for _ in range(10):
+        rep.add(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("demo: 10/10 items (100%)") and len(lines) <= 2
+    rep = ProgressReporter(False, 10, "silent")
+    rep.add(10)
+    assert capsys.readouterr().err == ""
 
 
 # ------------------------------------------------------------ vector sum

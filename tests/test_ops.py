@@ -83,6 +83,11 @@ def test_mixed_public(ring, mode, rng):
     # numpy on the left defers to PrivateTensor
     close((c * p).reveal(), x * c, public_mul_tol(x, c, f))
     close((c + p).reveal(), x + c, linear_tol(f))
+    # Python floats are encoded from their exact (float64) value, not float32's:
+    # float32(1000.1) is 3e-5 off, 32 ulps in the 128-bit ring
+    close(run(mode, lambda a: a + 1000.1, p).reveal(), x + 1000.1, linear_tol(f))
+    close(run(mode, lambda a: a * 1000.1, p).reveal(), x * 1000.1, public_mul_tol(x, 1000.1, f))
+    assert (tp.share(np.float32([1.0])) + 1000.1).dtype == tf.float32   # TF's dtype rule
 
 
 def test_divide_by_public(ring, mode, rng):

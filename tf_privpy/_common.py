@@ -17,14 +17,40 @@ def is_private(v) -> bool:
     return isinstance(v, PrivateTensor)
 
 
+def _python_floats(v) -> bool:
+    """A Python float, or a (nested) list/tuple holding one."""
+    if isinstance(v, float):
+        return True
+    return isinstance(v, (list, tuple)) and any(_python_floats(u) for u in v)
+
+
 def public(v) -> tf.Tensor:
-    """A public operand as a tensor the encoder accepts."""
-    t = tf.convert_to_tensor(v)
+    """A public operand as a tensor the encoder accepts.
+
+    Python floats (and lists of them) become float64, exact: TF's default
+    float32 would round 1000.1 by 3e-5 and 1/3 by 2^-25 relative, tens of
+    ulps of the 128-bit ring's 2^-20 grid. The result's dtype still follows
+    TF's conversion (`operand_dtype`)."""
+    t = tf.constant(v, tf.float64) if _python_floats(v) else tf.convert_to_tensor(v)
     if t.dtype == tf.bool:
         t = tf.cast(t, tf.int32)
     if t.dtype not in ENCODABLE:
         t = tf.cast(t, tf.float64)
     return t
+
+
+def operand_dtype(v) -> tf.DType:
+    """The dtype an operand gives a result: a PrivateTensor's own, else what
+    tf.convert_to_tensor makes of it (float32 for Python floats, as in TF)."""
+    if is_private(v):
+        return v.dtype
+    if _python_floats(v):
+        return tf.float32
+    dtype = getattr(v, "dtype", None)
+    try:
+        return tf.as_dtype(dtype) if dtype is not None else tf.convert_to_tensor(v).dtype
+    except TypeError:
+        return tf.convert_to_tensor(v).dtype
 
 
 def result_dtype(*dtypes: tf.DType) -> tf.DType:

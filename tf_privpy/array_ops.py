@@ -22,7 +22,7 @@ def _many(values: Sequence, fn, what: str) -> PrivateTensor:
     if not values:
         raise ValueError(f"{what} needs at least one tensor")
     h = C.handle_of(*values)
-    dtype = C.result_dtype(*[v.dtype for v in values])
+    dtype = C.result_dtype(*[C.operand_dtype(v) for v in values])
     if not all(C.is_private(v) for v in values):
         # Public members are shared as public constants (share 1 holds zero).
         values = [v if C.is_private(v) else _public_as_private(h, v) for v in values]
@@ -32,10 +32,10 @@ def _many(values: Sequence, fn, what: str) -> PrivateTensor:
 
 
 def _public_as_private(h, v) -> PrivateTensor:
-    c = C.public(v)
+    c, dtype = C.public(v), C.operand_dtype(v)
     zero = C.wrap(h, h.backend.local(
-        lambda party: tf.zeros(sh.storage(c.shape.as_list(), h.config.limbs), tf.int64)), c.dtype)
-    return C.wrap(h, h.backend.add_public(C.shares(zero), c), c.dtype)
+        lambda party: tf.zeros(sh.storage(c.shape.as_list(), h.config.limbs), tf.int64)), dtype)
+    return C.wrap(h, h.backend.add_public(C.shares(zero), c), dtype)
 
 
 def reshape(x: PrivateTensor, shape, name: Optional[str] = None) -> PrivateTensor:

@@ -153,7 +153,7 @@ def where(condition, x, y, name: Optional[str] = None):
             v = array_ops._public_as_private(h, C.public(v))
         vals.append(C.broadcast(h, v, shape))
     c, a, b = vals
-    dtype = C.result_dtype(a.dtype, b.dtype)
+    dtype = C.result_dtype(C.operand_dtype(x), C.operand_dtype(y))
     return C.wrap(h, P.select(h.backend, C.shares(c), C.shares(a), C.shares(b)), dtype)
 
 
@@ -162,7 +162,7 @@ def _extremum(x, y, want_min: bool, name: Optional[str]):
         return (tf.minimum if want_min else tf.maximum)(x, y, name=name)
     h, a, b = _private_pair(x, y, "tp.minimum" if want_min else "tp.maximum")
     return C.wrap(h, P.maximum(h.backend, C.shares(a), C.shares(b), want_min),
-                  C.result_dtype(a.dtype, b.dtype))
+                  C.result_dtype(C.operand_dtype(x), C.operand_dtype(y)))
 
 
 def maximum(x, y, name: Optional[str] = None) -> PrivateTensor:

@@ -90,11 +90,14 @@ def reveal(p: PrivateTensor) -> tf.Tensor:
 
 # ----------------------------------------------------------------- add / sub
 def _elementwise_prep(a, b, what):
+    """(handle, a, b, result dtype): both operands broadcast, public ones as
+    exact tensors; the dtype from the operands as given (C.operand_dtype)."""
     h = C.handle_of(a, b)
+    dtype = C.result_dtype(C.operand_dtype(a), C.operand_dtype(b))
     shape = C.broadcast_shape(C.static_shape(a), C.static_shape(b), what)
     a = C.broadcast(h, a if C.is_private(a) else C.public(a), shape)
     b = C.broadcast(h, b if C.is_private(b) else C.public(b), shape)
-    return h, a, b
+    return h, a, b, dtype
 
 
 def add(x: TensorLike, y: TensorLike, name: Optional[str] = None) -> PrivateTensor:
@@ -105,8 +108,7 @@ def add(x: TensorLike, y: TensorLike, name: Optional[str] = None) -> PrivateTens
     """
     if not (C.is_private(x) or C.is_private(y)):
         return tf.add(x, y, name=name)
-    h, x, y = _elementwise_prep(x, y, "tp.add")
-    dtype = C.result_dtype(x.dtype, y.dtype)
+    h, x, y, dtype = _elementwise_prep(x, y, "tp.add")
     if C.is_private(x) and C.is_private(y):
         return C.wrap(h, h.backend.add(C.shares(x), C.shares(y)), dtype)
     p, c = (x, y) if C.is_private(x) else (y, x)
@@ -117,8 +119,7 @@ def subtract(x: TensorLike, y: TensorLike, name: Optional[str] = None) -> Privat
     """x - y with broadcasting; local on each server."""
     if not (C.is_private(x) or C.is_private(y)):
         return tf.subtract(x, y, name=name)
-    h, x, y = _elementwise_prep(x, y, "tp.subtract")
-    dtype = C.result_dtype(x.dtype, y.dtype)
+    h, x, y, dtype = _elementwise_prep(x, y, "tp.subtract")
     if C.is_private(x) and C.is_private(y):
         return C.wrap(h, h.backend.sub(C.shares(x), C.shares(y)), dtype)
     if C.is_private(x):
@@ -146,8 +147,7 @@ def multiply(x: TensorLike, y: TensorLike, name: Optional[str] = None) -> Privat
     """
     if not (C.is_private(x) or C.is_private(y)):
         return tf.multiply(x, y, name=name)
-    h, x, y = _elementwise_prep(x, y, "tp.multiply")
-    dtype = C.result_dtype(x.dtype, y.dtype)
+    h, x, y, dtype = _elementwise_prep(x, y, "tp.multiply")
     if C.is_private(x) and C.is_private(y):
         return C.wrap(h, h.backend.mul(C.shares(x), C.shares(y), "mul"), dtype)
     p, c = (x, y) if C.is_private(x) else (y, x)
@@ -168,9 +168,9 @@ def multiply_many(pairs: Sequence[tuple]) -> list:
     for x, y in pairs:
         if not (C.is_private(x) and C.is_private(y)):
             raise TypeError("tp.multiply_many takes pairs of PrivateTensors")
-        _, x, y = _elementwise_prep(x, y, "tp.multiply_many")
+        _, x, y, dtype = _elementwise_prep(x, y, "tp.multiply_many")
         prepared.append((C.shares(x), C.shares(y)))
-        dtypes.append(C.result_dtype(x.dtype, y.dtype))
+        dtypes.append(dtype)
     outs = h.backend.mul_many(prepared)
     return [C.wrap(h, s, d) for s, d in zip(outs, dtypes)]
 
@@ -187,12 +187,10 @@ def divide(x: PrivateTensor, y, name: Optional[str] = None) -> PrivateTensor:
     if not C.is_private(x):
         return tf.divide(x, y, name=name)
     h = C.handle_of(x)
-    # 1/c in float64, from Python numbers as given: a float32 reciprocal would
-    # carry a 2^-25 relative error, several ulps of x/c in the 128-bit ring.
-    plain = isinstance(y, (int, float)) and not isinstance(y, bool)
-    c = tf.constant(y, tf.float64) if plain else C.public(y)
-    if c.dtype != tf.float64:
-        c = tf.cast(c, tf.float64)
+    # 1/c in float64 (C.public keeps Python floats exact): a float32
+    # reciprocal would carry a 2^-25 relative error, several ulps of x/c in
+    # the 128-bit ring.
+    c = tf.cast(C.public(y), tf.float64)
     shape = C.broadcast_shape(x.shape, c.shape, "tp.divide")
     x = C.broadcast(h, x, shape)
     recip = C.broadcast(h, 1.0 / c, shape)
@@ -224,6 +222,7 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
     if not (C.is_private(a) or C.is_private(b)):
         return tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b, name=name)
     h = C.handle_of(a, b)
+    dtype = C.result_dtype(C.operand_dtype(a), C.operand_dtype(b))
     a = a if C.is_private(a) else C.public(a)
     b = b if C.is_private(b) else C.public(b)
     sa, sb = C.static_shape(a), C.static_shape(b)
@@ -239,7 +238,6 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
     batch = C.broadcast_shape(sa[:-2], sb[:-2], "tp.matmul batch dimensions")
     a = C.broadcast(h, a, batch.concatenate(sa[-2:]))
     b = C.broadcast(h, b, batch.concatenate(sb[-2:]))
-    dtype = C.result_dtype(a.dtype, b.dtype)
     if C.is_private(a) and C.is_private(b):
         return C.wrap(h, h.backend.mul(C.shares(a), C.shares(b), "matmul"), dtype)
     if C.is_private(a):

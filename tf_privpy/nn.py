@@ -65,6 +65,7 @@ def conv2d(input, filters, strides=1, padding: Union[str, Sequence] = "VALID",
     if dilations not in (None, 1, [1, 1], [1, 1, 1, 1], (1, 1), (1, 1, 1, 1)):
         raise ValueError("tp.nn.conv2d supports dilations of 1 only")
     h = C.handle_of(input, filters)
+    dtype = C.result_dtype(C.operand_dtype(input), C.operand_dtype(filters))
     x = input if C.is_private(input) else C.public(input)
     w = filters if C.is_private(filters) else C.public(filters)
     xs, ws = C.static_shape(x), C.static_shape(w)
@@ -75,7 +76,6 @@ def conv2d(input, filters, strides=1, padding: Union[str, Sequence] = "VALID",
         raise ValueError(f"tp.nn.conv2d: input has {xs[3]} channels, filters expect {ws[2]}")
     st = _pair(strides, "strides")
     pads = _explicit_padding(padding, (xs[1], xs[2]), (ws[0], ws[1]), st)
-    dtype = C.result_dtype(x.dtype, w.dtype)
     if C.is_private(x) and C.is_private(w):
         s = h.backend.mul(C.shares(x), C.shares(w), "conv2d", st, pads)
     elif C.is_private(x):

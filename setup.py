@@ -70,10 +70,13 @@ setup(
     description="Privacy-preserving machine learning in TensorFlow (PrivPy's "
     "four-server protocols as TF custom ops)",
     python_requires=">=3.11,<3.12",
-    packages=["tf_privpy", "tf_privpy.he", "tf_privpy.protocols", "tf_privpy.converters"],
+    packages=["tf_privpy", "tf_privpy.he", "tf_privpy.protocols", "tf_privpy.protocols.mpc",
+              "tf_privpy.protocols.he", "tf_privpy.converters"],
     package_dir={
         "tf_privpy": "tf_privpy",
         "tf_privpy.protocols": "protocols",
+        "tf_privpy.protocols.mpc": "protocols/mpc",
+        "tf_privpy.protocols.he": "protocols/he",
         "tf_privpy.converters": "converters",
     },
     package_data={"tf_privpy": ["_build_info.json", "config_defaults.json"]},

@@ -1,10 +1,11 @@
-"""tf_privpy.protocols: protocols that compose kernels across the four devices.
+"""tf_privpy.protocols: protocols that compose kernels across devices.
 
 Installed as tf_privpy.protocols; depends only on the op library (ops/).
+Two halves that share only the kernel loader (loader.py) and the config:
+  mpc/  secret sharing on the four servers (PrivPy): runtime, backends,
+        multiplication, comparison, derived functions
+  he/   homomorphic encryption: Paillier, BatchCrypt, scalar products, sums
 """
-from .backend import BACKENDS, Backend, PlaintextBackend, PrivPyBackend, make_backend
 from .config import Config
-from .runtime import CLIENT, PARTIES, Runtime
 
-__all__ = ["BACKENDS", "Backend", "CLIENT", "Config", "PARTIES", "PlaintextBackend",
-           "PrivPyBackend", "Runtime", "make_backend"]
+__all__ = ["Config"]

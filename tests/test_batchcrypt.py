@@ -1,4 +1,4 @@
-"""BatchCrypt's codec (protocols/batchcrypt.py, ops/batchcrypt): packing,
+"""BatchCrypt's codec (protocols/he/batchcrypt.py, ops/batchcrypt): packing,
 exact decoding of sums for any number of clients, overflow reporting,
 stochastic rounding and the layer-wise API.
 
@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from tf_privpy.he import batchcrypt as bc
-from tf_privpy.protocols import kernels
+from tf_privpy.protocols.he import kernels
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BITS = (8, 16, 32)

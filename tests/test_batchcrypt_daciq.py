@@ -1,4 +1,4 @@
-"""dACIQ clipping thresholds (protocols/daciq.py): the Gaussian fit from
+"""dACIQ clipping thresholds (protocols/he/daciq.py): the Gaussian fit from
 (min, max, size), the error model against simulation of the quantizer, and
 the properties of the chosen threshold."""
 import math

@@ -13,9 +13,10 @@ import pytest
 import tensorflow as tf
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from tf_privpy.protocols import kernels as K
+from tf_privpy.protocols.loader import load_library
+from tf_privpy.protocols.mpc import kernels as K
 
-LIB = K.load_library()
+LIB = load_library()
 I64 = np.iinfo(np.int64)
 FIXED_KEY = bytes.fromhex("243F6A8885A308D313198A2E03707344")  # garble.h kFixedAesKey
 
@@ -353,8 +354,9 @@ def test_tampered_shapes_are_rejected():
 
 PORTABLE_CODE = """
 import sys, numpy as np, tensorflow as tf
-from tf_privpy.protocols import kernels as K
-L = K.load_library()
+from tf_privpy.protocols.loader import load_library
+from tf_privpy.protocols.mpc import kernels as K
+L = load_library()
 k = tf.constant([123456789, -987654321], tf.int64); no = tf.constant(77, tf.int64)
 y = tf.constant(np.arange(-150, 150, dtype=np.int64) * 7919)
 x = tf.constant(np.arange(150, -150, -1, dtype=np.int64) * 104729)

@@ -11,9 +11,9 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.he import paillier as P
 from tf_privpy.he import tasks
-from tf_privpy.protocols import paillier_io as io
-from tf_privpy.protocols import scalar_product as sp_proto
-from tf_privpy.protocols import vector_sum as vs_proto
+from tf_privpy.protocols.he import paillier_io as io
+from tf_privpy.protocols.he import scalar_product as sp_proto
+from tf_privpy.protocols.he import vector_sum as vs_proto
 
 
 def _keygen(bits):
@@ -242,7 +242,7 @@ def test_progress_reports(key1024):
 
 
 def test_progress_reporter_prints_at_most_once_a_second_and_at_the_end(capsys):
-    from tf_privpy.protocols.progress import ProgressReporter
+    from tf_privpy.protocols.he.progress import ProgressReporter
     rep = ProgressReporter(True, 10, "demo", "items")
     for _ in range(10):
         rep.add(1)

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from tf_privpy.protocols import kernels as K
+from tf_privpy.protocols.mpc import kernels as K
 
 RINGS = [64, 128]
 
@@ -187,7 +187,7 @@ def test_random_key_is_fresh():
 def test_prg_portable_path_matches():
     """OpenSSL's portable AES (AES-NI masked off) gives the same stream."""
     code = ("import tensorflow as tf, sys\n"
-            "from tf_privpy.protocols import kernels as K\n"
+            "from tf_privpy.protocols.mpc import kernels as K\n"
             "k = tf.constant([123456789, -987654321], tf.int64)\n"
             "sys.stdout.write(K.prg_ring(k, tf.constant(5, tf.int64), [4099], 128).numpy()"
             ".tobytes().hex())\n")

@@ -15,7 +15,7 @@ from tf_privpy.he import paillier as P
 I64 = np.iinfo(np.int64)
 # 1024-bit keys keep this file fast; their InsecureKeyWarning is tested where it matters.
 pytestmark = pytest.mark.filterwarnings(
-    "ignore::tf_privpy.protocols.paillier.InsecureKeyWarning")
+    "ignore::tf_privpy.protocols.he.paillier.InsecureKeyWarning")
 
 
 def _keygen(bits):

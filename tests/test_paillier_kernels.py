@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 from phe import util as phe_util
 
-from tf_privpy.protocols import kernels as K
+from tf_privpy.protocols.he import kernels as K
 
 I64 = np.iinfo(np.int64)
 SYS = random.SystemRandom()
@@ -407,7 +407,7 @@ def test_kernels_in_tf_function_are_not_folded(key):
 
 _SINGLE_THREAD = """
 import pickle, sys, tensorflow as tf
-from tf_privpy.protocols import kernels as K
+from tf_privpy.protocols.he import kernels as K
 with open(sys.argv[1], "rb") as f:
     n, p, q, c, k = pickle.load(f)
 n, p, q = (tf.constant(v) for v in (n, p, q))

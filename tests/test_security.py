@@ -195,7 +195,7 @@ def derived_views(fn, which):
 
 @pytest.mark.parametrize("fn", [tp.math.reciprocal, tp.exp], ids=["reciprocal", "exp"])
 def test_binary_search_views_are_uniform_and_secret_independent(ring, fn):
-    """The binary-search range reduction (protocols/numerics.py) composes the
+    """The binary-search range reduction (protocols/mpc/numerics.py) composes the
     multiplication and comparison protocols only, with secret thresholds
     taken from tables of earlier bits: every party receives the same messages
     (sender, shape, dtype) whatever the secret, each uniform, and nothing

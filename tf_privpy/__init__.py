@@ -11,11 +11,11 @@ Example:
   >>> tp.reveal(x @ w)
   <tf.Tensor: shape=(1, 1), dtype=float32, numpy=array([[1.]], dtype=float32)>
 """
-from tf_privpy.protocols import kernels as _kernels
+from tf_privpy.protocols import loader as _loader
 
 # Load the op library now: a missing library, or one built for another
 # TensorFlow, fails the import with the command that rebuilds it.
-_kernels.load_library()
+_loader.load_library()
 
 from tf_privpy import nn  # noqa: E402
 from tf_privpy import tp_math as math  # noqa: E402
@@ -31,7 +31,7 @@ from tf_privpy.math_ops import (add, dot, matmul, multiply, multiply_many, negat
                                 tensordot)
 from tf_privpy.private_tensor import PrivateTensor
 from tf_privpy.protocols import Config
-from tf_privpy.protocols.kernels import OpLibraryError
+from tf_privpy.protocols.loader import OpLibraryError
 from tf_privpy.runtime import client_devices, get_runtime, init, is_initialized, reset, servers
 from tf_privpy import dispatch as _dispatch
 from tf_privpy import datasets, federated, he  # noqa: E402

@@ -96,7 +96,7 @@ def broadcast(h: _runtime.Handle, v, shape: tf.TensorShape):
         raise ValueError(f"broadcasting to a partially known shape {shape} is not "
                          "supported; give the tensors static shapes")
     if is_private(v):
-        from tf_privpy.protocols import shares as sh
+        from tf_privpy.protocols.mpc import shares as sh
         s = h.backend.map_shares(lambda t: sh.broadcast_to(t, shape.as_list(),
                                                            h.config.limbs), shares(v))
         return wrap(h, s, v.dtype)

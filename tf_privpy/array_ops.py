@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tf_privpy import _common as C
 from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols import shares as sh
+from tf_privpy.protocols.mpc import shares as sh
 
 
 def _map(x: PrivateTensor, fn) -> PrivateTensor:

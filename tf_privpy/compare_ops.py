@@ -14,8 +14,8 @@ import tensorflow as tf
 from tf_privpy import _common as C
 from tf_privpy import array_ops
 from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols import compare as P
-from tf_privpy.protocols import shares as sh
+from tf_privpy.protocols.mpc import compare as P
+from tf_privpy.protocols.mpc import shares as sh
 
 
 def _private_pair(x, y, what):

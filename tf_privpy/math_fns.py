@@ -1,7 +1,7 @@
 """Private non-linear functions (tp.math): reciprocal, division, sqrt, rsqrt,
 exp, log, sigmoid, tanh, softmax, log_softmax.
 
-Thin wrappers over protocols/numerics.py, which documents the methods. Each
+Thin wrappers over protocols/mpc/numerics.py, which documents the methods. Each
 function's method, degree or iteration count comes from the runtime config
 ("functions" in protocols/defaults.json, or tp.Config(functions=...)) and can
 be overridden per call. Errors, rounds and costs: docs/numerics.md.
@@ -29,7 +29,7 @@ import tensorflow as tf
 from tf_privpy import _common as C
 from tf_privpy import math_ops
 from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols import numerics as N
+from tf_privpy.protocols.mpc import numerics as N
 
 
 def _check(x, what: str) -> PrivateTensor:

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tf_privpy import _common as C
 from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols import shares as sh
+from tf_privpy.protocols.mpc import shares as sh
 
 TensorLike = Union[PrivateTensor, tf.Tensor, np.ndarray, float, int]
 

@@ -11,8 +11,8 @@ from tf_privpy import array_ops, compare_ops, math_ops
 from tf_privpy.compare_ops import relu
 from tf_privpy.math_fns import log_softmax, sigmoid, softmax, tanh  # noqa: F401
 from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols import compare as P
-from tf_privpy.protocols import shares as sh
+from tf_privpy.protocols.mpc import compare as P
+from tf_privpy.protocols.mpc import shares as sh
 
 
 def _pair(v, what) -> Tuple[int, int]:

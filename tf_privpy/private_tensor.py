@@ -4,7 +4,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tf_privpy import runtime as _runtime
-from tf_privpy.protocols import shares as _sh
+from tf_privpy.protocols.mpc import shares as _sh
 
 
 class PrivateTensor(tf.experimental.ExtensionType):

@@ -11,7 +11,8 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from tf_privpy.protocols import CLIENT, PARTIES, Backend, Config, Runtime, make_backend
+from tf_privpy.protocols import Config
+from tf_privpy.protocols.mpc import CLIENT, PARTIES, Backend, Runtime, make_backend
 
 _N_DEVICES = 1 + len(PARTIES)
 _lock = threading.Lock()

@@ -43,7 +43,7 @@ ValueError; overflowed sums -> BatchCryptOverflowError (an OverflowError) with
 the positive and negative counts and the cause, or NaN in their place with
 decode(..., on_overflow="nan").
 """
-from tf_privpy.protocols.batchcrypt import (MAX_BITS, MIN_BITS, BatchCryptCodec,
+from tf_privpy.protocols.he.batchcrypt import (MAX_BITS, MIN_BITS, BatchCryptCodec,
                                             BatchCryptOverflowError, LayerStats, Layout,
                                             SumDecode, daciq_alpha, dequantize_sum,
                                             expected_normal_range, gaussian_fit, layer_stats,

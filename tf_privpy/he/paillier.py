@@ -40,14 +40,14 @@ from typing import Any, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols import paillier as _p
-from tf_privpy.protocols import paillier_io as _io
-from tf_privpy.protocols.paillier import (CorruptCiphertextError, EncryptedTensor,
+from tf_privpy.protocols.he import paillier as _p
+from tf_privpy.protocols.he import paillier_io as _io
+from tf_privpy.protocols.he.paillier import (CorruptCiphertextError, EncryptedTensor,
                                           InsecureKeyWarning, KeyMismatchError,
                                           NoisePoolExhaustedError, PaillierError,
                                           PlaintextOutOfRangeError, PrivateKey, PublicKey,
                                           ints_to_tensor, tensor_to_ints)
-from tf_privpy.protocols.paillier_pool import NoisePool
+from tf_privpy.protocols.he.paillier_pool import NoisePool
 
 Key = Union[PublicKey, PrivateKey]
 Noise = Union[NoisePool, tf.Tensor, str, None]
@@ -190,7 +190,7 @@ def validate(key: Key, encrypted: Union[EncryptedTensor, tf.Tensor]) -> tf.Tenso
 
 def serialize(encrypted: EncryptedTensor) -> bytes:
     """Bytes carrying the key fingerprint, the shape, the ciphertexts and a
-    SHA-256 checksum (format in tf_privpy.protocols.paillier_io).
+    SHA-256 checksum (format in tf_privpy.protocols.he.paillier_io).
 
     Example:
       >>> blob = tp.he.paillier.serialize(c)

@@ -81,13 +81,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from tf_privpy.protocols import scalar_product as _sp
-from tf_privpy.protocols import vector_sum as _vs
-from tf_privpy.protocols.scalar_product import (Alice as ScalarProductAlice,
+from tf_privpy.protocols.he import scalar_product as _sp
+from tf_privpy.protocols.he import vector_sum as _vs
+from tf_privpy.protocols.he.scalar_product import (Alice as ScalarProductAlice,
                                                 Bob as ScalarProductBob, EncryptedVector,
                                                 ScalarProductError, ScalarProductResult,
                                                 Transcript, VectorHeader)
-from tf_privpy.protocols.vector_sum import (Server as VectorSumServer, VectorSumError,
+from tf_privpy.protocols.he.vector_sum import (Server as VectorSumServer, VectorSumError,
                                             VectorSumResult, VectorSumSpec, decrypt_total,
                                             encrypt_users, pack, unpack)
 

@@ -23,7 +23,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 
 from . import kernels
-from .config import Config
+from ..loader import load_library
+from ..config import Config
 
 PARTIES = ("S1", "S2", "T1", "T2")
 CLIENT = "client"
@@ -61,7 +62,7 @@ class Runtime:
         self.stats: Dict[Tuple[str, str], LinkStats] = {}
         self._keys: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
         self._counters: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
-        kernels.load_library()
+        load_library()
         with tf.init_scope():  # variables and keys are created eagerly, once
             for a, b in itertools.combinations(PARTIES, 2):
                 with tf.device(self.devices[a]):

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from . import kernels
 from . import shares as sh
+from .garbled import Pregarbled
 from .runtime import CLIENT, Runtime
 
 Shares = sh.Shares
@@ -131,7 +132,7 @@ class Backend(abc.ABC):
 
         return self.local(fn, x)
 
-    def garble_ahead(self, shape) -> "Pregarbled":
+    def garble_ahead(self, shape) -> Pregarbled:
         raise ValueError(f"the {self.name} backend has no garbled circuits to prepare; "
                          "garbling ahead belongs to the privpy backend")
 
@@ -317,60 +318,12 @@ class PrivPyBackend(Backend):
                        self.rt.send(nonce, "S1", t), self.rt.send(first, "S1", t))
         return at_t
 
-    def garble_ahead(self, shape) -> "Pregarbled":
+    def garble_ahead(self, shape) -> Pregarbled:
         """Garbles comparators for one later comparison of `shape` now, and
         stores the tables at T1 and T2 (TF variables): the setup phase of
         DESIGN §6. The result is single-use, enforced in TF state by each
         server, so a traced function cannot replay it."""
         return Pregarbled(self, tf.TensorShape(shape))
-
-
-class Pregarbled:
-    """Garbled comparators made ahead of time for one comparison batch."""
-
-    def __init__(self, backend: "PrivPyBackend", shape: tf.TensorShape):
-        if not shape.is_fully_defined():
-            raise ValueError(f"garble_comparisons needs a fully known shape, got {shape}")
-        self.shape = shape
-        rt = backend.rt
-        n = shape.num_elements()
-        with tf.init_scope():  # variables and garbling happen once, eagerly
-            key, nonce = backend._take_gc_stream()
-            with tf.device(rt.device("S1")):
-                tables, decode = kernels.gc_garble(key[0], nonce[0], tf.constant(n, tf.int64))
-            shipped = backend._ship_tables(tables, decode, nonce[0], n // 2)
-            self._nonce, self._fresh, self._at_t = {}, {}, {}
-            for p, party in enumerate(("S1", "S2")):
-                with tf.device(rt.device(party)):
-                    self._nonce[p] = tf.Variable(nonce[p], trainable=False)
-                    self._fresh[p] = tf.Variable(True, trainable=False)
-            for t in ("T1", "T2"):
-                with tf.device(rt.device(t)):
-                    self._at_t[t] = tuple(tf.Variable(v, trainable=False) for v in shipped[t])
-        self._rt = rt
-
-    def consume(self, share_shape: tf.TensorShape, limbs: int):
-        """(key, nonce, {T: (tables, decode, nonce)}) for the online phase,
-        after each server checks in TF state that this batch is unused."""
-        logical = share_shape[:-1] if limbs == 2 else share_shape
-        if logical.num_elements() != self.shape.num_elements():
-            raise ValueError(f"these garbled comparators are for {self.shape.num_elements()} "
-                             f"comparisons, not {logical.num_elements()}")
-        rt = self._rt
-        key, nonce = {}, {}
-        for p, party in enumerate(("S1", "S2")):
-            with tf.device(rt.device(party)):
-                check = tf.debugging.Assert(
-                    self._fresh[p].read_value(),
-                    ["tf_privpy: these pregarbled comparators were already used; garble "
-                     "new ones (tp.garble_comparisons) for every comparison"])
-                with tf.control_dependencies([check]):
-                    with tf.control_dependencies([self._fresh[p].assign(False)]):
-                        nonce[p] = tf.identity(self._nonce[p].read_value())
-                        pair = rt._pair("S1", "S2")
-                        key[p] = rt._keys[pair][party].read_value()
-        at_t = {t: tuple(v.read_value() for v in vs) for t, vs in self._at_t.items()}
-        return key, nonce, at_t
 
 
 class PlaintextBackend(Backend):

@@ -1,0 +1,2 @@
+"""Homomorphic encryption: Paillier, BatchCrypt, scalar products, vector sums
+(DESIGN §9)."""

@@ -1,0 +1,129 @@
+"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a families)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import tensorflow as tf
+
+from ..loader import ops as _ops
+
+# ---------------------------------------------------------------- ring family
+def ring_encode(x: tf.Tensor, ring_bits: int, frac_bits: int, bound: float,
+                tensor_name: str = "") -> tf.Tensor:
+    """round(x * 2^frac_bits) in the ring; rejects NaN/Inf/|x| >= bound."""
+    return _ops().tf_privpy_ring_encode(x=x, ring_bits=ring_bits, frac_bits=frac_bits,
+                                        bound=bound, tensor_name=tensor_name)
+
+
+def ring_decode(x: tf.Tensor, ring_bits: int, frac_bits: int) -> tf.Tensor:
+    return _ops().tf_privpy_ring_decode(encoded=x, ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def ring_add(x, y, ring_bits: int):
+    return _ops().tf_privpy_ring_add(x=x, y=y, ring_bits=ring_bits)
+
+
+def ring_sub(x, y, ring_bits: int):
+    return _ops().tf_privpy_ring_sub(x=x, y=y, ring_bits=ring_bits)
+
+
+def ring_neg(x, ring_bits: int):
+    return _ops().tf_privpy_ring_neg(x=x, ring_bits=ring_bits)
+
+
+def ring_truncate(x, ring_bits: int, party: int, frac_bits: int):
+    return _ops().tf_privpy_ring_truncate(x=x, ring_bits=ring_bits, party=party,
+                                          frac_bits=frac_bits)
+
+
+def ring_reduce_sum(x, ring_bits: int):
+    """Sums a logical [outer, inner] ring matrix over its last axis."""
+    return _ops().tf_privpy_ring_reduce_sum(x=x, ring_bits=ring_bits)
+
+
+def ring_bilinear(x, y, ring_bits: int, kind: str, strides: Sequence[int] = (1, 1),
+                  padding: Sequence[int] = (0, 0, 0, 0), truncate_party: int = -1,
+                  frac_bits: int = 0):
+    return _ops().tf_privpy_ring_bilinear(
+        x=x, y=y, ring_bits=ring_bits, kind=kind, strides=list(strides),
+        padding=list(padding), truncate_party=truncate_party, frac_bits=frac_bits)
+
+
+# ----------------------------------------------------------------- prg family
+def random_key() -> tf.Tensor:
+    """A fresh 128-bit key (int64[2]) from the OS CSPRNG of the current device."""
+    return _ops().tf_privpy_random_key()
+
+
+def stream_next(key_var: tf.Variable, counter_var: tf.Variable):
+    """(key, nonce): reads a pair key and takes its stream's next nonce, in
+    one stateful kernel on the variables' device."""
+    return _ops().tf_privpy_stream_next(key=key_var.handle, counter=counter_var.handle)
+
+
+def prg_ring(key, nonce, shape, ring_bits: int, offset: int = 0):
+    return _ops().tf_privpy_prg_ring(key=key, nonce=nonce,
+                                     shape=tf.cast(shape, tf.int64),
+                                     ring_bits=ring_bits, offset=offset)
+
+
+def share_split(x, ring_bits: int):
+    return _ops().tf_privpy_share_split(x=x, ring_bits=ring_bits)
+
+
+# ----------------------------------------------------------------- mul family
+def mul_mask(x, y, key12, nonce12, ring_bits: int, party: int):
+    return _ops().tf_privpy_mul_mask(x=x, y=y, key12=key12, nonce12=nonce12,
+                                     ring_bits=ring_bits, party=party)
+
+
+def mul_assist(left, right, key, nonce, ring_bits: int, kind: str,
+               strides=(1, 1), padding=(0, 0, 0, 0)):
+    return _ops().tf_privpy_mul_assist(left=left, right=right, key=key, nonce=nonce,
+                                       ring_bits=ring_bits, kind=kind,
+                                       strides=list(strides), padding=list(padding))
+
+
+def mul_finish(x, y, x_masked, message, key12, nonce12, key_t, nonce_t, ring_bits: int,
+               party: int, frac_bits: int, kind: str, strides=(1, 1),
+               padding=(0, 0, 0, 0)):
+    return _ops().tf_privpy_mul_finish(
+        x=x, y=y, x_masked=x_masked, message=message, key12=key12, nonce12=nonce12,
+        key_t=key_t, nonce_t=nonce_t, ring_bits=ring_bits, party=party,
+        frac_bits=frac_bits, kind=kind, strides=list(strides), padding=list(padding))
+
+
+# ------------------------------------------------------------------ gc family
+def gc_garble(key12, nonce, n):
+    """S1: garbled comparators for n comparisons -> (tables [n,64,4], decode [n])."""
+    return _ops().tf_privpy_gc_garble(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
+
+
+def gc_encode_input(key12, nonce, values, role: str):
+    """Active input labels [n,64,2] of int64 values; role "y" = S1's x1,
+    role "x" = S2's -x2 (the circuit outputs [y < x] as signed integers)."""
+    return _ops().tf_privpy_gc_encode_input(key12=key12, nonce=nonce, values=values, role=role)
+
+
+def gc_evaluate(tables, decode, labels_x, labels_y, nonce, first_index):
+    """T1/T2: the masked comparison bits b XOR m (uint8 [n]) of comparisons
+    first_index, first_index + 1, ... of the garbled batch."""
+    return _ops().tf_privpy_gc_evaluate(tables=tables, decode=decode, labels_x=labels_x,
+                                        labels_y=labels_y, nonce=nonce,
+                                        first_index=tf.cast(first_index, tf.int64))
+
+
+def gc_output_mask(key12, nonce, n):
+    """S1/S2: the output mask bits m (uint8 [n])."""
+    return _ops().tf_privpy_gc_output_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
+
+
+# ----------------------------------------------------------------- b2a family
+def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
+    return _ops().tf_privpy_bit_share_assist(bits=bits, key=key, nonce=nonce,
+                                             ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
+    return _ops().tf_privpy_bit_unmask(share=share, mask=mask, ring_bits=ring_bits,
+                                       frac_bits=frac_bits, party=party)

@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from . import cost as C
 from . import kernels
 from . import shares as sh
 from .garbled import Pregarbled
@@ -72,6 +73,8 @@ class Backend(abc.ABC):
 
     def reveal(self, s: Shares) -> tf.Tensor:
         """The ring value on the client device."""
+        if C.active():
+            C.declare(C.reveal_cost(sh.logical_shape(s[0], self.limbs), self.bits))
         s0 = self.rt.send(s[0], self.holders[0], CLIENT)
         s1 = self.rt.send(s[1], self.holders[1], CLIENT)
         with tf.device(self.rt.device(CLIENT)):
@@ -192,6 +195,8 @@ class PrivPyBackend(Backend):
     holders = ("S1", "S2")
 
     def share(self, encoded: tf.Tensor) -> Shares:
+        if C.active():
+            C.declare(C.share_cost(sh.logical_shape(encoded, self.limbs), self.bits))
         with tf.device(self.rt.device(CLIENT)):
             s0, s1 = kernels.share_split(encoded, self.bits)
         return self.rt.send(s0, CLIENT, "S1"), self.rt.send(s1, CLIENT, "S2")
@@ -225,6 +230,9 @@ class PrivPyBackend(Backend):
             with tf.device(rt.device(party)):
                 z.append(kernels.mul_finish(x[p], y[p], masked[p][0], msgs[p], k12[p], n12[p],
                                             kt, nt, bits, party=p, frac_bits=f, **geo))
+        if C.active():
+            C.declare(C.mul_cost(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z)),
+                                 bits))
         return z[0], z[1]
 
 
@@ -242,6 +250,8 @@ class PrivPyBackend(Backend):
             low = [s[:, 0] for s in low]
         n_static = low[0].shape[0]
         chunk = int(self.cfg.comparison_batch)
+        if C.active():
+            C.declare(C.ltz_cost(n_static, self.bits, chunk, pregarbled is not None))
         if pregarbled is None and n_static is not None and n_static > chunk:
             # Bounded memory: garbled tables take 2 KB per comparison, so big
             # batches go in chunks, each garbled after the previous finished.

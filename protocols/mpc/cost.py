@@ -175,6 +175,11 @@ def record() -> Iterator[Cost]:
         _stack().remove(bill)
 
 
+def active() -> bool:
+    """Whether a recorder is collecting (declarations are skipped otherwise)."""
+    return bool(getattr(_local, "stack", None))
+
+
 def declare(cost: Cost) -> None:
     """Adds a protocol call's declared cost to every active recorder."""
     for bill in _stack():

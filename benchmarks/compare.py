@@ -50,7 +50,6 @@ def main(argv):
     for bits in map(int, F.rings):
         tp.reset()
         tp.init(tp.Config(ring_bits=bits))
-        rt = tp.get_runtime().runtime
         for n in map(int, F.sizes):
             x = tp.share(rng.uniform(-100, 100, n))
             y = tp.share(rng.uniform(-100, 100, n))
@@ -67,12 +66,12 @@ def main(argv):
                 t_online = min(t_online, time.perf_counter() - t0)
                 del g
             g = tp.garble_comparisons([n])
-            rt.reset_stats()
-            tp.less(x, y, pregarbled=g)
-            online_bytes = sum(s.bytes for s in rt.stats.values()) / n
-            rt.reset_stats()
-            tp.garble_comparisons([n])
-            offline_bytes = sum(s.bytes for s in rt.stats.values()) / n
+            with tp.stats() as online:
+                tp.less(x, y, pregarbled=g)
+            online_bytes = sum(b for _, b in online.between_servers().values()) / n
+            with tp.stats() as offline:
+                tp.garble_comparisons([n])
+            offline_bytes = offline.bytes / n
             plain = tf.function(lambda a, b: a < b)
             xf = tf.constant(rng.uniform(-100, 100, n))
             t_plain = best_time(lambda: plain(xf, xf).numpy(), F.reps)

@@ -85,10 +85,9 @@ def main(argv):
     for i in range(min(3, F.rows)):
         print(f"  x={want[i, 0]:+.4f}  private={got_sig[i, 0]:.6f}  "
               f"plaintext Euler={euler[i, 0]:.6f}  exact={exact[i, 0]:.6f}")
-    stats = tp.get_runtime().runtime.stats
-    total = sum(s.bytes for s in stats.values())
-    print(f"\ntraffic between parties in this run: {total / 1e3:.1f} KB in "
-          f"{sum(s.messages for s in stats.values())} messages (counted when traced/run)")
+    stats = tp.stats()  # counted in TF state on every run since tp.init()
+    print(f"\ntraffic between parties in this run: {stats.bytes / 1e3:.1f} KB in "
+          f"{stats.messages} messages, {stats.rounds} rounds")
 
 
 if __name__ == "__main__":

@@ -210,13 +210,14 @@ def test_big_batches_run_in_chunks(bits, mode):
     try:
         cfg = tp.get_runtime().config
         x = exact(cfg, np.random.default_rng(5).normal(0, 100, (5, 11)))
-        rt = tp.get_runtime().runtime
-        rt.reset_stats()
-        got = run(mode, lambda a: a < 1.0, sh(x)).reveal().numpy()
+        px = sh(x)
+        with tp.stats() as s:
+            got = run(mode, lambda a: a < 1.0, px).reveal().numpy()
         np.testing.assert_array_equal(got, x < 1.0)
-        if mode == "eager":  # 55 comparisons in chunks of 16: 4 garbled batches, each
-            # S1 -> T1: tables, decode bits, nonce, first index, S1's labels
-            assert rt.stats[("S1", "T1")].messages == 4 * 5
+        # 55 comparisons in chunks of 16: 4 garbled batches, each one message
+        # S1 -> T1 of tables and decoding bits and one of S1's labels
+        assert s.links[("S1", "T1")][0] == 4 * 2
+        assert s.comparisons == 55 and s.rounds == 4 * 2 + 1  # + the reveal
     finally:
         tp.reset()
         tp.init()

@@ -237,12 +237,11 @@ def test_multiply_many(ring, mode, rng):
 
 
 def test_multiply_many_is_one_protocol_call(ring, rng):
-    rt = tp.get_runtime().runtime
     xs = [share64(rng.normal(0, 1, (5,))) for _ in range(4)]
-    rt.reset_stats()
-    tp.multiply_many([(xs[0], xs[1]), (xs[2], xs[3])])
+    with tp.stats() as s:
+        tp.multiply_many([(xs[0], xs[1]), (xs[2], xs[3])])
     # one multiplication = 6 messages: S1->T1, S2->T1, S2->T2, S1->T2, T1->S2, T2->S1
-    assert sum(s.messages for s in rt.stats.values()) == 6
+    assert s.messages == 6 and s.rounds == 2 and s.multiplications == 10
 
 
 def test_plaintext_backend_agrees(rng):

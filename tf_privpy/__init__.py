@@ -33,6 +33,7 @@ from tf_privpy.private_tensor import PrivateTensor
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.loader import OpLibraryError
 from tf_privpy.runtime import client_devices, get_runtime, init, is_initialized, reset, servers
+from tf_privpy.stats import Stats, stats
 from tf_privpy import dispatch as _dispatch
 from tf_privpy import datasets, federated, he  # noqa: E402
 
@@ -49,5 +50,5 @@ __all__ = [
     "dot", "expand_dims", "gather", "get_runtime", "init", "is_initialized", "matmul",
     "multiply", "multiply_many", "negative", "nn", "outer", "pad", "reduce_mean",
     "reduce_sum", "repeat", "reset", "reshape", "reveal", "servers", "share", "squeeze",
-    "stack", "subtract", "tensordot", "tile", "transpose",
+    "stack", "Stats", "stats", "subtract", "tensordot", "tile", "transpose",
 ]

@@ -54,13 +54,27 @@ class Backend(abc.ABC):
 
     def encode(self, x: tf.Tensor, party: str, name: str = "",
                frac_bits: Optional[int] = None, bound: Optional[float] = None) -> tf.Tensor:
-        """Fixed-point encoding of a (public or owned) tensor on `party`."""
+        """Fixed-point encoding of a (public or owned) tensor on `party`.
+
+        A tensor that lives elsewhere (a public operand made by the client's
+        program) reaches `party` through the client's channel first."""
+        x = self.to_party(x, party)
         with tf.device(self.rt.device(party)):
             if x.dtype not in (tf.float32, tf.float64, tf.int32, tf.int64):
                 x = tf.cast(x, tf.float64)
             return kernels.ring_encode(
                 x, self.bits, self.cfg.frac_bits if frac_bits is None else frac_bits,
                 self.cfg.bound if bound is None else bound, tensor_name=name)
+
+    def to_party(self, x, party: str) -> tf.Tensor:
+        """x on `party`'s device: as it is if it already lives there, else
+        sent by the client (public data of the program) through the channel."""
+        x = tf.convert_to_tensor(x)
+        if party == CLIENT or _on_device(x, self.rt.device(party)):
+            return x
+        if C.active():
+            C.declare(C.Cost().send(CLIENT, party, x.shape.num_elements() * x.dtype.size))
+        return self.rt.send1(CLIENT, party, x)
 
     def decode(self, v: tf.Tensor) -> tf.Tensor:
         with tf.device(self.rt.device(CLIENT)):
@@ -75,8 +89,9 @@ class Backend(abc.ABC):
         """The ring value on the client device."""
         if C.active():
             C.declare(C.reveal_cost(sh.logical_shape(s[0], self.limbs), self.bits))
-        s0 = self.rt.send(s[0], self.holders[0], CLIENT)
-        s1 = self.rt.send(s[1], self.holders[1], CLIENT)
+        s0 = self.rt.send1(self.holders[0], CLIENT, s[0])
+        s1 = self.rt.send1(self.holders[1], CLIENT, s[1])
+        self.rt.count(rounds=1)
         with tf.device(self.rt.device(CLIENT)):
             return kernels.ring_add(s0, s1, self.bits)
 
@@ -189,7 +204,12 @@ class Backend(abc.ABC):
 
 
 class PrivPyBackend(Backend):
-    """PrivPy's four-server protocols (DESIGN §5)."""
+    """PrivPy's four-server protocols (DESIGN §5, §6).
+
+    Every op that reads a share or a protocol message is built under the
+    device scope of the party that owns it, and every tensor that changes
+    party goes through the runtime's channel: nothing secret is ever
+    computed on, or copied to, the client (tests/test_placement.py)."""
 
     name = "privpy"
     holders = ("S1", "S2")
@@ -199,133 +219,167 @@ class PrivPyBackend(Backend):
             C.declare(C.share_cost(sh.logical_shape(encoded, self.limbs), self.bits))
         with tf.device(self.rt.device(CLIENT)):
             s0, s1 = kernels.share_split(encoded, self.bits)
-        return self.rt.send(s0, CLIENT, "S1"), self.rt.send(s1, CLIENT, "S2")
+        self.rt.count(rounds=1)
+        return self.rt.send1(CLIENT, "S1", s0), self.rt.send1(CLIENT, "S2", s1)
 
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
             padding=(0, 0, 0, 0)) -> Shares:
         rt, bits, f = self.rt, self.bits, self.cfg.frac_bits
         geo = dict(kind=kind, strides=strides, padding=padding)
         # Step 1-2 (DESIGN §5): each server masks its shares with masks drawn
-        # from the S1-S2 stream; no message is needed to agree on them.
-        k12, n12 = {}, {}
-        masked = {}
-        for p, party in enumerate(("S1", "S2")):
+        # from the S1-S2 stream; no message is needed to agree on them. Each
+        # server also takes its stream with its assistant (S1-T1, S2-T2) now,
+        # so the nonce can travel with its first message for the check.
+        k12, n12, kt_own, nt_own, masked = {}, {}, {}, {}, {}
+        for p, (party, t) in enumerate(_PAIRS):
             k12[p], n12[p] = rt.key_material("S1", "S2", party)
+            kt_own[p], nt_own[p] = rt.key_material(party, t, party)
             with tf.device(rt.device(party)):
                 masked[p] = kernels.mul_mask(x[p], y[p], k12[p], n12[p], bits, party=p)
         # T1 gets a = x0 + rx0 (from S1), b = y1 + ry1 (from S2);
         # T2 gets a' = x1 + rx1 (from S2), b' = y0 + ry0 (from S1).
         msgs = {}
-        for t, (own, other) in (("T1", (0, 1)), ("T2", (1, 0))):
-            left = rt.send(masked[own][0], ("S1", "S2")[own], t)
-            right = rt.send(masked[other][1], ("S1", "S2")[other], t)
-            server = ("S1", "S2")[own]  # T1 shares its mask u with S1, T2 with S2
-            kt, nt = rt.key_material(server, t, t)
-            with tf.device(rt.device(t)):
+        for own, (server, t) in enumerate(_PAIRS):
+            other = 1 - own
+            (left,), (n12_own, n_st) = rt.send(server, t, masked[own][0],
+                                               headers=(n12[own], nt_own[own]))
+            (right,), (n12_other,) = rt.send(_SERVERS[other], t, masked[other][1],
+                                             headers=(n12[other],))
+            kt, nt = rt.key_material(server, t, t)  # T1 shares its mask u with S1, T2 with S2
+            checks = [rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other]),
+                      rt.check_stream(server, t, t, nt, n_st, server)]
+            with tf.device(rt.device(t)), tf.control_dependencies(checks):
                 msg = kernels.mul_assist(left, right, kt, nt, bits, **geo)
-            msgs[other] = rt.send(msg, t, ("S1", "S2")[other])  # T1 -> S2, T2 -> S1
+            msgs[other] = rt.send1(t, _SERVERS[other], msg)  # T1 -> S2, T2 -> S1
         z = []
-        for p, (party, t) in enumerate((("S1", "T1"), ("S2", "T2"))):
-            kt, nt = rt.key_material(party, t, party)
+        for p, party in enumerate(_SERVERS):
             with tf.device(rt.device(party)):
                 z.append(kernels.mul_finish(x[p], y[p], masked[p][0], msgs[p], k12[p], n12[p],
-                                            kt, nt, bits, party=p, frac_bits=f, **geo))
+                                            kt_own[p], nt_own[p], bits, party=p, frac_bits=f,
+                                            **geo))
+        with tf.device(rt.device("S1")):
+            rt.count(rounds=2, multiplications=tf.size(z[0], out_type=tf.int64) // self.limbs)
         if C.active():
             C.declare(C.mul_cost(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z)),
                                  bits))
         return z[0], z[1]
 
-
-    def ltz(self, x: Shares, pregarbled: Optional["Pregarbled"] = None) -> Shares:
+    def ltz(self, x: Shares, pregarbled: Optional[Pregarbled] = None) -> Shares:
         """PrivPy Protocol 2 (DESIGN §6): [x < 0] by a garbled comparator on
         the low 64 bits of the shares, evaluated by T1 (first half of the
         batch) and T2 (second half), turned back into arithmetic shares.
 
         With `pregarbled` (from `garble_ahead`), the garbled tables are
         already at T1 and T2 and only input labels travel online."""
-        rt = self.rt
-        shape = sh.dynamic_shape(x[0], self.limbs)
-        low = [sh.reshape(s, [-1], self.limbs) for s in x]
-        if self.limbs == 2:  # reduction mod 2^64 is a ring homomorphism
-            low = [s[:, 0] for s in low]
+        limbs = self.limbs
+
+        def low_half(s, party):
+            flat = sh.reshape(s, [-1], limbs)
+            return flat[:, 0] if limbs == 2 else flat  # mod 2^64 is a ring homomorphism
+
+        low = self.local(low_half, x)
+        shape = self.local(lambda s, party: sh.dynamic_shape(s, limbs), x)
         n_static = low[0].shape[0]
         chunk = int(self.cfg.comparison_batch)
         if C.active():
             C.declare(C.ltz_cost(n_static, self.bits, chunk, pregarbled is not None))
         if pregarbled is None and n_static is not None and n_static > chunk:
             # Bounded memory: garbled tables take 2 KB per comparison, so big
-            # batches go in chunks, each garbled after the previous finished.
-            outs, dep = [], []
+            # batches go in chunks, S1 garbling each after it finished the last.
+            outs, after = [], None
             for b in range(0, n_static, chunk):
-                with tf.control_dependencies(dep):
-                    o = self._ltz_flat([s[b:b + chunk] for s in low], None)
-                outs.append(o)
-                dep = [o[0], o[1]]
+                part = self.map_shares(lambda s, b=b: s[b:b + chunk], low)
+                outs.append(self._ltz_flat(part, None, after=after))
+                after = outs[-1][0]
             out = self.map_many(lambda p: tf.concat(p, 0), outs)
         else:
             out = self._ltz_flat(low, pregarbled)
-        return self.map_shares(lambda s: sh.reshape(s, shape, self.limbs), out)
+        return self.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
 
-    def _ltz_flat(self, low, pregarbled) -> Shares:
-        """ltz of flat int64 low halves [n] of the shares: flat ring shares."""
-        rt = self.rt
+    def _ltz_flat(self, low, pregarbled, after=None) -> Shares:
+        """ltz of flat int64 low halves [n] of the shares: flat ring shares.
+        S1's garbling waits for `after` (an S1 tensor) when given."""
+        rt, bits, f = self.rt, self.bits, self.cfg.frac_bits
+        # Each server sizes the batch from its own share: T1 evaluates
+        # [0, n // 2), T2 [n // 2, n).
+        n, half = {}, {}
+        for p, party in enumerate(_SERVERS):
+            with tf.device(rt.device(party)):
+                n[p] = tf.shape(low[p], out_type=tf.int64)[0]
+                half[p] = n[p] // 2
         if pregarbled is None:
-            n = tf.shape(low[0], out_type=tf.int64)[0]
             key, nonce = self._take_gc_stream()
-            with tf.device(rt.device("S1")):
-                tables, decode = kernels.gc_garble(key[0], nonce[0], n)
-            at_t = self._ship_tables(tables, decode, nonce[0], n // 2)
+            with tf.device(rt.device("S1")), tf.control_dependencies(
+                    [after] if after is not None else []):
+                tables, decode = kernels.gc_garble(key[0], nonce[0], n[0])
+            at_t = self._ship_tables(tables, decode, nonce[0], half[0])
         else:
             key, nonce, at_t = pregarbled.consume(low[0].shape, 1)
-            n = tf.shape(low[0], out_type=tf.int64)[0]
+        labels, mask = {}, {}
         with tf.device(rt.device("S1")):
-            labels_y = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
-            mask0 = kernels.gc_output_mask(key[0], nonce[0], n)
+            labels[0] = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
+            mask[0] = kernels.gc_output_mask(key[0], nonce[0], n[0])
         with tf.device(rt.device("S2")):
-            labels_x = kernels.gc_encode_input(key[1], nonce[1], kernels.ring_neg(low[1], 64), "x")
-            mask1 = kernels.gc_output_mask(key[1], nonce[1], n)
-        bits, f, half = self.bits, self.cfg.frac_bits, n // 2
-        # T1 evaluates [0, half), T2 [half, n); each shares its bits b' with
-        # its server (beta) and sends b'·2^f - beta to the other server.
+            labels[1] = kernels.gc_encode_input(key[1], nonce[1],
+                                                kernels.ring_neg(low[1], 64), "x")
+            mask[1] = kernels.gc_output_mask(key[1], nonce[1], n[1])
+        # Each assistant shares its bits b' with its own server (beta, from
+        # their stream) and sends b'·2^f - beta to the other server.
         own_share, msg = {}, {}
-        for t, server, other, sl in (("T1", "S1", "S2", slice(None, half)),
-                                     ("T2", "S2", "S1", slice(half, None))):
-            lx, ly = rt.send(labels_x[sl], "S2", t), rt.send(labels_y[sl], "S1", t)
+        for own, (server, t) in enumerate(_PAIRS):
+            other = 1 - own
+            ks, ns = rt.key_material(server, t, server)
+            part = {}
+            for p, party in enumerate(_SERVERS):
+                with tf.device(rt.device(party)):
+                    part[p] = labels[p][:half[p]] if own == 0 else labels[p][half[p]:]
+            (l_own,), (n12_own, n_st) = rt.send(server, t, part[own],
+                                                headers=(nonce[own], ns))
+            (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, part[other],
+                                               headers=(nonce[other],))
+            lx, ly = (l_other, l_own) if own == 0 else (l_own, l_other)  # x from S2, y from S1
             tables_t, decode_t, nonce_t, first_t = at_t[t]
             kt, nt = rt.key_material(server, t, t)
-            with tf.device(rt.device(t)):
+            checks = [rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other]),
+                      rt.check_stream(server, t, t, nt, n_st, server)]
+            with tf.device(rt.device(t)), tf.control_dependencies(checks):
                 b = kernels.gc_evaluate(tables_t, decode_t, lx, ly, nonce_t, first_t)
                 m = kernels.bit_share_assist(b, kt, nt, bits, f)
-            msg[other] = rt.send(m, t, other)
-            ks, ns = rt.key_material(server, t, server)
+            msg[other] = rt.send1(t, _SERVERS[other], m)
             with tf.device(rt.device(server)):
-                own_share[server] = kernels.prg_ring(ks, ns, tf.shape(b, out_type=tf.int64), bits)
+                count = half[own] if own == 0 else n[own] - half[own]
+                own_share[own] = kernels.prg_ring(ks, ns, tf.reshape(count, [1]), bits)
         out = []
-        for p, (party, first, second, mask) in enumerate((
-                ("S1", own_share["S1"], msg["S1"], mask0),
-                ("S2", msg["S2"], own_share["S2"], mask1))):
+        for p, party in enumerate(_SERVERS):
+            first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
             with tf.device(rt.device(party)):
-                out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask, bits, f,
+                out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask[p], bits, f,
                                               party=p))
+        with tf.device(rt.device("S1")):
+            rt.count(rounds=2, comparisons=n[0])
         return out[0], out[1]
 
     def _take_gc_stream(self):
         """(key, nonce) of a fresh S1-S2 stream on each server, per party index."""
         key, nonce = {}, {}
-        for p, party in enumerate(("S1", "S2")):
+        for p, party in enumerate(_SERVERS):
             key[p], nonce[p] = self.rt.key_material("S1", "S2", party)
         return key, nonce
 
     def _ship_tables(self, tables, decode, nonce, half):
         """S1 sends the garbled tables and decoding bits of [0, half) to T1 and
-        of [half, n) to T2, with the stream nonce and the index of the first
-        comparison (public: together they fix the hash tweaks)."""
+        of [half, n) to T2 in one message each, with the stream nonce and the
+        index of the first comparison as headers (public: together they fix
+        the hash tweaks). Returns {T: (tables, decode, nonce, first)} on T."""
         at_t = {}
-        half = tf.cast(half, tf.int64)
-        for t, sl, first in (("T1", slice(None, half), tf.zeros_like(half)),
-                             ("T2", slice(half, None), half)):
-            at_t[t] = (self.rt.send(tables[sl], "S1", t), self.rt.send(decode[sl], "S1", t),
-                       self.rt.send(nonce, "S1", t), self.rt.send(first, "S1", t))
+        with tf.device(self.rt.device("S1")):
+            half = tf.cast(half, tf.int64)
+            parts = {"T1": (tables[:half], decode[:half], tf.zeros_like(half)),
+                     "T2": (tables[half:], decode[half:], half)}
+        for t, (tab, dec, first) in parts.items():
+            (tab_t, dec_t), (nonce_t, first_t) = self.rt.send("S1", t, tab, dec,
+                                                              headers=(nonce, first))
+            at_t[t] = (tab_t, dec_t, nonce_t, first_t)
         return at_t
 
     def garble_ahead(self, shape) -> Pregarbled:
@@ -334,6 +388,11 @@ class PrivPyBackend(Backend):
         DESIGN §6. The result is single-use, enforced in TF state by each
         server, so a traced function cannot replay it."""
         return Pregarbled(self, tf.TensorShape(shape))
+
+
+_SERVERS = ("S1", "S2")
+#: each server and the assistant it shares a stream with for re-sharing
+_PAIRS = (("S1", "T1"), ("S2", "T2"))
 
 
 class PlaintextBackend(Backend):
@@ -375,3 +434,12 @@ BACKENDS = {"privpy": PrivPyBackend, "plaintext": PlaintextBackend}
 
 def make_backend(runtime: Runtime) -> Backend:
     return BACKENDS[runtime.config.backend](runtime)
+
+
+def _on_device(x: tf.Tensor, device: str) -> bool:
+    """Whether x is (eager) or is placed to be (graph) on `device`."""
+    where = x.device if x.device else ""
+    if not where:
+        return False  # unplaced: TF puts it on the first CPU, the client's
+    return tf.DeviceSpec.from_string(where).to_string() == tf.DeviceSpec.from_string(
+        device).to_string()

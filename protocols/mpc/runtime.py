@@ -1,4 +1,4 @@
-"""The four-server runtime: devices, pairwise PRG keys and nonce counters.
+"""The four-server runtime: devices, pairwise PRG keys, nonce counters, channels.
 
 A Runtime owns, for every pair of servers, a 128-bit AES key drawn from the
 OS CSPRNG on one server of the pair at setup and held by both, and on each of
@@ -8,38 +8,30 @@ counters, so re-running an op, eagerly or as the same tf.function, never
 reuses a (key, nonce) pair (DESIGN §4). A Python-side counter would be frozen
 into a traced function.
 
-Every tensor that crosses from one party to another goes through
-`Runtime.send`, the single place where traffic happens: it places the copy on
-the receiver and lets observers (tests, profiling) see what each party gets.
+Every tensor that crosses from one party to another goes through the
+runtime's channels (channel.py), the single place where traffic happens and
+is counted; protocol counters (rounds, multiplications, comparisons) live in
+TF state beside them, so `tp.stats()` reports any run, traced or eager.
 """
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
-import threading
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
 from . import kernels
-from ..loader import load_library
 from ..config import Config
+from ..loader import load_library
+from .channel import Channels, check_stream
 
 PARTIES = ("S1", "S2", "T1", "T2")
 CLIENT = "client"
 _ids = itertools.count(1)
 
-
-@dataclasses.dataclass
-class LinkStats:
-    """Traffic counted when protocol code is run (eagerly) or traced."""
-
-    messages: int = 0
-    bytes: int = 0
-
-
-Observer = Callable[[str, str, tf.Tensor], None]
+#: protocol counters, in this order, in one int64 variable on S1
+PROTOCOL_COUNTERS = ("rounds", "multiplications", "comparisons")
 
 
 class Runtime:
@@ -51,19 +43,21 @@ class Runtime:
     """
 
     def __init__(self, config: Config, devices: Dict[str, str]):
-        missing = [p for p in (CLIENT,) + PARTIES if p not in devices]
-        if missing:
-            raise ValueError(f"devices lacks {missing}; it needs client, S1, S2, T1, T2")
+        check_devices(devices)
         self.config = config
         self.devices = dict(devices)
         self.id = next(_ids)
-        self._lock = threading.Lock()
-        self._observers: List[Observer] = []
-        self.stats: Dict[Tuple[str, str], LinkStats] = {}
         self._keys: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
         self._counters: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
         load_library()
+        # Channels between the client and the four servers; extra data owners
+        # (client1, ...) of federated runs only talk to the HE aggregator.
+        self.channels = Channels({p: self.devices[p] for p in (CLIENT,) + PARTIES})
         with tf.init_scope():  # variables and keys are created eagerly, once
+            with tf.device(self.devices["S1"]):
+                self._protocol_counters = tf.Variable(
+                    tf.zeros([len(PROTOCOL_COUNTERS)], tf.int64), trainable=False,
+                    name="tp_protocol_counters")
             for a, b in itertools.combinations(PARTIES, 2):
                 with tf.device(self.devices[a]):
                     # Drawn by server a's OS CSPRNG; b receives it once at setup.
@@ -71,8 +65,11 @@ class Runtime:
                                         name=f"tp_key_{a}{b}_at_{a}")
                     ctr_a = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                         name=f"tp_nonce_{a}{b}_at_{a}")
+                    key_read = key_a.read_value()
+                # The one setup message of the pair: a hands the key to b.
+                key_at_b = self.channels.send1(a, b, key_read)
                 with tf.device(self.devices[b]):
-                    key_b = tf.Variable(tf.identity(key_a.read_value()), trainable=False,
+                    key_b = tf.Variable(key_at_b, trainable=False,
                                         name=f"tp_key_{a}{b}_at_{b}")
                     ctr_b = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                         name=f"tp_nonce_{a}{b}_at_{b}")
@@ -111,35 +108,62 @@ class Runtime:
             return kernels.stream_next(self._keys[pair][at], self._counters[pair][at])
 
     # ------------------------------------------------------------ traffic
-    def send(self, x: tf.Tensor, src: str, dst: str) -> tf.Tensor:
-        """Moves x from party src to party dst; the only place traffic happens.
+    def send(self, src: str, dst: str, *payload: tf.Tensor,
+             headers: Sequence[tf.Tensor] = ()) -> Tuple[List[tf.Tensor], List[tf.Tensor]]:
+        """Moves payload (and headers) from party src to party dst as one
+        message through their channel; returns them placed on dst."""
+        return self.channels.send(src, dst, *payload, headers=headers)
 
-        The copy itself is TensorFlow's: the receiver's kernel runs under its
-        device scope and TF inserts the Send/Recv pair (in memory when
-        embedded, over gRPC between tasks), so no extra op is built here.
-        """
-        y = x
-        n = x.shape.num_elements()
-        with self._lock:
-            st = self.stats.setdefault((src, dst), LinkStats())
-            st.messages += 1
-            st.bytes += (n or 0) * x.dtype.size
-            observers = list(self._observers)
-        for obs in observers:
-            obs(src, dst, y)
-        return y
+    def send1(self, src: str, dst: str, x: tf.Tensor) -> tf.Tensor:
+        """One tensor from src to dst, no header."""
+        return self.channels.send1(src, dst, x)
+
+    def check_stream(self, a: str, b: str, at: str, own_nonce: tf.Tensor,
+                     received_nonce: tf.Tensor, sender: str) -> tf.Operation:
+        """On party `at`: its nonce of the a-b stream must equal the one
+        `sender` put in a message header (channel.check_stream)."""
+        with tf.device(self.devices[at]):
+            return check_stream(self._pair(a, b), at, own_nonce, received_nonce, sender)
+
+    def count(self, rounds=0, multiplications=0, comparisons=0) -> None:
+        """Advances the protocol counters in TF state (on S1, which takes part
+        in every protocol); arguments may be ints or int64 tensors on S1."""
+        with tf.device(self.devices["S1"]):
+            self._protocol_counters.assign_add(tf.stack([
+                tf.cast(v, tf.int64) for v in (rounds, multiplications, comparisons)]))
+
+    def protocol_counts(self) -> Dict[str, int]:
+        """{"rounds", "multiplications", "comparisons"} so far, read eagerly."""
+        with tf.init_scope():
+            return dict(zip(PROTOCOL_COUNTERS,
+                            (int(v) for v in self._protocol_counters.numpy())))
 
     @contextlib.contextmanager
-    def observe(self, observer: Observer):
-        """Calls observer(src, dst, tensor) for every message while active."""
-        with self._lock:
-            self._observers.append(observer)
-        try:
+    def observe(self, observer: Callable[[str, str, tf.Tensor], None]):
+        """Calls observer(src, dst, tensor) for every payload tensor that a
+        channel delivers while active (the copy on the receiver)."""
+        def each(src, dst, tensors):
+            for t in tensors:
+                observer(src, dst, t)
+        with self.channels.observe(each):
             yield
-        finally:
-            with self._lock:
-                self._observers.remove(observer)
 
-    def reset_stats(self) -> None:
-        with self._lock:
-            self.stats.clear()
+
+def check_devices(devices: Dict[str, str]) -> None:
+    """Each party needs its own device, and no server may share the client's:
+    two parties on one device would see each other's secrets (DESIGN §1)."""
+    missing = [p for p in (CLIENT,) + PARTIES if p not in devices]
+    if missing:
+        raise ValueError(f"devices lacks {missing}; it needs client, S1, S2, T1, T2")
+    seen: Dict[str, str] = {}
+    for party, name in devices.items():
+        try:
+            spec = tf.DeviceSpec.from_string(name).to_string()
+        except ValueError as e:
+            raise ValueError(f"device {name!r} of {party} is not a TF device name") from e
+        if spec in seen:
+            raise ValueError(
+                f"{seen[spec]} and {party} are both placed on {name}: every party needs a "
+                "device of its own (a server on the client's device, or two servers on one "
+                "device, would hold each other's secrets). Give each a distinct device.")
+        seen[spec] = party

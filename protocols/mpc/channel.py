@@ -1,0 +1,129 @@
+"""The one channel: how a tensor crosses from one party to another (DESIGN §2).
+
+Every tensor that leaves its party goes through `Channels.send`, one channel
+per ordered pair of parties (client, S1, S2, T1, T2). In the embedded mode a
+send is a pinned copy on the receiver (an IdentityN under the receiver's
+device scope, so TF's Send/Recv pair is the only cross-device edge) plus
+message and byte counters kept in TF state on the receiver: a tf.function
+counts per run, not per trace. The distributed mode adds authenticated
+encryption at this same point.
+
+A message may carry header tensors (stream nonces, batch indices) beside its
+payload: they travel in the same message and are counted in its bytes. The
+receiver of a nonce header checks it against its own end of the stream
+(`check_stream`), so two ends of a PRG stream that fell out of step (an error
+between their two kernels) are detected instead of silently producing wrong
+results (DESIGN §4).
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import tensorflow as tf
+
+Observer = Callable[[str, str, Sequence[tf.Tensor]], None]
+
+#: the name scope of every channel copy: graph tests recognise the one
+#: allowed kind of cross-device edge by it
+SCOPE = "tp_channel"
+
+
+def _static_bytes(t: tf.Tensor):
+    """Bytes of t if known when the graph is built, else None."""
+    if t.dtype == tf.string:
+        return None
+    n = t.shape.num_elements()
+    return None if n is None else n * t.dtype.size
+
+
+def _dynamic_bytes(t: tf.Tensor) -> tf.Tensor:
+    if t.dtype == tf.string:
+        return tf.reduce_sum(tf.cast(tf.strings.length(t), tf.int64))
+    return tf.size(t, out_type=tf.int64) * t.dtype.size
+
+
+class Channels:
+    """The channels between every ordered pair of `parties`.
+
+    Args:
+      devices: party name -> TF device name, for every party.
+    """
+
+    def __init__(self, devices: Dict[str, str]):
+        self.devices = dict(devices)
+        self._lock = threading.Lock()
+        self._observers: List[Observer] = []
+        self._counters: Dict[Tuple[str, str], tf.Variable] = {}
+        with tf.init_scope():
+            for src, dst in itertools.permutations(self.devices, 2):
+                with tf.device(self.devices[dst]):
+                    # [messages, bytes] received by dst from src
+                    self._counters[(src, dst)] = tf.Variable(
+                        tf.zeros([2], tf.int64), trainable=False,
+                        name=f"tp_channel_{src}_to_{dst}")
+
+    # ------------------------------------------------------------- sending
+    def send(self, src: str, dst: str, *payload: tf.Tensor,
+             headers: Sequence[tf.Tensor] = ()) -> Tuple[List[tf.Tensor], List[tf.Tensor]]:
+        """Moves payload and headers from src to dst as ONE message.
+
+        Returns (payload, headers) as tensors placed on dst.
+        """
+        if src == dst:
+            raise ValueError(f"a message from {src} to itself is not a message")
+        if (src, dst) not in self._counters:
+            raise ValueError(f"no channel from {src!r} to {dst!r}")
+        tensors = [tf.convert_to_tensor(t) for t in list(payload) + list(headers)]
+        with tf.device(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}"):
+            out = tf.raw_ops.IdentityN(input=tensors)
+            static = [_static_bytes(t) for t in tensors]
+            if all(b is not None for b in static):
+                nbytes = tf.constant(sum(static), tf.int64)
+            else:
+                nbytes = tf.add_n([tf.constant(b, tf.int64) if b is not None
+                                   else _dynamic_bytes(o) for b, o in zip(static, out)])
+            self._counters[(src, dst)].assign_add(
+                tf.stack([tf.constant(1, tf.int64), nbytes]))
+        with self._lock:
+            observers = list(self._observers)
+        for obs in observers:
+            obs(src, dst, out[:len(payload)])
+        return list(out[:len(payload)]), list(out[len(payload):])
+
+    def send1(self, src: str, dst: str, x: tf.Tensor) -> tf.Tensor:
+        """send() of a single tensor with no header."""
+        return self.send(src, dst, x)[0][0]
+
+    # ------------------------------------------------------------ counting
+    def counts(self) -> Dict[Tuple[str, str], Tuple[int, int]]:
+        """{(src, dst): (messages, bytes)} so far, read eagerly."""
+        with tf.init_scope():
+            return {k: tuple(int(v) for v in c.numpy()) for k, c in self._counters.items()}
+
+    @contextlib.contextmanager
+    def observe(self, observer: Observer):
+        """Calls observer(src, dst, payload tensors on dst) for every message
+        while active (at trace time inside a tf.function)."""
+        with self._lock:
+            self._observers.append(observer)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._observers.remove(observer)
+
+
+def check_stream(pair: Tuple[str, str], at: str, own: tf.Tensor, received: tf.Tensor,
+                 sender: str) -> tf.Operation:
+    """Fails the run if the nonce `received` from `sender` differs from `at`'s own
+    nonce `own` of the same stream. Build it under `at`'s device scope."""
+    return tf.debugging.assert_equal(
+        own, received, message=(
+            f"tf_privpy: the {pair[0]}-{pair[1]} PRG stream is out of step between "
+            f"{at} and {sender} (their nonces differ): an earlier protocol call failed "
+            "between the two servers' kernels. Masks would no longer cancel and every "
+            "later result would be wrong, so nothing more runs on these keys: call "
+            "tp.init() again for fresh keys."))

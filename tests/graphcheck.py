@@ -1,0 +1,146 @@
+"""Taint-checked placement (DESIGN §2, placement and channel seams).
+
+Follows taint from the shares (and every variable a server holds: keys,
+nonce counters, garbled tables) through a computation and reports
+  - every op that reads a tainted value but does not run on a server, and
+  - every value that crosses from one party to another anywhere but through
+    the channel (protocols/mpc/channel.py: an IdentityN in a `tp_channel`
+    name scope on the receiver).
+Shape, Size and Rank end the taint (their outputs are public metadata), but
+the op itself must still run where the value lives. A channel message to
+the client (tp.reveal) is a deliberate declassification and ends the taint.
+
+Two checkers: `graph_violations` walks a traced tf.function graph (devices
+as placed, an unplaced op counts as the client's, where TF would run it);
+`EagerRecorder` records the device each eager op actually ran on, through
+TF's op callbacks.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Dict, List, Sequence
+
+import tensorflow as tf
+from tensorflow.python.framework import op_callbacks
+
+SERVERS = ("S1", "S2", "T1", "T2")
+SHAPE_OPS = {"Shape", "ShapeN", "Size", "Rank"}
+CHANNEL_SCOPE = "tp_channel_"
+
+
+def canon(device: str) -> str:
+    return tf.DeviceSpec.from_string(device).to_string() if device else ""
+
+
+class Parties:
+    def __init__(self, devices: Dict[str, str]):
+        self.by_device = {canon(v): k for k, v in devices.items()}
+        self.client = devices["client"]
+
+    def of(self, device: str) -> str:
+        if not device:
+            return "client"  # unplaced: TF runs it on the first CPU, the client's
+        return self.by_device.get(canon(device), device)
+
+
+def _channel_ends(op) -> tuple:
+    """(src, dst) of a channel copy op, else None."""
+    if op.type != "IdentityN":
+        return None
+    for part in op.name.split("/"):
+        if part.startswith(CHANNEL_SCOPE):
+            src, _, dst = part[len(CHANNEL_SCOPE):].partition("_to_")
+            return src, dst.split("_")[0]  # drop TF's "_1" uniquifying suffix
+    return None
+
+
+def graph_violations(concrete, devices: Dict[str, str],
+                     tainted_inputs: Sequence[tf.Tensor]) -> List[str]:
+    """Violations in a ConcreteFunction's graph; tainted_inputs are its
+    placeholders that hold shares."""
+    parties = Parties(devices)
+    graph = concrete.graph
+    party_of_tensor: Dict[str, str] = {}
+    tainted = {t.name for t in tainted_inputs}
+    for external, internal in graph.captures:
+        p = parties.of(getattr(external, "device", "") or "")
+        party_of_tensor[internal.name] = p
+        if p in SERVERS:
+            tainted.add(internal.name)  # keys, counters, tables held by a server
+    bad = []
+    for op in graph.get_operations():
+        if any(op.get_attr(a.name) is not None for a in op.op_def.attr
+               if a.type == "func"):
+            bad.append(f"{op.name} ({op.type}) calls a function: not followed")
+        where = parties.of(op.device)
+        ends = _channel_ends(op)
+        t_in = False
+        for inp in op.inputs:
+            src = party_of_tensor.get(inp.name, parties.of(inp.op.device))
+            t_in |= inp.name in tainted
+            if inp.dtype == tf.resource or src == where:
+                continue
+            if ends is None:
+                bad.append(f"{inp.name} crosses {src} -> {where} into {op.name} ({op.type}) "
+                           "outside the channel")
+            elif ends != (src, where):
+                bad.append(f"channel {op.name} named {ends} carries {src} -> {where}")
+        if t_in and where not in SERVERS and not (ends and ends[1] == "client"):
+            bad.append(f"{op.name} ({op.type}) reads a share or protocol message but "
+                       f"runs on {where}")
+        for out in op.outputs:
+            party_of_tensor[out.name] = where
+            if t_in and op.type not in SHAPE_OPS and not (ends and ends[1] == "client"):
+                tainted.add(out.name)
+    return bad
+
+
+class EagerRecorder:
+    """Records, for every eager op run while active, the device it ran on,
+    and checks taint and channel use as graph_violations does."""
+
+    def __init__(self, devices: Dict[str, str], sources: Sequence[tf.Tensor]):
+        self.parties = Parties(devices)
+        self._keep = list(sources)  # ids stay unique while we hold them
+        self.tainted = {id(t) for t in sources}
+        self.violations: List[str] = []
+        self.ran: List[tuple] = []
+
+    def _device_party(self, t) -> str:
+        return self.parties.of(t.device)
+
+    def __call__(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        if graph is not None:  # building a graph, not running: graph_violations' job
+            return None
+        outs = list(outputs or [])
+        where_t = outs[0] if outs else (inputs[0] if inputs else None)
+        if where_t is None:
+            return None
+        where = self._device_party(where_t)
+        self.ran.append((op_type, where))
+        t_in = False
+        for inp in inputs:
+            if inp.dtype == tf.resource:
+                t_in |= self._device_party(inp) in SERVERS  # a server's variable
+                continue
+            t_in |= id(inp) in self.tainted
+            src = self._device_party(inp)
+            if src != where and op_type != "IdentityN":
+                self.violations.append(f"{op_type} on {where} read a tensor of {src} "
+                                       "outside the channel")
+        to_client = op_type == "IdentityN" and where == "client"
+        if t_in and where not in SERVERS and not to_client:
+            self.violations.append(f"{op_type} read a share or protocol message on {where}")
+        if t_in and op_type not in SHAPE_OPS and not to_client:
+            for o in outs:
+                self.tainted.add(id(o))
+                self._keep.append(o)
+        return None
+
+    @contextlib.contextmanager
+    def active(self):
+        op_callbacks.add_op_callback(self)
+        try:
+            yield self
+        finally:
+            op_callbacks.remove_op_callback(self)

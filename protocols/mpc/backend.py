@@ -268,6 +268,9 @@ class PrivPyBackend(Backend):
         else:
             key, nonce, at_t = pregarbled.consume(low[0].shape, 1)
             n = tf.shape(low[0], out_type=tf.int64)[0]
+        # A run refused for a used batch must advance no stream counter: one
+        # side of a pair advancing alone would desynchronise its nonces.
+        taken = [] if pregarbled is None else [nonce[0], nonce[1]]
         with tf.device(rt.device("S1")):
             labels_y = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
             mask0 = kernels.gc_output_mask(key[0], nonce[0], n)
@@ -282,12 +285,14 @@ class PrivPyBackend(Backend):
                                      ("T2", "S2", "S1", slice(half, None))):
             lx, ly = rt.send(labels_x[sl], "S2", t), rt.send(labels_y[sl], "S1", t)
             tables_t, decode_t, nonce_t, first_t = at_t[t]
-            kt, nt = rt.key_material(server, t, t)
+            with tf.control_dependencies(taken):
+                kt, nt = rt.key_material(server, t, t)
             with tf.device(rt.device(t)):
                 b = kernels.gc_evaluate(tables_t, decode_t, lx, ly, nonce_t, first_t)
                 m = kernels.bit_share_assist(b, kt, nt, bits, f)
             msg[other] = rt.send(m, t, other)
-            ks, ns = rt.key_material(server, t, server)
+            with tf.control_dependencies(taken):
+                ks, ns = rt.key_material(server, t, server)
             with tf.device(rt.device(server)):
                 own_share[server] = kernels.prg_ring(ks, ns, tf.shape(b, out_type=tf.int64), bits)
         out = []

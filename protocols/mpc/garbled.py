@@ -48,13 +48,18 @@ class Pregarbled:
             raise ValueError(f"these garbled comparators are for {self.shape.num_elements()} "
                              f"comparisons, not {logical.num_elements()}")
         rt = self._rt
-        key, nonce = {}, {}
+        key, nonce, after = {}, {}, []
         for p, party in enumerate(("S1", "S2")):
-            with tf.device(rt.device(party)):
-                # One kernel checks and marks the batch used: separate read,
-                # Assert and assign ops would let two concurrent runs pass.
+            # One kernel checks and marks the batch used: separate read,
+            # Assert and assign ops would let two concurrent runs pass. S2
+            # takes after S1 (a control edge, no data), as it does eagerly: of
+            # concurrent runs, only the one S1 let through reaches S2, so
+            # exactly one succeeds instead of each winning one server and
+            # both failing.
+            with tf.device(rt.device(party)), tf.control_dependencies(after):
                 nonce[p] = kernels.take_once(self._fresh[p], self._nonce[p], ALREADY_USED)
-                with tf.control_dependencies([nonce[p]]):
+                after = [nonce[p]]
+                with tf.control_dependencies(after):
                     key[p] = rt._keys[rt._pair("S1", "S2")][party].read_value()
         at_t = {t: tuple(v.read_value() for v in vs) for t, vs in self._at_t.items()}
         return key, nonce, at_t

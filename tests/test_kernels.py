@@ -184,6 +184,60 @@ def test_random_key_is_fresh():
     assert len(keys) == 50
 
 
+class TakeOnceRef:
+    """Plain reference of TakeOnce: the value while fresh, then used for good."""
+
+    def __init__(self, value):
+        self.fresh, self.value = True, value
+
+    def take(self):
+        if not self.fresh:
+            raise LookupError("already taken")
+        self.fresh = False
+        return self.value
+
+
+@pytest.mark.parametrize("mode", ["eager", "tf_function"])
+@pytest.mark.parametrize("value", [0, 7, -1, 2 ** 63 - 1, -2 ** 63])
+def test_take_once(mode, value):
+    take = lambda f, v: K.take_once(f, v, "batch 3 was already used")  # noqa: E731
+    if mode == "tf_function":
+        take = tf.function(take)
+    fresh, var = tf.Variable(True), tf.Variable(tf.constant(value, tf.int64))
+    ref = TakeOnceRef(value)
+    for _ in range(3):
+        try:
+            want = ref.take()
+        except LookupError:
+            with pytest.raises(tf.errors.InvalidArgumentError, match="batch 3 was already used"):
+                take(fresh, var)
+        else:
+            assert int(take(fresh, var)) == want
+        assert bool(fresh.numpy()) == ref.fresh and int(var.numpy()) == value
+
+
+@pytest.mark.parametrize("fresh_init,value_init,error", [
+    (True, tf.constant(1, tf.int32), r"value variable must hold an int64 scalar, got int32"),
+    (True, tf.constant([1, 2], tf.int64), r"must hold an int64 scalar, got int64 \[2\]"),
+    (tf.constant(1, tf.int64), tf.constant(1, tf.int64), r"fresh variable must hold a bool"),
+    ([True], tf.constant(1, tf.int64), r"must hold a bool scalar, got bool \[1\]"),
+])
+def test_take_once_rejects(fresh_init, value_init, error):
+    fresh, var = tf.Variable(fresh_init), tf.Variable(value_init)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=error):
+        K.take_once(fresh, var, "used")
+    # a failed take changes nothing (a malformed value does not burn the flag)
+    assert fresh.numpy().tolist() == tf.constant(fresh_init).numpy().tolist()
+    assert var.numpy().tolist() == value_init.numpy().tolist()
+
+
+def test_take_once_needs_a_message():
+    fresh = tf.Variable(True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="message must not be empty"):
+        K.take_once(fresh, tf.Variable(tf.constant(1, tf.int64)), "")
+    assert fresh.numpy()
+
+
 def test_prg_portable_path_matches():
     """OpenSSL's portable AES (AES-NI masked off) gives the same stream."""
     code = ("import tensorflow as tf, sys\n"

@@ -71,6 +71,62 @@ class StreamNextOp : public OpKernel {
   }
 };
 
+// Takes a single-use nonce. Pregarbled comparators are garbled in a setup
+// phase and are single-use (DESIGN §6): evaluating one batch of garbled tables
+// on two inputs leaks both comparisons to T1/T2 and reuses the (key, nonce)
+// stream of its masks (DESIGN §4). The check and the mark happen in one
+// kernel under the `fresh` variable's exclusive lock, so of any number of
+// concurrent runs (threads, or tf.functions sharing the variables) exactly
+// one passes; a read -> Assert -> assign sequence of separate ops lets two
+// runs read `true` before either writes `false`.
+class TakeOnceOp : public OpKernel {
+ public:
+  explicit TakeOnceOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("message", &message_));
+    OP_REQUIRES(ctx, !message_.empty(),
+                errors::InvalidArgument("TakeOnce: message must not be empty"));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    using ::tensorflow::Var;
+    ::tensorflow::core::RefCountPtr<Var> fresh, value;
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &fresh));
+    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 1), &value));
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({}), &out));
+    // The value first: a malformed one fails the op without burning the batch.
+    {
+      ::tensorflow::tf_shared_lock l(*value->mu());
+      const Tensor& v = *value->tensor();
+      OP_REQUIRES(ctx,
+                  value->is_initialized && v.dtype() == ::tensorflow::DT_INT64 &&
+                      v.dims() == 0,
+                  errors::InvalidArgument(
+                      "TakeOnce: value variable must hold an int64 scalar, got ",
+                      ::tensorflow::DataTypeString(v.dtype()), " ",
+                      v.shape().DebugString()));
+      out->scalar<int64_t>()() = v.scalar<int64_t>()();
+    }
+    ::tensorflow::mutex_lock l(*fresh->mu());
+    Tensor* f = fresh->tensor();
+    OP_REQUIRES(ctx,
+                fresh->is_initialized && f->dtype() == ::tensorflow::DT_BOOL &&
+                    f->dims() == 0,
+                errors::InvalidArgument(
+                    "TakeOnce: fresh variable must hold a bool scalar, got ",
+                    ::tensorflow::DataTypeString(f->dtype()), " ",
+                    f->shape().DebugString()));
+    OP_REQUIRES(ctx, f->scalar<bool>()(), errors::InvalidArgument(message_));
+    // Replace rather than update in place: a reader may alias the old buffer.
+    Tensor used(::tensorflow::DT_BOOL, TensorShape({}));
+    used.scalar<bool>()() = false;
+    *f = used;
+  }
+
+ private:
+  std::string message_;
+};
+
 class PrgRingOp : public RingKernel<PrgRingOp> {
  public:
   explicit PrgRingOp(OpKernelConstruction* ctx) : RingKernel(ctx) {
@@ -139,6 +195,8 @@ REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RandomKey").Device(DEVICE_CPU),
                         RandomKeyOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>StreamNext").Device(DEVICE_CPU),
                         StreamNextOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>TakeOnce").Device(DEVICE_CPU),
+                        TakeOnceOp);
 REGISTER_KERNEL_BUILDER(
     Name("TfPrivpy>PrgRing").Device(DEVICE_CPU).HostMemory("shape"),
     PrgRingOp);

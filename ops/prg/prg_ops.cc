@@ -1,5 +1,6 @@
-// Op registrations of the prg family: OS-CSPRNG keys, AES-CTR ring streams
-// and client-side secret sharing. Kernels: prg_kernels.cc.
+// Op registrations of the prg family: OS-CSPRNG keys, stream nonces (taken
+// from counters, or once only), AES-CTR ring streams and client-side secret
+// sharing. Kernels: prg_kernels.cc.
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -32,6 +33,23 @@ REGISTER_OP("TfPrivpy>StreamNext")
          "returns the counter's value and advances it by one, atomically. "
          "The counter lives in TF state, so every run of a traced function "
          "gets a fresh nonce (DESIGN §4).");
+
+REGISTER_OP("TfPrivpy>TakeOnce")
+    .Input("fresh: resource")
+    .Input("value: resource")
+    .Output("taken: int64")
+    .Attr("message: string")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      c->set_output(0, c->Scalar());
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Takes a single-use int64 scalar: under the `fresh` bool variable's "
+         "lock, checks that it is still true, sets it to false and returns "
+         "`value`'s content; fails with InvalidArgument(`message`) if it was "
+         "already false. One kernel, so two concurrent runs cannot both pass "
+         "(a read, an assert and an assign can interleave). Guards the nonce "
+         "of pregarbled comparators, which are single-use (DESIGN §6).");
 
 REGISTER_OP("TfPrivpy>PrgRing")
     .Input("key: int64")

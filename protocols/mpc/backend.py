@@ -315,6 +315,9 @@ class PrivPyBackend(Backend):
             at_t = self._ship_tables(tables, decode, nonce[0], half[0])
         else:
             key, nonce, at_t = pregarbled.consume(low[0].shape, 1)
+        # A run refused for a used batch must advance no stream counter: one
+        # side of a pair advancing alone would desynchronise its nonces.
+        taken = [] if pregarbled is None else [nonce[0], nonce[1]]
         labels, mask = {}, {}
         with tf.device(rt.device("S1")):
             labels[0] = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
@@ -328,7 +331,8 @@ class PrivPyBackend(Backend):
         own_share, msg = {}, {}
         for own, (server, t) in enumerate(_PAIRS):
             other = 1 - own
-            ks, ns = rt.key_material(server, t, server)
+            with tf.control_dependencies(taken):
+                ks, ns = rt.key_material(server, t, server)
             part = {}
             for p, party in enumerate(_SERVERS):
                 with tf.device(rt.device(party)):
@@ -339,7 +343,8 @@ class PrivPyBackend(Backend):
                                                headers=(nonce[other],))
             lx, ly = (l_other, l_own) if own == 0 else (l_own, l_other)  # x from S2, y from S1
             tables_t, decode_t, nonce_t, first_t = at_t[t]
-            kt, nt = rt.key_material(server, t, t)
+            with tf.control_dependencies(taken):
+                kt, nt = rt.key_material(server, t, t)
             checks = [rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other]),
                       rt.check_stream(server, t, t, nt, n_st, server)]
             with tf.device(rt.device(t)), tf.control_dependencies(checks):

@@ -3,13 +3,17 @@
 S1 garbles a batch of comparators before the inputs exist and ships the
 tables to T1 and T2, where they wait in TF variables; online, only input
 labels travel. Each batch is single-use, which every server enforces in TF
-state.
+state with one atomic test-and-set kernel (TakeOnce), also against
+concurrent runs.
 """
 from __future__ import annotations
 
 import tensorflow as tf
 
 from . import kernels
+
+ALREADY_USED = ("tf_privpy: these pregarbled comparators were already used; garble new ones "
+                "(tp.garble_comparisons) for every comparison")
 
 
 class Pregarbled:
@@ -44,17 +48,21 @@ class Pregarbled:
             raise ValueError(f"these garbled comparators are for {self.shape.num_elements()} "
                              f"comparisons, not {logical.num_elements()}")
         rt = self._rt
-        key, nonce = {}, {}
+        key, nonce, after = {}, {}, []
         for p, party in enumerate(("S1", "S2")):
-            with tf.device(rt.device(party)):
-                check = tf.debugging.Assert(
-                    self._fresh[p].read_value(),
-                    ["tf_privpy: these pregarbled comparators were already used; garble "
-                     "new ones (tp.garble_comparisons) for every comparison"])
-                with tf.control_dependencies([check]):
-                    with tf.control_dependencies([self._fresh[p].assign(False)]):
-                        nonce[p] = tf.identity(self._nonce[p].read_value())
-                        pair = rt._pair("S1", "S2")
-                        key[p] = rt._keys[pair][party].read_value()
-        at_t = {t: tuple(v.read_value() for v in vs) for t, vs in self._at_t.items()}
+            # One kernel checks and marks the batch used: separate read,
+            # Assert and assign ops would let two concurrent runs pass. S2
+            # takes after S1 (a control edge, no data), as it does eagerly: of
+            # concurrent runs, only the one S1 let through reaches S2, so
+            # exactly one succeeds instead of each winning one server and
+            # both failing.
+            with tf.device(rt.device(party)), tf.control_dependencies(after):
+                nonce[p] = kernels.take_once(self._fresh[p], self._nonce[p], ALREADY_USED)
+                after = [nonce[p]]
+                with tf.control_dependencies(after):
+                    key[p] = rt._keys[rt._pair("S1", "S2")][party].read_value()
+        at_t = {}
+        for t, vs in self._at_t.items():
+            with tf.device(rt.device(t)):  # each assistant reads its own tables
+                at_t[t] = tuple(v.read_value() for v in vs)
         return key, nonce, at_t

@@ -61,6 +61,14 @@ def stream_next(key_var: tf.Variable, counter_var: tf.Variable):
     return _ops().tf_privpy_stream_next(key=key_var.handle, counter=counter_var.handle)
 
 
+def take_once(fresh_var: tf.Variable, value_var: tf.Variable, message: str) -> tf.Tensor:
+    """value_var's int64 scalar, if fresh_var (bool) is still True; sets it to
+    False in the same kernel, atomically, so of concurrent runs exactly one
+    passes. Raises InvalidArgumentError(message) once it is False."""
+    return _ops().tf_privpy_take_once(fresh=fresh_var.handle, value=value_var.handle,
+                                      message=message)
+
+
 def prg_ring(key, nonce, shape, ring_bits: int, offset: int = 0):
     return _ops().tf_privpy_prg_ring(key=key, nonce=nonce,
                                      shape=tf.cast(shape, tf.int64),

@@ -29,7 +29,13 @@ CHANNEL_SCOPE = "tp_channel_"
 
 
 def canon(device: str) -> str:
-    return tf.DeviceSpec.from_string(device).to_string() if device else ""
+    """A device name with the defaults of a local process filled in, so that
+    '/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' match."""
+    if not device:
+        return ""
+    d = tf.DeviceSpec.from_string(device)
+    return tf.DeviceSpec(job=d.job or "localhost", replica=d.replica or 0, task=d.task or 0,
+                         device_type=d.device_type, device_index=d.device_index).to_string()
 
 
 class Parties:
@@ -54,14 +60,23 @@ def _channel_ends(op) -> tuple:
     return None
 
 
+def share_inputs(concrete, n_private: int) -> Dict[str, str]:
+    """The placeholders of the first n_private PrivateTensor arguments'
+    shares, each with its holder (share0 on S1, share1 on S2)."""
+    ints = [t for t in concrete.graph.inputs if t.dtype == tf.int64][:2 * n_private]
+    return {t.name: ("S1", "S2")[i % 2] for i, t in enumerate(ints)}
+
+
 def graph_violations(concrete, devices: Dict[str, str],
-                     tainted_inputs: Sequence[tf.Tensor]) -> List[str]:
-    """Violations in a ConcreteFunction's graph; tainted_inputs are its
-    placeholders that hold shares."""
+                     tainted_inputs: Dict[str, str]) -> List[str]:
+    """Violations in a ConcreteFunction's graph; tainted_inputs maps the names
+    of its placeholders that hold shares to the party holding each."""
     parties = Parties(devices)
     graph = concrete.graph
-    party_of_tensor: Dict[str, str] = {}
-    tainted = {t.name for t in tainted_inputs}
+    party_of_tensor = dict(tainted_inputs)
+    tainted = set(tainted_inputs)
+    # tf.function's own output plumbing: the value is returned where it lives
+    returned = {t.name for t in graph.outputs}
     for external, internal in graph.captures:
         p = parties.of(getattr(external, "device", "") or "")
         party_of_tensor[internal.name] = p
@@ -69,6 +84,9 @@ def graph_violations(concrete, devices: Dict[str, str],
             tainted.add(internal.name)  # keys, counters, tables held by a server
     bad = []
     for op in graph.get_operations():
+        if op.type == "Identity" and all(o.name in returned for o in op.outputs) \
+                and not op.device:
+            continue
         if any(op.get_attr(a.name) is not None for a in op.op_def.attr
                if a.type == "func"):
             bad.append(f"{op.name} ({op.type}) calls a function: not followed")
@@ -89,7 +107,7 @@ def graph_violations(concrete, devices: Dict[str, str],
             bad.append(f"{op.name} ({op.type}) reads a share or protocol message but "
                        f"runs on {where}")
         for out in op.outputs:
-            party_of_tensor[out.name] = where
+            party_of_tensor.setdefault(out.name, where)  # placeholders keep their holder
             if t_in and op.type not in SHAPE_OPS and not (ends and ends[1] == "client"):
                 tainted.add(out.name)
     return bad

@@ -443,8 +443,12 @@ def make_backend(runtime: Runtime) -> Backend:
 
 def _on_device(x: tf.Tensor, device: str) -> bool:
     """Whether x is (eager) or is placed to be (graph) on `device`."""
-    where = x.device if x.device else ""
-    if not where:
+    if not x.device:
         return False  # unplaced: TF puts it on the first CPU, the client's
-    return tf.DeviceSpec.from_string(where).to_string() == tf.DeviceSpec.from_string(
-        device).to_string()
+    return _canon(x.device) == _canon(device)
+
+
+def _canon(device: str) -> tuple:
+    """('/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' match.)"""
+    d = tf.DeviceSpec.from_string(device)
+    return (d.job or "localhost", d.replica or 0, d.task or 0, d.device_type, d.device_index)

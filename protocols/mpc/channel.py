@@ -120,10 +120,12 @@ def check_stream(pair: Tuple[str, str], at: str, own: tf.Tensor, received: tf.Te
                  sender: str) -> tf.Operation:
     """Fails the run if the nonce `received` from `sender` differs from `at`'s own
     nonce `own` of the same stream. Build it under `at`'s device scope."""
-    return tf.debugging.assert_equal(
-        own, received, message=(
-            f"tf_privpy: the {pair[0]}-{pair[1]} PRG stream is out of step between "
-            f"{at} and {sender} (their nonces differ): an earlier protocol call failed "
-            "between the two servers' kernels. Masks would no longer cancel and every "
-            "later result would be wrong, so nothing more runs on these keys: call "
-            "tp.init() again for fresh keys."))
+    # A plain Assert kernel (tf.debugging.assert_equal would add a cond and
+    # two functions per check to every protocol call's graph).
+    return tf.raw_ops.Assert(condition=tf.equal(own, received), data=[
+        f"tf_privpy: the {pair[0]}-{pair[1]} PRG stream is out of step between "
+        f"{at} and {sender} (their nonces differ): an earlier protocol call failed "
+        "between the two servers' kernels. Masks would no longer cancel and every "
+        "later result would be wrong, so nothing more runs on these keys: call "
+        f"tp.init() again for fresh keys. Nonce at {at}, nonce from {sender}:",
+        own, received])

@@ -468,30 +468,77 @@ def add(key: AnyKey, a: EncryptedTensor, b: Any) -> EncryptedTensor:
     return EncryptedTensor(c, pk.n_bytes)
 
 
+def _mul_plain_raw(pk: PublicKey, c: tf.Tensor, k: Any) -> tf.Tensor:
+    """c^k mod n^2, broadcast; may be the noiseless 1 (k = 0): internal only."""
+    x, y = _broadcast(c, factor_tensor(pk, k))
+    with kernel_errors():
+        return K.paillier_mul_plain(pk.n_tensor(), x, y)
+
+
+def trivial_zero(pk: PublicKey) -> bytes:
+    """The ciphertext 1 (ciphertext_bytes wide): Enc(0) with noise 1, which
+    anyone recognises."""
+    return b"\x00" * (pk.ciphertext_bytes - 1) + b"\x01"
+
+
+def refresh_trivial(key: AnyKey, c: tf.Tensor) -> tf.Tensor:
+    """c with every element equal to 1 (the noiseless encryption of 0)
+    replaced by a fresh encryption of 0; the other elements untouched.
+
+    Cost: one string comparison per element, plus one noise value per element
+    that was 1. Eagerly, nothing else runs when no element is 1; in a graph
+    the gather / scatter run on empty tensors."""
+    pk = as_public_key(key)
+    trivial = tf.equal(c, tf.constant(trivial_zero(pk)))
+    if tf.executing_eagerly() and not bool(tf.reduce_any(trivial)):
+        return c
+    where = tf.where(trivial)
+    # rerandomize(1) = 1 * r^n: the noise itself, a fresh encryption of 0.
+    fresh = rerandomize(key, EncryptedTensor(tf.gather_nd(c, where), pk.n_bytes)).ciphertext
+    return tf.tensor_scatter_nd_update(c, where, fresh)
+
+
 def mul_plain(key: AnyKey, a: EncryptedTensor, k: Any) -> EncryptedTensor:
-    """a * k for plaintext integers k (any sign), with broadcasting."""
+    """a * k for plaintext integers k (any sign), with broadcasting.
+
+    Never returns the noiseless encryption of 0. c^0 = 1 whatever c is, so a
+    zero factor would yield the ciphertext 1, which tells anyone that this
+    plaintext is 0 (and that k was 0). Every output element equal to 1 gets
+    fresh noise (refresh_trivial): that is exactly the zero factors (also
+    k = n, or a big-integer k = 0 mod n) and any input that was itself 1.
+    Testing the output rather than k works for every k encoding (int64,
+    big-endian strings) and inside tf.function. Other elements keep c^k's
+    noise r^k, as phe's products do: it hides the plaintext as well as c's
+    noise did; rerandomize before sending if c^k must not be linkable to c.
+    """
     pk = as_public_key(key)
     check_encrypted(pk, a)
-    kt = factor_tensor(pk, k)
-    x, y = _broadcast(a.ciphertext, kt)
+    c = _mul_plain_raw(pk, a.ciphertext, k)
     with kernel_errors():
-        c = K.paillier_mul_plain(pk.n_tensor(), x, y)
+        c = refresh_trivial(key, c)
     return EncryptedTensor(c, pk.n_bytes)
 
 
 def subtract(key: AnyKey, a: EncryptedTensor, b: Any) -> EncryptedTensor:
-    """a - b; b an EncryptedTensor or a plaintext."""
-    if isinstance(b, EncryptedTensor):
-        return add(key, a, mul_plain(key, b, -1))
+    """a - b; b an EncryptedTensor or a plaintext.
+
+    Negates with the raw c^-1 (not mul_plain): its output is 1 only where b
+    is, and the sum carries a's noise, so there is nothing to refresh."""
     pk = as_public_key(key)
-    return add(key, a, mul_plain(pk, encrypt_trivial(pk, b), -1))
+    check_encrypted(pk, a, "a")
+    if isinstance(b, EncryptedTensor):
+        check_encrypted(pk, b, "b")
+        neg = _mul_plain_raw(pk, b.ciphertext, -1)
+    else:
+        neg = _mul_plain_raw(pk, encrypt_trivial(pk, b).ciphertext, -1)
+    return add(pk, a, EncryptedTensor(neg, pk.n_bytes))
 
 
 def encrypt_trivial(pk: PublicKey, plaintext: Any) -> EncryptedTensor:
     """(1 + m n) mod n^2: the encryption of m with noise 1. NOT hiding; only
     for combining with real ciphertexts."""
     m = plaintext_tensor(pk, plaintext)
-    one = tf.fill(tf.shape(m), tf.constant(b"\x00" * (pk.ciphertext_bytes - 1) + b"\x01"))
+    one = tf.fill(tf.shape(m), tf.constant(trivial_zero(pk)))
     with kernel_errors():
         return EncryptedTensor(K.paillier_encrypt_with_noise(pk.n_tensor(), m, one), pk.n_bytes)
 

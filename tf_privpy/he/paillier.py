@@ -149,8 +149,14 @@ def subtract(key: Key, a: EncryptedTensor, b: Any) -> EncryptedTensor:
 
 def mul_plain(key: Key, a: EncryptedTensor, k: Any) -> EncryptedTensor:
     """Homomorphic a * k for plaintext integers k (negative too), with
-    broadcasting. Constant-time in k's bits (not its sign). k = 0 gives the
-    noiseless encryption of 0: rerandomize before sending it to anyone.
+    broadcasting. Constant-time in k's bits (not its sign).
+
+    Never returns the noiseless encryption of 0: c^0 is the ciphertext 1 for
+    every c, which anyone recognises, so the elements where k is 0 (mod n)
+    get fresh noise (from the private key's CRT path when `key` is one). The
+    other elements are c^k, noised by c's own noise, as in python-paillier;
+    `rerandomize` the result before sending it if it must be unlinkable to
+    `a` for someone who knows k.
 
     Example:
       >>> tp.he.paillier.decrypt(sk, tp.he.paillier.mul_plain(pk, a, [2, -1, 0]))

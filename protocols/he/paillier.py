@@ -189,6 +189,12 @@ class EncryptedTensor(tf.experimental.ExtensionType):
     the 2 ceil(bits/8) big-endian bytes of one ciphertext; `n` is the key's
     modulus (minimal big-endian bytes). Works eagerly and in tf.function (n
     is static: part of the type). Index with `[...]` and `reshape`.
+
+    Arithmetic as python-paillier's EncryptedNumber, key from the operands:
+    `a + b`, `a - b` (b an EncryptedTensor of the same key or plaintext
+    integers), `a * k`, `k * a` (plaintext integers k), `-a`; with `[...]`,
+    reduce_sum(a) and broadcasting. Mixed keys raise KeyMismatchError,
+    `a * b` of two EncryptedTensors raises TypeError.
     """
     __name__ = "tf_privpy.he.paillier.EncryptedTensor"
     ciphertext: tf.Tensor
@@ -215,6 +221,66 @@ class EncryptedTensor(tf.experimental.ExtensionType):
 
     def __getitem__(self, key) -> "EncryptedTensor":
         return EncryptedTensor(self.ciphertext[key], self.n)
+
+    # ---------------------------------------------------------- arithmetic
+    # Operators in the manner of python-paillier's EncryptedNumber: the key is
+    # the operands' own (every EncryptedTensor carries its modulus), so no key
+    # argument. Operands of different keys raise KeyMismatchError; products of
+    # two ciphertexts raise TypeError. Broadcasting as in add / mul_plain.
+    # Numpy defers to these methods instead of looping over its own elements:
+    __array_ufunc__ = None
+
+    def __add__(self, other: Any) -> "EncryptedTensor":
+        """Enc(a + b): `other` an EncryptedTensor of the same key, or plaintext
+        integers (encrypted with noise 1, as phe does: a's noise hides the
+        sum).
+
+        >>> pk, sk = keygen()
+        >>> a, b = encrypt(pk, [1, -2]), encrypt(pk, [10, 20])
+        >>> decrypt(sk, a + b).numpy().tolist(), decrypt(sk, a + [5, 5]).numpy().tolist()
+        ([11, 18], [6, 3])
+        """
+        return add(self.public_key, self, _same_key(self, other, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "EncryptedTensor":
+        """Enc(a - b), `other` an EncryptedTensor of the same key or plaintext.
+
+        >>> decrypt(sk, a - b).numpy().tolist(), decrypt(sk, a - 1).numpy().tolist()
+        ([-9, -22], [0, -3])
+        """
+        return subtract(self.public_key, self, _same_key(self, other, "-"))
+
+    def __rsub__(self, other: Any) -> "EncryptedTensor":
+        """Enc(k - a) for plaintext k: `[5, 5] - a`."""
+        return add(self.public_key, -self, other)
+
+    def __mul__(self, k: Any) -> "EncryptedTensor":
+        """Enc(a k) for plaintext integers k (any sign, broadcast). Never the
+        noiseless Enc(0): see mul_plain. EncryptedTensor * EncryptedTensor is
+        a TypeError (Paillier is additively homomorphic only).
+
+        >>> decrypt(sk, a * 3).numpy().tolist(), decrypt(sk, [0, -1] * a).numpy().tolist()
+        ([3, -6], [0, 2])
+        """
+        if isinstance(k, EncryptedTensor):
+            raise TypeError(
+                "cannot multiply two EncryptedTensors: Paillier is additively homomorphic "
+                "only (ciphertexts add, and multiply by plaintext integers). Multiply by a "
+                "plaintext, or use a protocol for products of private values: tp.share (MPC) "
+                "or tp.he.scalar_product")
+        return mul_plain(self.public_key, self, k)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> "EncryptedTensor":
+        """Enc(-a).
+
+        >>> decrypt(sk, -a).numpy().tolist()
+        [-1, 2]
+        """
+        return mul_plain(self.public_key, self, -1)
 
     def __repr__(self) -> str:
         pk = self.public_key
@@ -246,6 +312,17 @@ def check_encrypted(key: AnyKey, x: Any, what: str = "ciphertext") -> EncryptedT
             f"{what} was encrypted under the key with fingerprint {x.fingerprint.hex()}, but "
             f"the key given has fingerprint {pk.fingerprint.hex()}; use the matching key")
     return x
+
+
+def _same_key(a: EncryptedTensor, other: Any, op: str) -> Any:
+    """`other`, after checking that an EncryptedTensor operand has a's key."""
+    if isinstance(other, EncryptedTensor) and other.n != a.n:
+        raise KeyMismatchError(
+            f"a {op} b: the operands were encrypted under different keys (fingerprints "
+            f"{a.fingerprint.hex()} and {other.fingerprint.hex()}). Ciphertexts combine only "
+            "under one key: have the key holder decrypt one and re-encrypt it under the "
+            "other's key")
+    return other
 
 
 _TF_NOISE = re.compile(r"^\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\](\s*name:.*)?$")

@@ -8,18 +8,62 @@ environment you run in:
     pip install --no-build-isolation .          # or
     python setup.py build_ext --inplace          # what `make build` does
 
+The wheel holds the Python packages (tf_privpy, and protocols/ and converters/
+installed as tf_privpy.protocols and tf_privpy.converters, with
+protocols/defaults.json), the op library and its _build_info.json
+(tests/test_packaging.py builds one and runs it outside the source tree).
+
+Extras: `he` (python-paillier, for to_phe/from_phe), `federated`
+(TensorFlow Federated and the exact pins of requirements/tff-deps.txt and
+tff.txt), `all`. tensorflow-federated 0.87.0 declares jax==0.4.14, which the
+registry does not serve, so pip's resolver cannot satisfy
+`pip install .[federated]` on its own: install TFF the way the Makefile does
+(`make setup`: tff-deps.txt, then tff.txt with --no-deps). The extra still
+records exactly what the federated driver needs.
+
 The same library is built by Bazel from BUILD/WORKSPACE (tools/bazel_build.sh).
 """
 import glob
 import json
 import os
+import re
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_NAME = "_tf_privpy_ops.so"
+INFO_NAME = "_build_info.json"
 TF_RANGE = (">=2.14.0", "<2.15.0")
+
+
+def requirement_lines(name):
+    """The requirement specifiers of requirements/<name> (comments dropped):
+    the extras read the pins the Makefile installs, so the two cannot drift."""
+    path = os.path.join(HERE, "requirements", name)
+    if not os.path.exists(path):
+        raise SystemExit(f"setup.py: {path} is missing; build from a full source checkout "
+                         "or an sdist made by `python setup.py sdist` (MANIFEST.in ships it)")
+    with open(path) as f:
+        lines = (line.split("#", 1)[0].strip() for line in f)
+        return [line for line in lines if line]
+
+
+def pinned(name, package):
+    """The one line of requirements/<name> that pins `package`."""
+    hits = [r for r in requirement_lines(name)
+            if re.split(r"[=<>!~\[; ]", r, maxsplit=1)[0].lower() == package.lower()]
+    if len(hits) != 1:
+        raise SystemExit(f"setup.py: expected one pin of {package} in requirements/{name}, "
+                         f"found {hits}")
+    return hits[0]
+
+
+EXTRAS = {
+    "he": [pinned("base.txt", "phe")],
+    "federated": requirement_lines("tff-deps.txt") + requirement_lines("tff.txt"),
+}
+EXTRAS["all"] = sorted(set(EXTRAS["he"]) | set(EXTRAS["federated"]))
 
 
 def op_sources():
@@ -29,7 +73,30 @@ def op_sources():
 
 
 class BuildOps(build_ext):
-    """Compiles ops/ with tf.sysconfig flags into tf_privpy/_tf_privpy_ops.so."""
+    """Compiles ops/ with tf.sysconfig flags into tf_privpy/_tf_privpy_ops.so,
+    and writes _build_info.json (the TF version the loader checks) beside it."""
+
+    def run(self):
+        # setuptools' run() clears self.inplace while it builds (into build/)
+        # and copies the library into the source tree afterwards: remember
+        # whether the source tree is a destination at all.
+        self._to_source = bool(self.inplace or getattr(self, "editable_mode", False))
+        super().run()
+
+    def _info_dirs(self):
+        dirs = {os.path.dirname(self.get_ext_fullpath(e.name)) for e in self.extensions}
+        if getattr(self, "_to_source", False):
+            # The loader reads the info beside the library it loads. Only an
+            # in-place or editable build writes into the source tree; a wheel
+            # build must leave it untouched.
+            dirs.add(os.path.join(HERE, "tf_privpy"))
+        return dirs
+
+    def get_outputs(self):
+        # The info file is a build output like the library: listed here, it is
+        # part of the wheel's RECORD and of `install --record`.
+        return super().get_outputs() + [os.path.join(d, INFO_NAME) for d in sorted(
+            {os.path.dirname(self.get_ext_fullpath(e.name)) for e in self.extensions})]
 
     def build_extensions(self):
         import tensorflow as tf  # imported here: only needed to build
@@ -50,13 +117,9 @@ class BuildOps(build_ext):
             "compile_flags": tf.sysconfig.get_compile_flags(),
             "library": LIB_NAME,
         }
-        out_dirs = {os.path.dirname(self.get_ext_fullpath(e.name)) for e in self.extensions}
-        # With --inplace, setuptools builds into build/ and copies the .so into
-        # the source tree afterwards; the loader reads the info beside it.
-        out_dirs.add(os.path.join(HERE, "tf_privpy"))
-        for out_dir in out_dirs:
+        for out_dir in self._info_dirs():
             os.makedirs(out_dir, exist_ok=True)
-            with open(os.path.join(out_dir, "_build_info.json"), "w") as f:
+            with open(os.path.join(out_dir, INFO_NAME), "w") as f:
                 json.dump(info, f, indent=1)
 
     def get_ext_filename(self, ext_name):
@@ -70,6 +133,7 @@ setup(
     description="Privacy-preserving machine learning in TensorFlow (PrivPy's "
     "four-server protocols as TF custom ops)",
     python_requires=">=3.11,<3.12",
+    # Package names, not module lists: every .py of these directories ships.
     packages=["tf_privpy", "tf_privpy.he", "tf_privpy.protocols", "tf_privpy.protocols.mpc",
               "tf_privpy.protocols.he", "tf_privpy.converters"],
     package_dir={
@@ -79,7 +143,11 @@ setup(
         "tf_privpy.protocols.he": "protocols/he",
         "tf_privpy.converters": "converters",
     },
-    package_data={"tf_privpy": ["_build_info.json", "config_defaults.json"]},
+    # The op library and _build_info.json are build_ext outputs (BuildOps) and
+    # reach the wheel from there, freshly built. They are deliberately NOT
+    # package data: build_py would copy whatever library sits in the source
+    # tree (possibly built for another TensorFlow) into the wheel.
+    package_data={"tf_privpy.protocols": ["defaults.json"]},
     ext_modules=[
         Extension(
             "tf_privpy._tf_privpy_ops",
@@ -91,5 +159,6 @@ setup(
     ],
     cmdclass={"build_ext": BuildOps},
     install_requires=["tensorflow" + ",".join(TF_RANGE), "numpy>=1.25,<2"],
+    extras_require=EXTRAS,
     zip_safe=False,
 )

@@ -117,6 +117,108 @@ def test_the_aggregator_only_sees_ciphertexts_of_the_clients_key(rng, batchcrypt
         tp.he.paillier.deserialize(blob, other_pk)
 
 
+def _clipping_setup(ups, w, m, r):
+    """(scaled updates, the dACIQ thresholds the clients receive, and each
+    client's clipped count recomputed in the clear with numpy)."""
+    scaled = aggregation._scaled(ups, w)
+    codec = batchcrypt.BatchCryptCodec(r, m, 2048)
+    alphas = codec.alphas(batchcrypt.merge_stats([batchcrypt.layer_stats(u) for u in scaled]))
+    counts = [int(sum(np.sum(np.abs(s[i]) > alphas[i]) for i in range(len(s)))) for s in scaled]
+    return scaled, alphas, counts
+
+
+def _outlier_updates(rng, m):
+    ups = _updates(rng, m)
+    ups[1][0][0, :3] = [2.0, -3.0, 2.5]      # far beyond the rest of N(0, 0.05)
+    ups[3][1][:2] = [-4.0, 1.5]
+    return ups
+
+
+def test_batchcrypt_clipped_metric_is_the_sum_of_per_client_counts(monkeypatch):
+    """With r = 8 and large layers dACIQ clips the tails (at r = 16 its
+    threshold is the largest magnitude: nothing clips), so every client has
+    its own nonzero count."""
+    from tf_privpy.he import _he_aggregators
+    m, r = 4, 8
+    agg = aggregation.make_aggregator("batchcrypt", key_bits=2048, quant_bits=r, seed=3)
+    ups = _updates(np.random.default_rng(5), m, shapes=((100, 100), (50,)))
+    w = [1.0, 1.0, 1.0, 1.1]   # near-uniform: everyone's tails reach the threshold
+    scaled, alphas, want = _clipping_setup(ups, w, m, r)
+    assert all(c > 0 for c in want) and len(set(want)) > 1, want
+    seen = []
+    original = agg._aggregate_ciphertexts
+
+    def spy(uploads, counts, device):
+        seen.append(list(counts))
+        return original(uploads, counts, device)
+
+    monkeypatch.setattr(agg, "_aggregate_ciphertexts", spy)
+    _, report = agg.aggregate(ups, w)
+    assert seen == [want]                          # each client's own count, in order
+    assert report.clipped == sum(want)
+    # The client-side counter (TF ops on the client's device) on its own.
+    assert [_he_aggregators.clipped_count(s, alphas, "") for s in scaled] == want
+
+
+def _walk(obj):
+    """Every leaf of nested lists / tuples / dataclasses."""
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _walk(o)
+    elif isinstance(obj, batchcrypt.LayerStats):
+        yield from (obj.minimum, obj.maximum, obj.size)
+    else:
+        yield obj
+
+
+@pytest.mark.parametrize("kind", ["batchcrypt", "paillier"])
+def test_the_aggregator_code_path_never_receives_a_plaintext_update(rng, batchcrypt_agg, kind,
+                                                                    monkeypatch):
+    """Wraps the aggregator's methods (its whole part of a round): they are
+    given only serialized ciphertexts of the clients' key, per-client counts
+    and per-layer summaries, and run without the private key."""
+    agg = batchcrypt_agg if kind == "batchcrypt" else aggregation.make_aggregator(
+        "paillier", key_bits=2048)
+    agg.setup()
+    m = 4
+    ups, w = _outlier_updates(rng, m), [1.0] * m
+    calls = []
+
+    def without_private_key(fn, name):
+        def wrapper(*args):
+            calls.append((name, args[:-1] if name == "sum" else args))
+            sk, agg._private_key = agg._private_key, None   # the aggregator has none
+            try:
+                return fn(*args)
+            finally:
+                agg._private_key = sk
+        return wrapper
+
+    monkeypatch.setattr(agg, "_aggregate_ciphertexts",
+                        without_private_key(agg._aggregate_ciphertexts, "sum"))
+    if kind == "batchcrypt":
+        monkeypatch.setattr(agg, "_aggregator_thresholds",
+                            without_private_key(agg._aggregator_thresholds, "thresholds"))
+    mean, report = agg.aggregate(ups, w)
+    assert [c[0] for c in calls] == (["thresholds", "sum"] if kind == "batchcrypt" else ["sum"])
+    uploads, counts = dict(calls)["sum"]
+    assert len(uploads) == m and all(isinstance(u, bytes) for u in uploads)
+    for u in uploads:   # ciphertexts of the clients' key, not plaintext
+        assert tp.he.paillier.deserialize(u, agg.public_key).shape.num_elements() == \
+            report.ciphertexts_per_client
+        for upd in ups:
+            assert not any(layer.tobytes() in u for layer in upd)
+    assert all(isinstance(c, int) for c in counts)
+    assert len(counts) == (m if kind == "batchcrypt" else 0)
+    for name, args in calls:
+        for leaf in _walk(args):
+            assert not isinstance(leaf, (np.ndarray, tf.Tensor,
+                                         tp.he.paillier.EncryptedTensor)), (name, type(leaf))
+            assert isinstance(leaf, (bytes, int, float, batchcrypt.BatchCryptCodec)), \
+                (name, type(leaf))
+    assert np.all(np.isfinite(np.concatenate([x.reshape(-1) for x in mean])))
+
+
 # --- the federated process --------------------------------------------------
 
 def _tff():

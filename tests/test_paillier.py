@@ -165,6 +165,46 @@ def test_mul_plain(keys):
     assert got == [(v * k + pk.n // 2) % pk.n - pk.n // 2 for v in (3, -4, 5, 0)]
 
 
+def _ints(encrypted):
+    return [int.from_bytes(b, "big") for b in encrypted.ciphertext.numpy().reshape(-1)]
+
+
+@pytest.mark.parametrize("holder", ["public", "private"])
+def test_mul_plain_by_zero_is_never_the_noiseless_encryption(keys, holder):
+    """c^0 = 1 for every c: the raw kernel's product is the ciphertext 1,
+    which anyone recognises. mul_plain refreshes exactly those elements."""
+    from tf_privpy.protocols.he import kernels as K
+    pk, sk = keys
+    key = pk if holder == "public" else sk
+    a = P.encrypt(pk, [3, -4, 5])
+    raw = K.paillier_mul_plain(pk.n_tensor(), a.ciphertext, tf.zeros([3], tf.int64))
+    assert [int.from_bytes(b, "big") for b in raw.numpy()] == [1, 1, 1]   # the problem
+    z1, z2 = P.mul_plain(key, a, 0), P.mul_plain(key, a, [0, 0, 0])
+    for z in (z1, z2):
+        assert all(1 < v < pk.nsquare for v in _ints(z)), _ints(z)
+        assert P.decrypt(sk, z).numpy().tolist() == [0, 0, 0]
+        assert [P.to_phe(sk).decrypt(e) for e in P.to_phe(z)] == [0, 0, 0]   # phe agrees
+    assert not set(_ints(z1)) & set(_ints(z2))   # fresh noise each call
+    # Mixed factors: the nonzero ones are untouched c^k (the fast path), the
+    # zeros fresh; k = 0 mod n given as a big integer or as bytes counts too.
+    c = _ints(a)
+    n2 = pk.nsquare
+    mixed = P.mul_plain(key, a, [0, 2, pk.n])
+    got = _ints(mixed)
+    assert got[1] == pow(c[1], 2, n2) and got[0] != 1 and got[2] != 1
+    assert P.decrypt(sk, mixed).numpy().tolist() == [0, -8, 0]
+    zero_bytes = P.ints_to_tensor([0, 0, 7], pk.plaintext_bytes)
+    by_bytes = P.mul_plain(key, a, zero_bytes)
+    assert 1 not in _ints(by_bytes)
+    assert P.decrypt(sk, by_bytes).numpy().tolist() == [0, 0, 35]
+    # Inside tf.function (the zeros are found at run time) and broadcasting.
+    f = tf.function(lambda x, k: P.mul_plain(key, x, k))
+    zf = f(a, tf.constant([[0], [1]], tf.int64))
+    assert zf.shape == [2, 3] and 1 not in _ints(zf)
+    assert P.decrypt(sk, zf).numpy().tolist() == [[0, 0, 0], [3, -4, 5]]
+    assert not set(_ints(f(a, tf.constant([[0], [1]], tf.int64))[0])) & set(_ints(zf[0]))
+
+
 def test_reduce_sum_axes(keys):
     pk, sk = keys
     x = np.arange(24, dtype=np.int64).reshape(2, 3, 4) - 10

@@ -189,6 +189,12 @@ class EncryptedTensor(tf.experimental.ExtensionType):
     the 2 ceil(bits/8) big-endian bytes of one ciphertext; `n` is the key's
     modulus (minimal big-endian bytes). Works eagerly and in tf.function (n
     is static: part of the type). Index with `[...]` and `reshape`.
+
+    Arithmetic as python-paillier's EncryptedNumber, key from the operands:
+    `a + b`, `a - b` (b an EncryptedTensor of the same key or plaintext
+    integers), `a * k`, `k * a` (plaintext integers k), `-a`; with `[...]`,
+    reduce_sum(a) and broadcasting. Mixed keys raise KeyMismatchError,
+    `a * b` of two EncryptedTensors raises TypeError.
     """
     __name__ = "tf_privpy.he.paillier.EncryptedTensor"
     ciphertext: tf.Tensor
@@ -215,6 +221,66 @@ class EncryptedTensor(tf.experimental.ExtensionType):
 
     def __getitem__(self, key) -> "EncryptedTensor":
         return EncryptedTensor(self.ciphertext[key], self.n)
+
+    # ---------------------------------------------------------- arithmetic
+    # Operators in the manner of python-paillier's EncryptedNumber: the key is
+    # the operands' own (every EncryptedTensor carries its modulus), so no key
+    # argument. Operands of different keys raise KeyMismatchError; products of
+    # two ciphertexts raise TypeError. Broadcasting as in add / mul_plain.
+    # Numpy defers to these methods instead of looping over its own elements:
+    __array_ufunc__ = None
+
+    def __add__(self, other: Any) -> "EncryptedTensor":
+        """Enc(a + b): `other` an EncryptedTensor of the same key, or plaintext
+        integers (encrypted with noise 1, as phe does: a's noise hides the
+        sum).
+
+        >>> pk, sk = keygen()
+        >>> a, b = encrypt(pk, [1, -2]), encrypt(pk, [10, 20])
+        >>> decrypt(sk, a + b).numpy().tolist(), decrypt(sk, a + [5, 5]).numpy().tolist()
+        ([11, 18], [6, 3])
+        """
+        return add(self.public_key, self, _same_key(self, other, "+"))
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> "EncryptedTensor":
+        """Enc(a - b), `other` an EncryptedTensor of the same key or plaintext.
+
+        >>> decrypt(sk, a - b).numpy().tolist(), decrypt(sk, a - 1).numpy().tolist()
+        ([-9, -22], [0, -3])
+        """
+        return subtract(self.public_key, self, _same_key(self, other, "-"))
+
+    def __rsub__(self, other: Any) -> "EncryptedTensor":
+        """Enc(k - a) for plaintext k: `[5, 5] - a`."""
+        return add(self.public_key, -self, other)
+
+    def __mul__(self, k: Any) -> "EncryptedTensor":
+        """Enc(a k) for plaintext integers k (any sign, broadcast). Never the
+        noiseless Enc(0): see mul_plain. EncryptedTensor * EncryptedTensor is
+        a TypeError (Paillier is additively homomorphic only).
+
+        >>> decrypt(sk, a * 3).numpy().tolist(), decrypt(sk, [0, -1] * a).numpy().tolist()
+        ([3, -6], [0, 2])
+        """
+        if isinstance(k, EncryptedTensor):
+            raise TypeError(
+                "cannot multiply two EncryptedTensors: Paillier is additively homomorphic "
+                "only (ciphertexts add, and multiply by plaintext integers). Multiply by a "
+                "plaintext, or use a protocol for products of private values: tp.share (MPC) "
+                "or tp.he.scalar_product")
+        return mul_plain(self.public_key, self, k)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> "EncryptedTensor":
+        """Enc(-a).
+
+        >>> decrypt(sk, -a).numpy().tolist()
+        [-1, 2]
+        """
+        return mul_plain(self.public_key, self, -1)
 
     def __repr__(self) -> str:
         pk = self.public_key
@@ -246,6 +312,17 @@ def check_encrypted(key: AnyKey, x: Any, what: str = "ciphertext") -> EncryptedT
             f"{what} was encrypted under the key with fingerprint {x.fingerprint.hex()}, but "
             f"the key given has fingerprint {pk.fingerprint.hex()}; use the matching key")
     return x
+
+
+def _same_key(a: EncryptedTensor, other: Any, op: str) -> Any:
+    """`other`, after checking that an EncryptedTensor operand has a's key."""
+    if isinstance(other, EncryptedTensor) and other.n != a.n:
+        raise KeyMismatchError(
+            f"a {op} b: the operands were encrypted under different keys (fingerprints "
+            f"{a.fingerprint.hex()} and {other.fingerprint.hex()}). Ciphertexts combine only "
+            "under one key: have the key holder decrypt one and re-encrypt it under the "
+            "other's key")
+    return other
 
 
 _TF_NOISE = re.compile(r"^\{\{function_node [^}]*\}\}\s*|\s*\[Op:[^\]]*\](\s*name:.*)?$")
@@ -468,30 +545,77 @@ def add(key: AnyKey, a: EncryptedTensor, b: Any) -> EncryptedTensor:
     return EncryptedTensor(c, pk.n_bytes)
 
 
+def _mul_plain_raw(pk: PublicKey, c: tf.Tensor, k: Any) -> tf.Tensor:
+    """c^k mod n^2, broadcast; may be the noiseless 1 (k = 0): internal only."""
+    x, y = _broadcast(c, factor_tensor(pk, k))
+    with kernel_errors():
+        return K.paillier_mul_plain(pk.n_tensor(), x, y)
+
+
+def trivial_zero(pk: PublicKey) -> bytes:
+    """The ciphertext 1 (ciphertext_bytes wide): Enc(0) with noise 1, which
+    anyone recognises."""
+    return b"\x00" * (pk.ciphertext_bytes - 1) + b"\x01"
+
+
+def refresh_trivial(key: AnyKey, c: tf.Tensor) -> tf.Tensor:
+    """c with every element equal to 1 (the noiseless encryption of 0)
+    replaced by a fresh encryption of 0; the other elements untouched.
+
+    Cost: one string comparison per element, plus one noise value per element
+    that was 1. Eagerly, nothing else runs when no element is 1; in a graph
+    the gather / scatter run on empty tensors."""
+    pk = as_public_key(key)
+    trivial = tf.equal(c, tf.constant(trivial_zero(pk)))
+    if tf.executing_eagerly() and not bool(tf.reduce_any(trivial)):
+        return c
+    where = tf.where(trivial)
+    # rerandomize(1) = 1 * r^n: the noise itself, a fresh encryption of 0.
+    fresh = rerandomize(key, EncryptedTensor(tf.gather_nd(c, where), pk.n_bytes)).ciphertext
+    return tf.tensor_scatter_nd_update(c, where, fresh)
+
+
 def mul_plain(key: AnyKey, a: EncryptedTensor, k: Any) -> EncryptedTensor:
-    """a * k for plaintext integers k (any sign), with broadcasting."""
+    """a * k for plaintext integers k (any sign), with broadcasting.
+
+    Never returns the noiseless encryption of 0. c^0 = 1 whatever c is, so a
+    zero factor would yield the ciphertext 1, which tells anyone that this
+    plaintext is 0 (and that k was 0). Every output element equal to 1 gets
+    fresh noise (refresh_trivial): that is exactly the zero factors (also
+    k = n, or a big-integer k = 0 mod n) and any input that was itself 1.
+    Testing the output rather than k works for every k encoding (int64,
+    big-endian strings) and inside tf.function. Other elements keep c^k's
+    noise r^k, as phe's products do: it hides the plaintext as well as c's
+    noise did; rerandomize before sending if c^k must not be linkable to c.
+    """
     pk = as_public_key(key)
     check_encrypted(pk, a)
-    kt = factor_tensor(pk, k)
-    x, y = _broadcast(a.ciphertext, kt)
+    c = _mul_plain_raw(pk, a.ciphertext, k)
     with kernel_errors():
-        c = K.paillier_mul_plain(pk.n_tensor(), x, y)
+        c = refresh_trivial(key, c)
     return EncryptedTensor(c, pk.n_bytes)
 
 
 def subtract(key: AnyKey, a: EncryptedTensor, b: Any) -> EncryptedTensor:
-    """a - b; b an EncryptedTensor or a plaintext."""
-    if isinstance(b, EncryptedTensor):
-        return add(key, a, mul_plain(key, b, -1))
+    """a - b; b an EncryptedTensor or a plaintext.
+
+    Negates with the raw c^-1 (not mul_plain): its output is 1 only where b
+    is, and the sum carries a's noise, so there is nothing to refresh."""
     pk = as_public_key(key)
-    return add(key, a, mul_plain(pk, encrypt_trivial(pk, b), -1))
+    check_encrypted(pk, a, "a")
+    if isinstance(b, EncryptedTensor):
+        check_encrypted(pk, b, "b")
+        neg = _mul_plain_raw(pk, b.ciphertext, -1)
+    else:
+        neg = _mul_plain_raw(pk, encrypt_trivial(pk, b).ciphertext, -1)
+    return add(pk, a, EncryptedTensor(neg, pk.n_bytes))
 
 
 def encrypt_trivial(pk: PublicKey, plaintext: Any) -> EncryptedTensor:
     """(1 + m n) mod n^2: the encryption of m with noise 1. NOT hiding; only
     for combining with real ciphertexts."""
     m = plaintext_tensor(pk, plaintext)
-    one = tf.fill(tf.shape(m), tf.constant(b"\x00" * (pk.ciphertext_bytes - 1) + b"\x01"))
+    one = tf.fill(tf.shape(m), tf.constant(trivial_zero(pk)))
     with kernel_errors():
         return EncryptedTensor(K.paillier_encrypt_with_noise(pk.n_tensor(), m, one), pk.n_bytes)
 

@@ -3,13 +3,19 @@
 Each round follows BatchCrypt's Algorithm 1 (seed 003 §4.4):
   1. clients -> aggregator: per-layer min, max and size (plaintext metadata);
   2. aggregator -> clients: per-layer dACIQ clipping thresholds α;
-  3. each client, on its own device: weight, quantize, pack, encrypt with
-     the shared private key (CRT), serialize -> aggregator;
-  4. aggregator, on its device: check and add the ciphertexts, serialize the
-     sum -> every client;
+  3. each client, on its own device: weight, count its values beyond α,
+     quantize, pack, encrypt with the shared private key (CRT), serialize ->
+     aggregator (the ciphertexts and the count);
+  4. aggregator, on its device, with the public key only: check and add the
+     ciphertexts, add the counts (the `clipped` metric), serialize the sum ->
+     every client;
   5. each client: check, decrypt (CRT), decode exactly, dequantize.
 Bytes up and down are the serialized messages' lengths (header, key
 fingerprint and checksum included), not an estimate.
+
+The aggregator never receives a plaintext update: its methods
+(`_aggregator_thresholds`, `_aggregate_ciphertexts`) take per-client
+summaries and serialized ciphertexts only (DESIGN §9, §11).
 """
 from __future__ import annotations
 
@@ -37,7 +43,31 @@ def _devices(m: int) -> Tuple[List[str], str]:
     return [clients[i % len(clients)] for i in range(m)], runtime.servers()["S1"]
 
 
+def clipped_count(update: Update, alphas: Sequence[float], device: str) -> int:
+    """Client side: how many of this client's values exceed their layer's
+    clipping threshold (and saturate in quantization), counted with TF ops on
+    the client's own device, where its plaintext update lives. Only this
+    count leaves the client (like its per-layer min, max and size)."""
+    total = 0
+    with tf.device(device):
+        for u, a in zip(update, alphas):
+            over = tf.abs(tf.constant(u, tf.float64)) > tf.constant(float(a), tf.float64)
+            total += int(tf.math.count_nonzero(over, dtype=tf.int64))
+    return total
+
+
 class _PaillierBase(SecureAggregator):
+    """Key handling and the three roles of a round (BatchCrypt Algorithm 1).
+
+    Each party's work is its own method, so what crosses between parties is
+    exactly the methods' arguments and results: `_client_upload` (client:
+    plaintext -> serialized ciphertexts), `_aggregate_ciphertexts`
+    (aggregator: serialized ciphertexts and per-client counts -> serialized
+    sum; public key only), `_client_decrypt` (client: serialized sum ->
+    plaintext sum). tests/test_federated.py wraps the aggregator's methods to
+    check that they never receive a plaintext update.
+    """
+
     def __init__(self, key_bits: int):
         self.key_bits = key_bits
         self.public_key: Optional[_pl.PublicKey] = None
@@ -47,27 +77,41 @@ class _PaillierBase(SecureAggregator):
         if self._private_key is None:
             self.public_key, self._private_key = _pl.keygen(self.key_bits)
 
-    def _encrypted_sum(self, plaintexts: Sequence[tf.Tensor], devices, agg_device,
-                       report: AggregationReport) -> List[_pl.EncryptedTensor]:
-        """Steps 3-5: returns what every client decrypts (one per client)."""
-        self.setup()
-        pk, sk = self.public_key, self._private_key
-        t0 = time.perf_counter()
-        uploads = []
-        for pt, dev in zip(plaintexts, devices):
-            with tf.device(dev):
-                uploads.append(_pl.serialize(_pl.encrypt(sk, pt)))
-        report.encrypt_s += time.perf_counter() - t0
-        report.bytes_up_per_client += max(len(u) for u in uploads)
-        t0 = time.perf_counter()
-        with tf.device(agg_device):
+    def _client_upload(self, plaintext: tf.Tensor, device: str) -> bytes:
+        """Client: encrypts its plaintext with the clients' private key (CRT)
+        on its own device and serializes it for the aggregator."""
+        with tf.device(device):
+            return _pl.serialize(_pl.encrypt(self._private_key, plaintext))
+
+    def _aggregate_ciphertexts(self, uploads: Sequence[bytes], counts: Sequence[int],
+                               device: str) -> Tuple[bytes, int]:
+        """Aggregator, on its device, with the public key only: checks and adds
+        the clients' serialized ciphertexts, and sums their per-client counts
+        (e.g. clipped values). Returns (serialized sum for every client, the
+        summed count)."""
+        pk = self.public_key
+        with tf.device(device):
             total = _pl.deserialize(uploads[0], pk)
             for blob in uploads[1:]:
-                total = _pl.add(pk, total, _pl.deserialize(blob, pk))
+                total = total + _pl.deserialize(blob, pk)
             download = _pl.serialize(total)
+        return download, int(sum(int(c) for c in counts))
+
+    def _client_decrypt(self, download: bytes, device: str, out_type: tf.DType) -> tf.Tensor:
+        """Client: checks and decrypts the aggregate (CRT) on its device."""
+        with tf.device(device):
+            return _pl.decrypt(self._private_key, _pl.deserialize(download, self.public_key),
+                               out_type)
+
+    def _round_trip(self, uploads: Sequence[bytes], counts: Sequence[int], agg_device: str,
+                    report: AggregationReport) -> bytes:
+        """Step 4 with its accounting: sends the uploads and counts to the
+        aggregator, returns what every client downloads."""
+        report.bytes_up_per_client += max(len(u) for u in uploads)
+        t0 = time.perf_counter()
+        download, report.clipped = self._aggregate_ciphertexts(uploads, counts, agg_device)
         report.aggregate_s += time.perf_counter() - t0
         report.bytes_down_per_client += len(download)
-        report.ciphertexts_per_client = int(np.prod(total.shape))
         return download
 
 
@@ -86,44 +130,55 @@ class BatchCryptAggregator(_PaillierBase):
         self._rng = np.random.default_rng(seed) if seed is not None else None
         _bc.BatchCryptCodec(quant_bits, max_clients or 2, key_bits)   # validate now
 
+    @staticmethod
+    def _aggregator_thresholds(codec: _bc.BatchCryptCodec,
+                               per_client: Sequence[Sequence[_bc.LayerStats]]) -> List[float]:
+        """Aggregator: dACIQ thresholds from the clients' per-layer (min, max,
+        size) summaries (steps 1-2)."""
+        return codec.alphas(_bc.merge_stats(per_client))
+
     def aggregate(self, updates, weights):
         _check_updates(updates, weights)
         m = len(updates)
         if self.max_clients is not None and m > self.max_clients:
             raise ValueError(f"{m} clients but the slots are padded for max_clients = "
                              f"{self.max_clients}; build the process with a larger max_clients")
+        self.setup()
         codec = _bc.BatchCryptCodec(self.quant_bits, self.max_clients or m, self.key_bits)
         devices, agg_device = _devices(m)
         report = AggregationReport(values=int(sum(u.size for u in updates[0])))
-        scaled = _scaled(updates, weights)
-        # 1-2: metadata up, thresholds down.
-        stats = _bc.merge_stats([_bc.layer_stats(u) for u in scaled])
-        alphas = codec.alphas(stats)
+        scaled = _scaled(updates, weights)   # each client scales its own update
+        # 1-2: per-client metadata up, thresholds down.
+        alphas = self._aggregator_thresholds(codec, [_bc.layer_stats(u) for u in scaled])
         report.bytes_up_per_client += _METADATA_BYTES_PER_LAYER * len(alphas)
         report.bytes_down_per_client += 8 * len(alphas)
-        report.clipped = int(sum(np.sum(np.abs(u) > a) for upd in scaled
-                                 for u, a in zip(upd, alphas)))
+        # 3: each client, on its device: count its clipped values, quantize,
+        # pack, encrypt. Only ciphertexts and the count go to the aggregator.
         t0 = time.perf_counter()
-        encoded = []
+        uploads, counts, layout = [], [], None
         for upd, dev in zip(scaled, devices):
+            counts.append(clipped_count(upd, alphas, dev))
             with tf.device(dev):
-                encoded.append(codec.encode(upd, alphas, rng=self._rng))
-        layout = encoded[0][1]
+                plaintext, layout = codec.encode(upd, alphas, rng=self._rng)
+            uploads.append(self._client_upload(plaintext, dev))
         report.encrypt_s += time.perf_counter() - t0
-        download = self._encrypted_sum([p for p, _ in encoded], devices, agg_device, report)
+        report.bytes_up_per_client += 8          # the clipped count (int64)
+        # 4: the aggregator adds ciphertexts and counts.
+        download = self._round_trip(uploads, counts, agg_device, report)
+        report.ciphertexts_per_client = codec.num_plaintexts(layout.count)
+        # 5: every client decrypts the sum.
         t0 = time.perf_counter()
         result = None
-        for dev in devices:                      # every client decrypts the sum
+        for dev in devices:
+            total = self._client_decrypt(download, dev, tf.string)
             with tf.device(dev):
-                total = _pl.decrypt(self._private_key,
-                                    _pl.deserialize(download, self.public_key), tf.string)
                 res = codec.unpack_sum(total, m, layout.count)
                 decoded = codec.decode_sum(res, layout, num_summands=m, reduce="sum",
                                            on_overflow=self.on_overflow)
-                if result is None:
-                    report.positive_overflows = int(res.positive_overflows)
-                    report.negative_overflows = int(res.negative_overflows)
-                    result = decoded
+            if result is None:
+                report.positive_overflows = int(res.positive_overflows)
+                report.negative_overflows = int(res.negative_overflows)
+                result = decoded
         report.decrypt_s += time.perf_counter() - t0
         return [r.astype(u.dtype) for r, u in zip(result, updates[0])], report
 
@@ -143,6 +198,7 @@ class PaillierAggregator(_PaillierBase):
     def aggregate(self, updates, weights):
         _check_updates(updates, weights)
         m = len(updates)
+        self.setup()
         devices, agg_device = _devices(m)
         report = AggregationReport(values=int(sum(u.size for u in updates[0])))
         scale = float(2 ** self.fixed_point_bits)
@@ -152,16 +208,16 @@ class PaillierAggregator(_PaillierBase):
             flat = np.concatenate([u.reshape(-1) for u in upd])
             with tf.device(dev):
                 plaintexts.append(tf.constant(np.rint(flat * scale).astype(np.int64)))
+        uploads = [self._client_upload(pt, dev) for pt, dev in zip(plaintexts, devices)]
         report.encrypt_s += time.perf_counter() - t0
-        download = self._encrypted_sum(plaintexts, devices, agg_device, report)
+        download = self._round_trip(uploads, [], agg_device, report)
+        report.ciphertexts_per_client = report.values
         t0 = time.perf_counter()
         flat = None
         for dev in devices:
-            with tf.device(dev):
-                total = _pl.decrypt(self._private_key,
-                                    _pl.deserialize(download, self.public_key))
-                if flat is None:
-                    flat = total.numpy().astype(np.float64) / scale
+            total = self._client_decrypt(download, dev, tf.int64)
+            if flat is None:
+                flat = total.numpy().astype(np.float64) / scale
         report.decrypt_s += time.perf_counter() - t0
         out, off = [], 0
         for u in updates[0]:

@@ -44,7 +44,9 @@ class AggregationReport:
     ciphertexts_per_client: int = 0
     positive_overflows: int = 0
     negative_overflows: int = 0
-    clipped: int = 0                    # values saturated by clipping (all clients)
+    # Values saturated by clipping, over all clients: each client counts its
+    # own (on its device) and the aggregator adds the counts.
+    clipped: int = 0
 
     def as_dict(self) -> Dict[str, float]:
         return dataclasses.asdict(self)

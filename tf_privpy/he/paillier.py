@@ -14,6 +14,18 @@ inside tf.function. Kernels are C++ on GMP, parallel over elements.
     >>> paillier.decrypt(sk, paillier.mul_plain(pk, a, -3))
     <tf.Tensor: shape=(3,), dtype=int64, numpy=array([-3,  6, -9])>
 
+EncryptedTensors also take python-paillier's operators, with the key taken
+from the operands: `a + b`, `a + [1, 2, 3]`, `a - b`, `2 * a`, `-a`, and
+`paillier.reduce_sum(a)`:
+
+    >>> paillier.decrypt(sk, 2 * (a - b) + 1)
+    <tf.Tensor: shape=(3,), dtype=int64, numpy=array([-17, -43, -53])>
+    >>> paillier.decrypt(sk, paillier.reduce_sum(-a))
+    <tf.Tensor: shape=(), dtype=int64, numpy=-2>
+
+Operands of different keys raise KeyMismatchError; `a * b` of two
+EncryptedTensors raises TypeError (Paillier is additively homomorphic only).
+
 Plaintexts are integers: int64 (or smaller int) tensors and arrays, python
 ints (|x| < n/2, negatives encoded as n + x like python-paillier), or
 tf.string tensors of unsigned big-endian integers in [0, n) (packed values;
@@ -149,8 +161,15 @@ def subtract(key: Key, a: EncryptedTensor, b: Any) -> EncryptedTensor:
 
 def mul_plain(key: Key, a: EncryptedTensor, k: Any) -> EncryptedTensor:
     """Homomorphic a * k for plaintext integers k (negative too), with
-    broadcasting. Constant-time in k's bits (not its sign). k = 0 gives the
-    noiseless encryption of 0: rerandomize before sending it to anyone.
+    broadcasting. Constant-time in k's bits (not its sign). `a * k` does the
+    same with the key taken from `a`.
+
+    Never returns the noiseless encryption of 0: c^0 is the ciphertext 1 for
+    every c, which anyone recognises, so the elements where k is 0 (mod n)
+    get fresh noise (from the private key's CRT path when `key` is one). The
+    other elements are c^k, noised by c's own noise, as in python-paillier;
+    `rerandomize` the result before sending it if it must be unlinkable to
+    `a` for someone who knows k.
 
     Example:
       >>> tp.he.paillier.decrypt(sk, tp.he.paillier.mul_plain(pk, a, [2, -1, 0]))
@@ -165,17 +184,35 @@ def rerandomize(key: Key, encrypted: EncryptedTensor, noise: Noise = None) -> En
     return _p.rerandomize(key, encrypted, noise)
 
 
-def reduce_sum(key: Key, encrypted: EncryptedTensor,
+def reduce_sum(key_or_encrypted: Union[Key, EncryptedTensor],
+               encrypted: Union[EncryptedTensor, int, None] = None,
                axis: Optional[int] = None) -> EncryptedTensor:
     """Homomorphic sum over one axis, or over all elements (axis=None), in
     C++ (rows split over the thread pool): use it to aggregate many
     ciphertexts rather than chains of add.
 
+    Called as `reduce_sum(a, axis=None)` it takes the key from `a` (like the
+    operators); `reduce_sum(key, a, axis=None)` checks `a` against `key`.
+
     Example:
-      >>> tp.he.paillier.decrypt(sk, tp.he.paillier.reduce_sum(pk, a))
+      >>> tp.he.paillier.decrypt(sk, tp.he.paillier.reduce_sum(a))
+      <tf.Tensor: shape=(), dtype=int64, numpy=2>
+      >>> tp.he.paillier.decrypt(sk, tp.he.paillier.reduce_sum(pk, a, axis=0))
       <tf.Tensor: shape=(), dtype=int64, numpy=2>
     """
-    return _p.reduce_sum(key, encrypted, axis)
+    if isinstance(key_or_encrypted, EncryptedTensor):
+        if encrypted is not None and axis is not None:
+            raise TypeError("reduce_sum(a, axis) got the axis twice; call reduce_sum(a, axis=k) "
+                            "or reduce_sum(key, a, axis=k)")
+        if isinstance(encrypted, EncryptedTensor):
+            raise TypeError("reduce_sum sums one EncryptedTensor: call reduce_sum(a, axis=k), "
+                            "or reduce_sum(key, a, axis=k); add two with a + b")
+        a = key_or_encrypted
+        return _p.reduce_sum(a.public_key, a, axis if encrypted is None else encrypted)
+    if encrypted is None:
+        raise TypeError("reduce_sum(key, a, axis=None) needs the EncryptedTensor a; or call "
+                        "reduce_sum(a, axis=None), which takes the key from a")
+    return _p.reduce_sum(key_or_encrypted, encrypted, axis)
 
 
 sum = reduce_sum  # noqa: A001  (tp.he.paillier.sum reads naturally)

@@ -6,9 +6,9 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from tf_privpy import _common as C
-from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols.mpc import shares as sh
+from . import _common as C
+from ..value import PrivateTensor
+from .. import shares as sh
 
 
 def _map(x: PrivateTensor, fn) -> PrivateTensor:

@@ -61,12 +61,18 @@ def tp_equivalent(name: str) -> Optional[OpDef]:
 def unsupported_message(name: str) -> str:
     op = tp_equivalent(name)
     if op is not None:
-        return (f"{name} does not accept PrivateTensors with these arguments; use "
+        return (f"{name} does not accept PrivateTensors; use "
                 f"tp.{op.name} (see docs/supported_ops.md)")
     return (f"{name} is not supported on PrivateTensors: tf_privpy has no private "
             "implementation of it (see docs/supported_ops.md for the supported ops). "
             "Compute it with supported ops, or tp.reveal() the input first if the value "
             "may be disclosed")
+
+
+def _conversion_message(shape) -> str:
+    return (f"a PrivateTensor (shape {shape}) cannot be converted to a plaintext tf.Tensor: "
+            "this TF function has no private implementation (docs/supported_ops.md). Use the "
+            "tp.* function, or tp.reveal() it first if the value may be disclosed")
 
 
 def _refuse(api: Callable) -> None:
@@ -75,7 +81,9 @@ def _refuse(api: Callable) -> None:
              and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if not names:
         return
-    msg = unsupported_message(registry.api_name(api))
+    name = registry.api_name(api)
+    msg = (f"{name}: " + _conversion_message("given") if name == "tf.convert_to_tensor"
+           else unsupported_message(name))
 
     def refuse(*args, **kwargs):
         raise TypeError(msg)
@@ -87,10 +95,7 @@ def _refuse(api: Callable) -> None:
 
 
 def _no_conversion(value, dtype=None, name=None, as_ref=False):
-    raise TypeError(
-        f"a PrivateTensor (shape {value.shape}) cannot be converted to a plaintext tf.Tensor: "
-        "this TF function has no private implementation (docs/supported_ops.md). Use the "
-        "tp.* function, or tp.reveal() it first if the value may be disclosed")
+    raise TypeError(_conversion_message(value.shape))
 
 
 def register() -> None:

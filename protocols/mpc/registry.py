@@ -141,8 +141,8 @@ def api_name(api: Callable) -> str:
     if name:
         return "tf." + name
     name = tf_export.get_canonical_name_for_symbol(api, api_name="keras")
-    if name:
-        return "tf.keras." + name
+    if name:  # "keras.activations.relu"
+        return "tf." + name
     return f"{getattr(api, '__module__', '?')}.{getattr(api, '__qualname__', api)}"
 
 
@@ -447,10 +447,10 @@ _TABLE = [
           (_unary(tf.math.rsqrt),)),
     OpDef("math.reciprocal", math_fns.reciprocal, "1/x by Goldschmidt iterations.", _ex(POS),
           ("Reciprocal", "Inv"), (_unary(tf.math.reciprocal),)),
-    OpDef("sigmoid", math_fns.sigmoid, "Logistic function, piecewise polynomial (4 rounds).",
+    OpDef("sigmoid", math_fns.sigmoid, "Logistic function as a piecewise polynomial.",
           _ex(X23), ("Sigmoid",), (_unary(tf.math.sigmoid), _api(_keras.sigmoid, "x")),
           ("math.sigmoid", "nn.sigmoid")),
-    OpDef("tanh", math_fns.tanh, "tanh, piecewise polynomial (4 rounds).", _ex(X23), ("Tanh",),
+    OpDef("tanh", math_fns.tanh, "tanh as a piecewise polynomial.", _ex(X23), ("Tanh",),
           (_unary(tf.math.tanh), _api(_keras.tanh, "x")), ("math.tanh", "nn.tanh")),
     OpDef("nn.softmax", math_fns.softmax, "exp(x - max) / sum along an axis.", _ex(X23),
           ("Softmax",), (_api(tf.nn.softmax, "logits", adapter=lambda logits, axis, name:

@@ -93,17 +93,15 @@ def test_operators_come_from_the_registry():
     np.testing.assert_allclose((abs(-x) ** 2)[0, 1:].reveal(), [4.0], atol=1e-4)
 
 
-@pytest.mark.parametrize("a,b", [((2, 3), (3, 4)), ((5, 1), (1, 7)), ((2, 4, 3), (3, 2))])
-def test_matmul_cost_is_the_multiplication_declaration(a, b):
-    out = tf.broadcast_static_shape(tf.TensorShape(a[:-2]), tf.TensorShape(b[:-2]))
-    out = out.concatenate([a[-2], b[-1]])
+@pytest.mark.parametrize("a,b,out", [((2, 3), (3, 4), (2, 4)), ((5, 1), (1, 7), (5, 7)),
+                                     ((2, 4, 3), (2, 3, 2), (2, 4, 2))])
+def test_matmul_cost_is_the_multiplication_declaration(a, b, out):
     bits = tp.get_runtime().config.ring_bits
-    want = cost.mul_cost(a, b if len(b) == len(a) else (a[0],) + b, out, bits)
-    got = registry.get("matmul").cost(registry.Private(a), registry.Private(b))
-    if len(b) != len(a):
-        # b is broadcast over a's batch first (local), then one multiplication
-        want = cost.mul_cost(a, (a[0],) + b, out, bits)
-    assert got.as_dict() == want.as_dict()
+    want = cost.mul_cost(a, b, out, bits)
+    op = registry.get("matmul")
+    assert op.cost(registry.Private(a), registry.Private(b)).as_dict() == want.as_dict()
+    # TensorSpecs stand for private operands too
+    assert op.cost(tf.TensorSpec(a), tf.TensorSpec(b)).as_dict() == want.as_dict()
 
 
 @pytest.mark.parametrize("name,args", [

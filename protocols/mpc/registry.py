@@ -99,7 +99,7 @@ class OpDef:
 
     def cost(self, *args, **kwargs) -> cost.Cost:
         """The declared cost of one call on these arguments (Private markers
-        for private operands), from tracing the implementation once in a
+        or tf.TensorSpecs for private operands), from tracing the implementation once in a
         FuncGraph without running it, unless the op declares its own."""
         if self.cost_fn is not None:
             return self.cost_fn(*args, **kwargs)
@@ -156,18 +156,26 @@ def private_spec(shape, dtype: tf.DType = tf.float32) -> tf.TypeSpec:
                               runtime_id=h.runtime.id)
 
 
+def _is_private(v) -> bool:
+    return isinstance(v, (Private, tf.TensorSpec))
+
+
 def _substitute(args, kwargs, fn):
     flat = tf.nest.flatten((list(args), dict(kwargs)))
-    vals = [fn(v) if isinstance(v, Private) else v for v in flat]
+    vals = [fn(v) if _is_private(v) else v for v in flat]
     a, k = tf.nest.pack_sequence_as((list(args), dict(kwargs)), vals)
     return a, k
 
 
 def trace_cost(impl: Callable, args, kwargs) -> cost.Cost:
-    """Declared cost of impl(*args, **kwargs), Private markers standing for
-    private operands: traces it once into a FuncGraph inside cost.record()
-    (nothing runs, no message is sent)."""
-    markers = [v for v in tf.nest.flatten((list(args), dict(kwargs))) if isinstance(v, Private)]
+    """Declared cost of impl(*args, **kwargs), Private markers (or
+    tf.TensorSpecs) standing for private operands: traces it once into a
+    FuncGraph inside cost.record() (nothing runs, no message is sent).
+
+    Example:
+      >>> trace_cost(math_ops.matmul, (tf.TensorSpec([2, 3]), tf.TensorSpec([3, 4])), {})
+    """
+    markers = [v for v in tf.nest.flatten((list(args), dict(kwargs))) if _is_private(v)]
     specs = [private_spec(m.shape, m.dtype) for m in markers]
 
     def body(*private):
@@ -433,7 +441,7 @@ _TABLE = [
     OpDef("broadcast_to", array_ops.broadcast_to, "tf.broadcast_to; local.",
           _ex(Private((1, 3)), [2, 3]), ("BroadcastTo",),
           (_api(tf.broadcast_to, "input", rename={"input": "x"}),)),
-    OpDef("identity", lambda x, name=None: x, "The value itself (no protocol).", _ex(X23),
+    OpDef("identity", array_ops.identity, "The value itself (no protocol).", _ex(X23),
           ("Identity",), (_api(tf.identity, "input", rename={"input": "x"}),
                           _api(_keras.linear, "x"))),
     # ------------------------------------------------- derived functions

@@ -20,8 +20,10 @@ class PrivateTensor(tf.experimental.ExtensionType):
 
     Create one with `tp.share(x)`; get the value back with `tp.reveal(p)` or
     `p.reveal()`. PrivateTensors work in eager mode and inside tf.function,
-    support + - * / @ and indexing, and are accepted by tf.matmul, tf.add,
-    tf.multiply, tf.reduce_sum, tf.reshape, tf.transpose and tf.concat.
+    support + - * / @ ** (integer powers), comparisons and indexing, and are
+    accepted by every TF function with a private implementation
+    (docs/supported_ops.md); other TF functions raise a TypeError, and a
+    PrivateTensor never converts to a plaintext tf.Tensor.
 
     Example:
       >>> x = tp.share(tf.constant([1.5, -2.0]))

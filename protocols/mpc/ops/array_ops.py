@@ -53,6 +53,18 @@ def transpose(x: PrivateTensor, perm=None, name: Optional[str] = None) -> Privat
     return _map(x, lambda s, l: sh.transpose(s, perm, l))
 
 
+def identity(x: PrivateTensor, name: Optional[str] = None) -> PrivateTensor:
+    """x itself (tf.identity; tf.keras.activations.linear). Shares are
+    immutable values, so no copy is needed.
+
+    Example:
+      >>> tp.identity(tp.share([1.0])).reveal()   # [1.]
+    """
+    if not C.is_private(x):
+        return tf.identity(x, name=name)
+    return x
+
+
 def getitem(x: PrivateTensor, key) -> PrivateTensor:
     """Indexing and slicing with TensorFlow's semantics (x[1:, ..., None])."""
     return _map(x, lambda s, l: sh.getitem(s, key, l))

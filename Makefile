@@ -60,9 +60,11 @@ $(BENCH_VENV)/.installed: requirements/bench-phe.txt
 
 bench-venv: $(BENCH_VENV)/.installed
 
-# Reference docs generated from the code (docs/numerics.md: measured on privpy).
+# Reference docs generated from the code (docs/numerics.md: measured on privpy;
+# docs/supported_ops.md and the README table: from the op registry).
 docs: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tools/gen_numerics_doc.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tools/gen_supported_ops.py
 
 bazel: setup
 	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh build/bazel/_tf_privpy_ops.so

@@ -1,4 +1,4 @@
-"""Private non-linear functions (tf_privpy/math_fns.py, protocols/mpc/numerics.py):
+"""Private non-linear functions (protocols/mpc/ops/math_fns.py, protocols/mpc/numerics.py):
 accuracy targets over their domains, out-of-domain rules, settings and
 overrides, shapes, and the rounds/costs published in docs/numerics.md.
 
@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import tf_privpy as tp
 from conftest import run
-from tf_privpy import math_fns as M
+from tf_privpy.protocols.mpc.ops import math_fns as M
 from tf_privpy.protocols.mpc import lifted as L
 from tf_privpy.protocols.mpc import numerics as N
 from tf_privpy.protocols.mpc import range_reduction as R

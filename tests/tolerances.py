@@ -55,3 +55,18 @@ def select_tol(levels: int, frac_bits: int) -> float:
     where, compare-exchange). A selection multiplies by an exact bit (0 or
     2^f), so each costs only one local truncation: TRUNC_ULPS ulps."""
     return TRUNC_ULPS * levels * ulp(frac_bits)
+
+
+#: accuracy target of one derived function (exp, log, sigmoid, ...) per ring
+#: width, as tests/test_numerics.py enforces and docs/numerics.md measures:
+#: DESIGN §3's 1e-4 with f = 20; with f = 16 the ulp is 16 times coarser and
+#: no extra precision is available, so the 64-bit ring's target is 1e-3.
+FUNCTION_TOL = {128: 1e-4, 64: 1e-3}
+
+
+def composed_tol(ring_bits: int, frac_bits: int, n_functions: int, levels: int = 0) -> float:
+    """A composition of n derived functions, each applied where the next one
+    has a Lipschitz constant <= 1 (softplus: exp on x <= 0, whose outputs lie
+    in (0, 1], then log on [1, 2]): their errors add, plus `levels` local
+    truncations (selections, products by public constants)."""
+    return n_functions * FUNCTION_TOL[ring_bits] + select_tol(levels, frac_bits)

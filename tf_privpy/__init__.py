@@ -17,38 +17,27 @@ from tf_privpy.protocols import loader as _loader
 # TensorFlow, fails the import with the command that rebuilds it.
 _loader.load_library()
 
+from tf_privpy.protocols.mpc import registry as _registry  # noqa: E402
+from tf_privpy.protocols.mpc import dispatch as _dispatch  # noqa: E402
+
+# Every op function (tp.matmul, tp.exp, ...) comes from the op registry.
+globals().update(_registry.namespace(""))
+
 from tf_privpy import nn  # noqa: E402
 from tf_privpy import tp_math as math  # noqa: E402
-from tf_privpy.compare_ops import (abs, argmax, argmin, equal, garble_comparisons,  # noqa: E402,A004
-                                   greater, greater_equal, less, less_equal, logical_not, maximum,
-                                   minimum, not_equal, reduce_max, reduce_min, sign, sort,
-                                   where)
-from tf_privpy.array_ops import (broadcast_to, concat, expand_dims, gather, pad, repeat,
-                                 reshape, squeeze, stack, tile, transpose)
-from tf_privpy.math_fns import divide, exp, sigmoid, sqrt, tanh  # noqa: E402
-from tf_privpy.math_ops import (add, dot, matmul, multiply, multiply_many, negative,
-                                outer, reduce_mean, reduce_sum, reveal, share, subtract,
-                                tensordot)
-from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols import Config
-from tf_privpy.protocols.loader import OpLibraryError
-from tf_privpy.runtime import client_devices, get_runtime, init, is_initialized, reset, servers
-from tf_privpy.stats import Stats, stats
-from tf_privpy import dispatch as _dispatch
+from tf_privpy.protocols import Config  # noqa: E402
+from tf_privpy.protocols.loader import OpLibraryError  # noqa: E402
+from tf_privpy.protocols.mpc.value import PrivateTensor  # noqa: E402
+from tf_privpy.runtime import (client_devices, get_runtime, init, is_initialized,  # noqa: E402
+                               reset, servers)
+from tf_privpy.stats import Stats, stats  # noqa: E402
 from tf_privpy import datasets, federated, he  # noqa: E402
 
 _dispatch.register()
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "abs", "argmax", "argmin", "equal", "garble_comparisons", "greater", "greater_equal", "less", "less_equal",
-    "logical_not", "math", "maximum", "minimum", "not_equal", "reduce_max", "reduce_min",
-    "sign", "sort", "where", "exp", "sigmoid", "sqrt", "tanh",
-    "client_devices", "datasets", "federated", "he",
-    "Config", "OpLibraryError", "PrivateTensor", "add", "broadcast_to", "concat", "divide",
-    "dot", "expand_dims", "gather", "get_runtime", "init", "is_initialized", "matmul",
-    "multiply", "multiply_many", "negative", "nn", "outer", "pad", "reduce_mean",
-    "reduce_sum", "repeat", "reset", "reshape", "reveal", "servers", "share", "squeeze",
-    "stack", "Stats", "stats", "subtract", "tensordot", "tile", "transpose",
-]
+__all__ = sorted(list(_registry.namespace("")) + [
+    "Config", "OpLibraryError", "PrivateTensor", "client_devices", "datasets", "federated",
+    "get_runtime", "he", "init", "is_initialized", "math", "nn", "reset", "servers", "Stats",
+    "stats"])

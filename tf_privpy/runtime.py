@@ -1,36 +1,21 @@
-"""The runtime handle: the one piece of global state in tf_privpy.
+"""Starting and stopping tf_privpy: tp.init, tp.reset, tp.servers.
 
-`tp.init()` creates it (devices, keys, backend); `tp.reset()` drops it so
-tests and notebooks can start fresh with a new config and new keys.
+`tp.init()` creates the runtime handle (devices, keys, backend), the one
+piece of global state, kept in protocols/mpc/context.py where the op
+implementations read it; `tp.reset()` drops it so tests and notebooks can
+start fresh with a new config and new keys.
 """
 from __future__ import annotations
 
-import dataclasses
-import threading
 from typing import Dict, List, Optional
 
 import tensorflow as tf
 
 from tf_privpy.protocols import Config
-from tf_privpy.protocols.mpc import CLIENT, PARTIES, Backend, Runtime, make_backend
+from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, context, make_backend
+from tf_privpy.protocols.mpc.context import Handle, RuntimeError_
 
 _N_DEVICES = 1 + len(PARTIES)
-_lock = threading.Lock()
-_handle: Optional["Handle"] = None
-
-
-class RuntimeError_(RuntimeError):
-    """Raised for runtime set-up and misuse errors."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Handle:
-    runtime: Runtime
-    backend: Backend
-
-    @property
-    def config(self) -> Config:
-        return self.runtime.config
 
 
 def _embedded_devices(num_clients: int = 1) -> Dict[str, str]:
@@ -92,39 +77,31 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
       >>> tp.servers()["S1"]
       '/job:localhost/replica:0/task:0/device:CPU:1'
     """
-    global _handle
     config = config or Config()
     if not isinstance(config, Config):
         raise TypeError(f"config must be a tp.Config, got {type(config).__name__}")
     if not isinstance(num_clients, int) or num_clients < 1:
         raise ValueError(f"num_clients must be an int >= 1, got {num_clients!r}")
     devs = devices or _embedded_devices(num_clients)
-    with _lock:
-        rt = Runtime(config, devs)
-        _handle = Handle(rt, make_backend(rt))
-        return _handle
+    rt = Runtime(config, devs)
+    return context.set_handle(Handle(rt, make_backend(rt)))
 
 
 def reset() -> None:
     """Drops the runtime handle (keys, counters). The logical devices stay, as
     TensorFlow cannot change them once initialized; the next `tp.init()` reuses
     them with a fresh runtime."""
-    global _handle
-    with _lock:
-        _handle = None
+    context.clear()
 
 
 def get_runtime() -> Handle:
     """The current runtime handle; raises if `tp.init()` was not called."""
-    h = _handle
-    if h is None:
-        raise RuntimeError_("tf_privpy is not initialized: call tp.init() first "
-                            "(before any other TensorFlow op).")
-    return h
+    return context.get_handle()
 
 
 def is_initialized() -> bool:
-    return _handle is not None
+    """Whether `tp.init()` was called (and `tp.reset()` not since)."""
+    return context.is_initialized()
 
 
 def servers() -> Dict[str, str]:

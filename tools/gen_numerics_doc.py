@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_privpy as tp  # noqa: E402
-from tf_privpy import math_fns as M  # noqa: E402
+from tf_privpy.protocols.mpc.ops import math_fns as M  # noqa: E402
 from tf_privpy.protocols.mpc import numerics as N  # noqa: E402
 
 SOFTMAX_N = 10  # row length of the softmax rows

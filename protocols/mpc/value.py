@@ -1,10 +1,13 @@
-"""PrivateTensor: a secret-shared tensor as a TF extension type."""
+"""PrivateTensor: a secret-shared tensor as a TF extension type.
+
+The value type only: its operators are attached by the op registry
+(registry.py), so this module imports nothing above the protocols."""
 from __future__ import annotations
 
 import tensorflow as tf
 
-from tf_privpy import runtime as _runtime
-from tf_privpy.protocols.mpc import shares as _sh
+from . import context as _context
+from . import shares as _sh
 
 
 class PrivateTensor(tf.experimental.ExtensionType):
@@ -17,8 +20,10 @@ class PrivateTensor(tf.experimental.ExtensionType):
 
     Create one with `tp.share(x)`; get the value back with `tp.reveal(p)` or
     `p.reveal()`. PrivateTensors work in eager mode and inside tf.function,
-    support + - * / @ and indexing, and are accepted by tf.matmul, tf.add,
-    tf.multiply, tf.reduce_sum, tf.reshape, tf.transpose and tf.concat.
+    support + - * / @ ** (integer powers), comparisons and indexing, and are
+    accepted by every TF function with a private implementation
+    (docs/supported_ops.md); other TF functions raise a TypeError, and a
+    PrivateTensor never converts to a plaintext tf.Tensor.
 
     Example:
       >>> x = tp.share(tf.constant([1.5, -2.0]))
@@ -70,87 +75,27 @@ class PrivateTensor(tf.experimental.ExtensionType):
         raise TypeError("a PrivateTensor has no truth value that the servers may learn; "
                         "reveal it first (tp.reveal) if the value may be disclosed")
 
-    def reveal(self) -> tf.Tensor:
-        """The plaintext value on the client device (see tp.reveal)."""
-        from tf_privpy import math_ops
-        return math_ops.reveal(self)
+    # The operators (+ - * / @ ** unary -, abs, comparisons, indexing) and
+    # reveal() are attached by the op registry (registry.py) from the op
+    # modules, so that the value type imports no op implementation.
 
-    # Operators -> tf_privpy.math_ops / array_ops (imported lazily: cycle).
-    def __add__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.add(self, other)
-
-    def __radd__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.add(other, self)
-
-    def __sub__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.subtract(self, other)
-
-    def __rsub__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.subtract(other, self)
-
-    def __mul__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.multiply(self, other)
-
-    def __rmul__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.multiply(other, self)
-
-    def __truediv__(self, other):
-        from tf_privpy import math_fns
-        return math_fns.divide(self, other)
-
-    def __rtruediv__(self, other):
-        from tf_privpy import math_fns
-        return math_fns.divide(other, self)
-
-    def __neg__(self):
-        from tf_privpy import math_ops
-        return math_ops.negative(self)
-
-    def __pos__(self):
-        return self
-
-    def __matmul__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        from tf_privpy import math_ops
-        return math_ops.matmul(other, self)
-
-    def __lt__(self, other):
-        from tf_privpy import compare_ops
-        return compare_ops.less(self, other)
-
-    def __le__(self, other):
-        from tf_privpy import compare_ops
-        return compare_ops.less_equal(self, other)
-
-    def __gt__(self, other):
-        from tf_privpy import compare_ops
-        return compare_ops.greater(self, other)
-
-    def __ge__(self, other):
-        from tf_privpy import compare_ops
-        return compare_ops.greater_equal(self, other)
-
-    def __abs__(self):
-        from tf_privpy import compare_ops
-        return compare_ops.abs(self)
-
-    def __getitem__(self, key):
-        from tf_privpy import array_ops
-        return array_ops.getitem(self, key)
+    def __setattr__(self, name, value):
+        # Keras tags activation outputs (`output._keras_logits = x`, to find
+        # logits for its losses). A Python-side tag carries no share and is not
+        # part of the type spec, so allow those few and keep the rest immutable.
+        if name in _TAG_ATTRIBUTES:
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
 
 
-def check_runtime(p: PrivateTensor) -> "_runtime.Handle":
+#: attributes other libraries set on a tensor as a Python-side tag
+_TAG_ATTRIBUTES = frozenset({"_keras_logits", "_keras_mask", "_keras_history"})
+
+
+def check_runtime(p: PrivateTensor) -> "_context.Handle":
     """The current handle, after checking that p belongs to it."""
-    h = _runtime.get_runtime()
+    h = _context.get_handle()
     if p.runtime_id != h.runtime.id:
         raise ValueError(
             f"this PrivateTensor was created by tf_privpy runtime #{p.runtime_id}, but "

@@ -1,12 +1,12 @@
-"""Helpers shared by the API modules: operand coercion, wrapping, dtypes."""
+"""Helpers shared by the op modules: operand coercion, wrapping, dtypes."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tf_privpy import runtime as _runtime
-from tf_privpy.private_tensor import PrivateTensor, check_runtime
+from .. import context as _context
+from ..value import PrivateTensor, check_runtime
 
 #: dtypes the fixed-point encoder accepts directly (others are cast to float64)
 ENCODABLE = (tf.float32, tf.float64, tf.int32, tf.int64)
@@ -58,20 +58,20 @@ def result_dtype(*dtypes: tf.DType) -> tf.DType:
     return max(known, key=_DTYPE_ORDER.index) if known else tf.float32
 
 
-def handle_of(*values) -> _runtime.Handle:
+def handle_of(*values) -> _context.Handle:
     """The runtime handle, checked against every private operand."""
     h = None
     for v in values:
         if is_private(v):
             h = check_runtime(v)
-    return h or _runtime.get_runtime()
+    return h or _context.get_handle()
 
 
 def shares(p: PrivateTensor) -> Tuple[tf.Tensor, tf.Tensor]:
     return p.share0, p.share1
 
 
-def wrap(h: _runtime.Handle, s, dtype: tf.DType) -> PrivateTensor:
+def wrap(h: _context.Handle, s, dtype: tf.DType) -> PrivateTensor:
     return PrivateTensor(share0=s[0], share1=s[1], ring_bits=h.config.ring_bits,
                          frac_bits=h.config.frac_bits, value_dtype=dtype,
                          runtime_id=h.runtime.id)
@@ -88,7 +88,7 @@ def broadcast_shape(a: tf.TensorShape, b: tf.TensorShape, what: str) -> tf.Tenso
         raise ValueError(f"{what}: shapes {a} and {b} cannot be broadcast together") from e
 
 
-def broadcast(h: _runtime.Handle, v, shape: tf.TensorShape):
+def broadcast(h: _context.Handle, v, shape: tf.TensorShape):
     """Broadcasts a private or public operand to `shape` (static)."""
     if v.shape == shape:
         return v
@@ -96,14 +96,14 @@ def broadcast(h: _runtime.Handle, v, shape: tf.TensorShape):
         raise ValueError(f"broadcasting to a partially known shape {shape} is not "
                          "supported; give the tensors static shapes")
     if is_private(v):
-        from tf_privpy.protocols.mpc import shares as sh
+        from .. import shares as sh
         s = h.backend.map_shares(lambda t: sh.broadcast_to(t, shape.as_list(),
                                                            h.config.limbs), shares(v))
         return wrap(h, s, v.dtype)
     return tf.broadcast_to(v, shape)
 
 
-def recip_frac_bits(h: _runtime.Handle, c: tf.Tensor) -> Optional[int]:
+def recip_frac_bits(h: _context.Handle, c: tf.Tensor) -> Optional[int]:
     """Extra-precision encoding for multiplying by 1/c, when it is safe.
 
     In the 128-bit ring, |x| < 2^23 and |1/c| <= 1 leave room for 20 more

@@ -6,9 +6,9 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from tf_privpy import _common as C
-from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols.mpc import shares as sh
+from . import _common as C
+from ..value import PrivateTensor
+from .. import shares as sh
 
 
 def _map(x: PrivateTensor, fn) -> PrivateTensor:
@@ -51,6 +51,18 @@ def transpose(x: PrivateTensor, perm=None, name: Optional[str] = None) -> Privat
     if not C.is_private(x):
         return tf.transpose(x, perm, name=name)
     return _map(x, lambda s, l: sh.transpose(s, perm, l))
+
+
+def identity(x: PrivateTensor, name: Optional[str] = None) -> PrivateTensor:
+    """x itself (tf.identity; tf.keras.activations.linear). Shares are
+    immutable values, so no copy is needed.
+
+    Example:
+      >>> tp.identity(tp.share([1.0])).reveal()   # [1.]
+    """
+    if not C.is_private(x):
+        return tf.identity(x, name=name)
+    return x
 
 
 def getitem(x: PrivateTensor, key) -> PrivateTensor:

@@ -11,11 +11,11 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy import _common as C
-from tf_privpy import array_ops
-from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols.mpc import compare as P
-from tf_privpy.protocols.mpc import shares as sh
+from . import _common as C
+from . import array_ops
+from ..value import PrivateTensor
+from .. import compare as P
+from .. import shares as sh
 
 
 def _private_pair(x, y, what):
@@ -140,7 +140,7 @@ def where(condition, x, y, name: Optional[str] = None):
             raise TypeError("tp.where: a public condition must be boolean")
         if not (C.is_private(x) or C.is_private(y)):
             return tf.where(cond, x, y, name=name)
-        from tf_privpy import math_ops
+        from . import math_ops
         c = tf.cast(cond, tf.float64)
         x, y = [v if C.is_private(v) else tf.cast(C.public(v), tf.float64) for v in (x, y)]
         return math_ops.add(math_ops.multiply(x, c), math_ops.multiply(y, 1.0 - c))
@@ -287,3 +287,22 @@ def top_k(input: PrivateTensor, k: int = 1, sorted: bool = True,  # noqa: A002
     cut = lambda s: h.backend.map_shares(  # noqa: E731
         lambda t: sh.getitem(t, (Ellipsis, slice(0, k)), h.config.limbs), s)
     return C.wrap(h, cut(v), input.dtype), C.wrap(h, cut(i), tf.int32)
+
+
+def clip_by_value(t, clip_value_min, clip_value_max, name: Optional[str] = None):
+    """min(max(t, clip_value_min), clip_value_max) elementwise (tf.clip_by_value
+    semantics: the result has t's shape and dtype). Two comparisons per
+    element, in two rounds.
+
+    Example:
+      >>> tp.clip_by_value(tp.share([-2.0, 0.5, 3.0]), -1.0, 1.0).reveal()   # [-1., 0.5, 1.]
+    """
+    if not any(C.is_private(v) for v in (t, clip_value_min, clip_value_max)):
+        return tf.clip_by_value(t, clip_value_min, clip_value_max, name=name)
+    out = minimum(maximum(t, clip_value_min), clip_value_max)
+    shape = C.static_shape(t)
+    if out.shape != shape:
+        raise ValueError(f"tp.clip_by_value: the clip values (shapes "
+                         f"{C.static_shape(clip_value_min)}, {C.static_shape(clip_value_max)}) "
+                         f"must not broadcast t (shape {shape}) to a larger shape")
+    return C.wrap(C.handle_of(out), C.shares(out), C.operand_dtype(t))

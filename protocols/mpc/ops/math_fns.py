@@ -26,10 +26,10 @@ from typing import Optional
 
 import tensorflow as tf
 
-from tf_privpy import _common as C
-from tf_privpy import math_ops
-from tf_privpy.private_tensor import PrivateTensor
-from tf_privpy.protocols.mpc import numerics as N
+from . import _common as C
+from . import math_ops
+from ..value import PrivateTensor
+from .. import numerics as N
 
 
 def _check(x, what: str) -> PrivateTensor:

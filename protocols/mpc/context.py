@@ -1,0 +1,63 @@
+"""The runtime handle: the one piece of global state of tf_privpy.
+
+`tp.init()` (tf_privpy/runtime.py) builds a Runtime and a Backend and stores
+them here; `tp.reset()` drops them. The op implementations below the API
+(ops/, registry.py) read the handle from here, so that they need nothing
+from the API layer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Optional
+
+from ..config import Config
+from .backend import Backend
+from .runtime import Runtime
+
+_lock = threading.Lock()
+_handle: Optional["Handle"] = None
+
+
+class RuntimeError_(RuntimeError):
+    """Raised for runtime set-up and misuse errors."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Handle:
+    """A started runtime: its devices and keys, and the backend running on it."""
+
+    runtime: Runtime
+    backend: Backend
+
+    @property
+    def config(self) -> Config:
+        return self.runtime.config
+
+
+def set_handle(handle: Handle) -> Handle:
+    """Makes `handle` the current runtime (tp.init)."""
+    global _handle
+    with _lock:
+        _handle = handle
+    return handle
+
+
+def clear() -> None:
+    """Drops the current runtime (tp.reset)."""
+    global _handle
+    with _lock:
+        _handle = None
+
+
+def get_handle() -> Handle:
+    """The current runtime handle; raises if `tp.init()` was not called."""
+    h = _handle
+    if h is None:
+        raise RuntimeError_("tf_privpy is not initialized: call tp.init() first "
+                            "(before any other TensorFlow op).")
+    return h
+
+
+def is_initialized() -> bool:
+    return _handle is not None

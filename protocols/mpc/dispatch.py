@@ -1,0 +1,114 @@
+"""TensorFlow API dispatch for PrivateTensors, generated from the op registry.
+
+`register()` (called once by `import tf_privpy`):
+- every TF API listed in the registry (tf.linalg.matmul, tf.nn.relu, ...)
+  runs the private implementation when a PrivateTensor is among the
+  arguments it dispatches on;
+- every OTHER TF API that supports type-based dispatch (about 1100 in TF
+  2.14; registering them all takes well under a second) raises a TypeError
+  naming the TF function and the tp equivalent, or saying that it is not
+  supported, instead of failing deep inside TF;
+- converting a PrivateTensor to a plaintext tf.Tensor (what APIs that do
+  not dispatch would try) raises a TypeError: a secret is never silently
+  turned into a public tensor.
+"""
+from __future__ import annotations
+
+import inspect
+import typing
+from typing import Callable, Optional, Set
+
+import tensorflow as tf
+# TF's own table of the APIs that accept dispatch (dispatch_for_api's list).
+from tensorflow.python.util import dispatch as _tf_dispatch
+
+from . import registry
+from .registry import OpDef, TFApi
+from .value import PrivateTensor
+
+P = PrivateTensor
+_registered = False
+#: TF APIs refused with a TypeError (filled by register(); read by tests)
+REFUSED: Set[Callable] = set()
+
+
+def _signature(api: TFApi) -> list:
+    return [{p: typing.List[P] if p in api.lists else P} for p in api.dispatch_on]
+
+
+def _target(op: OpDef, api: TFApi) -> Callable:
+    sig = inspect.signature(api.api)
+
+    def dispatch_target(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return op.call_tf_api(api, dict(bound.arguments))
+
+    dispatch_target.__name__ = f"private_{op.name.replace('.', '_')}"
+    return dispatch_target
+
+
+def tp_equivalent(name: str) -> Optional[OpDef]:
+    """The registry op whose name matches a TF API's last component
+    ("tf.math.log" -> math.log), if any."""
+    short = name.rsplit(".", 1)[-1]
+    for op in registry.ops():
+        if any(n.rsplit(".", 1)[-1] == short for n in op.names):
+            return op
+    return None
+
+
+def unsupported_message(name: str) -> str:
+    op = tp_equivalent(name)
+    if op is not None:
+        return (f"{name} does not accept PrivateTensors; use "
+                f"tp.{op.name} (see docs/supported_ops.md)")
+    return (f"{name} is not supported on PrivateTensors: tf_privpy has no private "
+            "implementation of it (see docs/supported_ops.md for the supported ops). "
+            "Compute it with supported ops, or tp.reveal() the input first if the value "
+            "may be disclosed")
+
+
+def _conversion_message(shape) -> str:
+    return (f"a PrivateTensor (shape {shape}) cannot be converted to a plaintext tf.Tensor: "
+            "this TF function has no private implementation (docs/supported_ops.md). Use the "
+            "tp.* function, or tp.reveal() it first if the value may be disclosed")
+
+
+def _refuse(api: Callable) -> None:
+    params = inspect.signature(api).parameters
+    names = [n for n, p in params.items() if n != "name"
+             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not names:
+        return
+    name = registry.api_name(api)
+    msg = (f"{name}: " + _conversion_message("given") if name == "tf.convert_to_tensor"
+           else unsupported_message(name))
+
+    def refuse(*args, **kwargs):
+        raise TypeError(msg)
+
+    # (*args, **kwargs) targets match any API signature (dispatch_for_api).
+    tf.experimental.dispatch_for_api(
+        api, *[{n: typing.Union[P, typing.List[P]]} for n in names])(refuse)
+    REFUSED.add(api)
+
+
+def _no_conversion(value, dtype=None, name=None, as_ref=False):
+    raise TypeError(_conversion_message(value.shape))
+
+
+def register() -> None:
+    """Registers every dispatcher (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    dispatched = set()
+    for api, op in registry.tf_apis():
+        tf.experimental.dispatch_for_api(api.api, *_signature(api))(_target(op, api))
+        dispatched.add(api.api)
+    for api in _tf_dispatch.apis_with_type_based_dispatch():
+        if api not in dispatched:
+            _refuse(api)
+    tf.register_tensor_conversion_function(P, _no_conversion)

@@ -21,7 +21,7 @@ from . import cost as C
 from . import kernels
 from . import shares as sh
 from .garbled import Pregarbled
-from .runtime import CLIENT, Runtime
+from .runtime import CLIENT, Runtime, canonical_device
 
 Shares = sh.Shares
 
@@ -445,10 +445,4 @@ def _on_device(x: tf.Tensor, device: str) -> bool:
     """Whether x is (eager) or is placed to be (graph) on `device`."""
     if not x.device:
         return False  # unplaced: TF puts it on the first CPU, the client's
-    return _canon(x.device) == _canon(device)
-
-
-def _canon(device: str) -> tuple:
-    """('/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' match.)"""
-    d = tf.DeviceSpec.from_string(device)
-    return (d.job or "localhost", d.replica or 0, d.task or 0, d.device_type, d.device_index)
+    return canonical_device(x.device) == canonical_device(device)

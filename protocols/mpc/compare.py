@@ -26,7 +26,7 @@ def ltz_many(backend: Backend, xs: Sequence[Shares]) -> List[Shares]:
         return [backend.ltz(xs[0])]
     limbs = backend.limbs
     shapes = [sh.dynamic_shape(x[0], limbs) for x in xs]
-    sizes = [tf.reduce_prod(s) for s in shapes]
+    sizes = [int(np.prod(s)) if isinstance(s, list) else tf.reduce_prod(s) for s in shapes]
     flat = backend.map_many(lambda parts: tf.concat([sh.reshape(p, [-1], limbs) for p in parts], 0),
                             list(xs))
     bits = backend.ltz(flat)

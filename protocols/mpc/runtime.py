@@ -158,7 +158,7 @@ def check_devices(devices: Dict[str, str]) -> None:
     seen: Dict[str, str] = {}
     for party, name in devices.items():
         try:
-            spec = tf.DeviceSpec.from_string(name).to_string()
+            spec = canonical_device(name)
         except ValueError as e:
             raise ValueError(f"device {name!r} of {party} is not a TF device name") from e
         if spec in seen:
@@ -167,3 +167,10 @@ def check_devices(devices: Dict[str, str]) -> None:
                 "device of its own (a server on the client's device, or two servers on one "
                 "device, would hold each other's secrets). Give each a distinct device.")
         seen[spec] = party
+
+
+def canonical_device(device: str) -> tuple:
+    """A device name with a local process's defaults filled in, so that
+    '/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' match."""
+    d = tf.DeviceSpec.from_string(device)
+    return (d.job or "localhost", d.replica or 0, d.task or 0, d.device_type, d.device_index)

@@ -19,7 +19,13 @@ def logical_shape(share: tf.Tensor, limbs: int) -> tf.TensorShape:
     return share.shape[:-1] if limbs == 2 else share.shape
 
 
-def dynamic_shape(share: tf.Tensor, limbs: int) -> tf.Tensor:
+def dynamic_shape(share: tf.Tensor, limbs: int):
+    """The logical shape: a Python list when known while building the graph
+    (no op, so nothing reads the share: DESIGN §2 placement), else a Shape
+    op, which the caller must build under the share holder's device scope."""
+    static = logical_shape(share, limbs)
+    if static.is_fully_defined():
+        return static.as_list()
     s = tf.shape(share, out_type=tf.int64)
     return s[:-1] if limbs == 2 else s
 

@@ -1,0 +1,140 @@
+"""The channel seam (DESIGN §2): every cross-party tensor is counted in TF
+state, the protocols' cost declarations equal what the channel counts, the
+two ends of a PRG stream cannot silently fall out of step, and parties
+never share a device."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_privpy as tp
+from tf_privpy.protocols.mpc import cost, kernels
+from tf_privpy.protocols.mpc.runtime import check_devices
+
+
+def measured(fn, *args):
+    """(declared cost, counted stats) of one run of fn(*args)."""
+    with cost.record() as declared, tp.stats() as counted:
+        fn(*args)
+    return declared, counted
+
+
+def assert_declared_equals_counted(declared, counted):
+    assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
+    assert (declared.rounds, declared.multiplications, declared.comparisons) == \
+        (counted.rounds, counted.multiplications, counted.comparisons)
+
+
+CASES = {
+    "mul": (((7, 3), (7, 3)), lambda x, y: x * y),
+    "matmul": (((4, 5), (5, 3)), lambda x, y: x @ y),
+    "conv2d": (((1, 6, 6, 2), (3, 3, 2, 4)), lambda x, y: tp.nn.conv2d(x, y, 1, "SAME")),
+    "less": (((9, 5), (9, 5)), lambda x, y: x < y),
+    "relu": (((33,),), lambda x: tp.nn.relu(x)),
+    "max": (((8, 4),), lambda x: tp.reduce_max(x, 1)),
+    "sigmoid": (((10,),), lambda x: tp.sigmoid(x)),
+    "mul_public": (((3, 3),), lambda x: x * 2.5 + 1.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_declared_cost_equals_channel_counts(ring, mode, case):
+    """Each protocol's declaration (cost.py) against the counters the
+    channel keeps in TF state: per link, messages and bytes, and the
+    protocol counters (rounds, multiplications, comparisons)."""
+    shapes, fn = CASES[case]
+    rng = np.random.default_rng(0)
+    args = [tp.share(rng.uniform(-3, 3, s)) for s in shapes]
+    f = fn if mode == "eager" else tf.function(fn)
+    if mode == "tf_function":
+        f(*args)  # trace once: a tf.function is counted per run, not per trace
+    declared, counted = measured(f, *args)
+    if mode == "tf_function":  # declarations are made while tracing: take them again
+        with cost.record() as declared:
+            tf.function(fn).get_concrete_function(*args)
+    assert_declared_equals_counted(declared, counted)
+    assert counted.messages > 0 or case == "mul_public"
+
+
+def test_counts_are_per_run_not_per_trace(ring):
+    x, y = tp.share(np.ones(5)), tp.share(np.ones(5))
+    f = tf.function(lambda a, b: a * b)
+    f(x, y)
+    with tp.stats() as s:
+        for _ in range(3):
+            f(x, y)
+    assert f.experimental_get_tracing_count() == 1
+    assert s.rounds == 6 and s.multiplications == 15 and s.messages == 18
+
+
+def test_stats_report_every_link(ring):
+    x = tp.share(np.ones((2, 2)))
+    with tp.stats() as s:
+        tp.reveal(x * x)
+    assert set(s.links) == {("S1", "T1"), ("S2", "T1"), ("S2", "T2"), ("S1", "T2"),
+                            ("T1", "S2"), ("T2", "S1"), ("S1", "client"), ("S2", "client")}
+    assert s.rounds == 3 and "rounds 3" in str(s)
+    assert tp.stats().messages >= s.messages  # totals since tp.init()
+
+
+# ----------------------------------------------------------- stream desync
+def test_a_failure_between_two_ends_is_detected(ring, monkeypatch):
+    """A kernel error after T1 took its S1-T1 nonce but before S1 did leaves
+    the stream out of step; the next multiplication must fail with a clear
+    error instead of returning a wrong product."""
+    x, y = tp.share(np.full(4, 1.5)), tp.share(np.full(4, 2.0))
+    real = kernels.mul_assist
+    calls = []
+
+    def failing(*a, **k):
+        calls.append(1)
+        if len(calls) == 1:
+            raise tf.errors.InternalError(None, None, "injected failure on T1")
+        return real(*a, **k)
+
+    monkeypatch.setattr(kernels, "mul_assist", failing)
+    with pytest.raises(tf.errors.InternalError, match="injected"):
+        x * y  # S1 and S2 have taken their nonces; T1 took its own; T2 none
+    monkeypatch.setattr(kernels, "mul_assist", real)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="out of step.*tp.init"):
+        x * y
+
+
+def test_the_check_can_fail_and_passes_in_step(ring):
+    """Shown failing on a deliberately desynchronised stream (one end
+    advanced alone), and passing when both ends are in step."""
+    x, y = tp.share(np.full(4, 1.5)), tp.share(np.full(4, 2.0))
+    np.testing.assert_allclose((x * y).reveal().numpy(), 3.0)
+    rt = tp.get_runtime().runtime
+    rt.nonce("S2", "T2", "T2")  # T2 advances alone
+    with pytest.raises(tf.errors.InvalidArgumentError, match="S2-T2 PRG stream is out of step"):
+        x * y
+
+
+def test_comparison_detects_desync(ring):
+    x = tp.share(np.linspace(-2, 2, 8))
+    tp.get_runtime().runtime.nonce("S1", "S2", "S2")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="S1-S2 PRG stream is out of step"):
+        tp.less(x, 0.0)
+
+
+# ----------------------------------------------------------------- devices
+def test_parties_need_their_own_devices():
+    devs = {"client": "/device:CPU:0", "S1": "/device:CPU:1", "S2": "/device:CPU:2",
+            "T1": "/device:CPU:3", "T2": "/device:CPU:4"}
+    check_devices(devs)
+    with pytest.raises(ValueError, match="S1 and S2 are both placed"):
+        check_devices(dict(devs, S2="/device:CPU:1"))
+    with pytest.raises(ValueError, match="client and T1 are both placed"):
+        check_devices(dict(devs, T1="/job:localhost/replica:0/task:0/device:CPU:0"))
+    with pytest.raises(ValueError, match="lacks"):
+        check_devices({k: v for k, v in devs.items() if k != "T2"})
+
+
+def test_init_refuses_shared_devices():
+    servers = tp.servers()
+    try:
+        with pytest.raises(ValueError, match="device of its own"):
+            tp.init(devices=dict(servers, T2=servers["client"]))
+    finally:
+        tp.reset()
+        tp.init()

@@ -1,6 +1,17 @@
-"""tf_privpy.converters: graph-rewriting passes (GraphDef -> private graph).
+"""tf_privpy.converters: the graph-rewriting pass (DESIGN §8).
 
-The Keras/tf.function converter (DESIGN §8) is built in a later issue; this
-package exists so the layer order tf_privpy -> converters -> protocols -> ops
-is fixed from the start. It exports nothing yet.
+A Keras model or a tf.function is traced to a ConcreteFunction, frozen, and
+its GraphDef rewritten node by node into private computation placed on S1,
+S2, T1 and T2, every node through the op registry (protocols/mpc/registry.py).
+
+  trace.py    tracing, freezing, which constants are weights, Keras layers
+  tf_ops.py   TF op type -> registry implementation (attribute mapping)
+  rewrite.py  the policy, the analysis (every unsupported node in one error),
+              the evaluation of the rewritten graph
+  model.py    PrivateModel: predict, graph, cost, summary
 """
+from .model import PrivateModel, convert, supported_ops
+from .rewrite import Policy, Problem, UnsupportedOpError
+
+__all__ = ["PrivateModel", "Policy", "Problem", "UnsupportedOpError", "convert",
+           "supported_ops"]

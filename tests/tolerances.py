@@ -70,3 +70,100 @@ def composed_tol(ring_bits: int, frac_bits: int, n_functions: int, levels: int =
     in (0, 1], then log on [1, 2]): their errors add, plus `levels` local
     truncations (selections, products by public constants)."""
     return n_functions * FUNCTION_TOL[ring_bits] + select_tol(levels, frac_bits)
+
+
+# ---------------------------------------------------- converted Keras models
+#: absolute error of an activation per ring: 128-bit, the enforced target;
+#: 64-bit (no enforced target), docs/numerics.md's measured maxima over the
+#: functions' domains (sigmoid 1.42e-3, tanh 3.67e-3, softmax 7.7e-5), rounded up
+ACTIVATION_TOL = {128: {"sigmoid": 1e-4, "tanh": 1e-4, "softmax": 1e-4},
+                  64: {"sigmoid": 1.5e-3, "tanh": 4e-3, "softmax": 1e-4}}
+
+def _abs_apply(layer, v):
+    """The layer's linear part applied with |weights| to a non-negative v."""
+    import tensorflow as tf
+    kind = type(layer).__name__
+    if kind == "Dense":
+        return v @ np.abs(layer.kernel.numpy())
+    if kind in ("Conv2D", "DepthwiseConv2D"):
+        w = np.abs((layer.depthwise_kernel if kind == "DepthwiseConv2D" else layer.kernel
+                    ).numpy()).astype(np.float64)
+        v = np.asarray(v, np.float64)
+        pad = layer.padding.upper()
+        if kind == "Conv2D":
+            return tf.nn.conv2d(v, w, layer.strides, pad).numpy()
+        return tf.nn.depthwise_conv2d(v, w, (1,) + tuple(layer.strides) + (1,), pad).numpy()
+    raise ValueError(kind)
+
+
+def keras_tol(model, x, frac_bits: int, ring_bits: int) -> np.ndarray:
+    """An error bound for the outputs of a converted Sequential model on x,
+    propagated layer by layer from the bounds above: a linear layer maps an
+    input error e to |W|·e plus its own product rounding (matmul_tol with the
+    plaintext activations and weights) plus the bias' encoding; ReLU and
+    max-pooling are 1-Lipschitz plus their selections' truncations; BatchNorm
+    is folded to x·a + b; sigmoid is 1/4-Lipschitz, tanh and softmax
+    1-Lipschitz, each plus its ACTIVATION_TOL."""
+    import tensorflow as tf
+    u = ulp(frac_bits)
+    act = np.asarray(x, np.float64)
+    err = np.full(act.shape, encode_tol(frac_bits))
+    for layer in model.layers:
+        kind = type(layer).__name__
+        out = layer(act.astype(np.float32), training=False).numpy().astype(np.float64)
+        if kind in ("Dense", "Conv2D", "DepthwiseConv2D"):
+            w = np.abs((layer.depthwise_kernel if kind == "DepthwiseConv2D"
+                        else layer.kernel).numpy())
+            k = int(np.prod(w.shape[:-1])) if kind != "Dense" else w.shape[0]
+            rounding = (_abs_apply(layer, np.abs(act)) + _abs_apply(layer, np.ones_like(act))
+                        ) * u / 2 + k * u * u / 4 + TRUNC_ULPS * u
+            err = _abs_apply(layer, err) + rounding + (encode_tol(frac_bits)
+                                                         if layer.use_bias else 0)
+            act_name = layer.get_config().get("activation", "linear")
+        elif kind == "BatchNormalization":
+            g, b, m, var = (v.numpy().astype(np.float64) for v in layer.weights)
+            a = g / np.sqrt(var + layer.epsilon)
+            err = np.abs(a) * err + mul_tol(act, a, frac_bits) + encode_tol(frac_bits)
+            act_name = "linear"
+        elif kind == "MaxPooling2D":
+            p = layer.pool_size
+            err = tf.nn.max_pool2d(err, p, layer.strides, layer.padding.upper()).numpy() + \
+                select_tol(int(np.ceil(np.log2(p[0] * p[1]))), frac_bits)
+            act_name = "linear"
+        elif kind in ("AveragePooling2D", "GlobalAveragePooling2D"):
+            # an exact sum of n values, then a product by the public 1/n
+            n = (int(np.prod(layer.pool_size)) if kind == "AveragePooling2D"
+                 else act.shape[1] * act.shape[2])
+            pooled = (tf.nn.avg_pool2d(err, layer.pool_size, layer.strides,
+                                       layer.padding.upper()) if kind == "AveragePooling2D"
+                      else tf.reduce_mean(err, [1, 2])).numpy()
+            err = pooled + public_mul_tol(out * n, 1.0 / n, frac_bits)
+            act_name = "linear"
+        elif kind == "GlobalMaxPooling2D":
+            n = act.shape[1] * act.shape[2]
+            err = err.max(axis=(1, 2)) + select_tol(int(np.ceil(np.log2(n))), frac_bits)
+            act_name = "linear"
+        elif kind in ("Flatten", "Reshape", "Dropout", "InputLayer", "ZeroPadding2D"):
+            err = layer(err.astype(np.float32), training=False).numpy().astype(np.float64) \
+                if kind != "InputLayer" else err
+            act_name = "linear"
+        elif kind == "Rescaling":
+            err = err * abs(layer.scale) + public_mul_tol(act, layer.scale, frac_bits) + \
+                encode_tol(frac_bits)
+            act_name = "linear"
+        elif kind in ("Activation", "ReLU"):
+            act_name = "relu" if kind == "ReLU" else layer.get_config()["activation"]
+        else:
+            raise ValueError(f"keras_tol does not know {kind}")
+        if act_name == "relu":
+            err = err + select_tol(1, frac_bits)
+        elif act_name == "sigmoid":
+            err = err / 4 + ACTIVATION_TOL[ring_bits]["sigmoid"]
+        elif act_name in ("tanh", "softmax"):
+            # softmax: each output moves by at most the largest input error
+            e = err.max(axis=-1, keepdims=True) if act_name == "softmax" else err
+            err = np.broadcast_to(e, out.shape) + ACTIVATION_TOL[ring_bits][act_name]
+        elif act_name != "linear":
+            raise ValueError(f"keras_tol does not know activation {act_name}")
+        act = out
+    return err

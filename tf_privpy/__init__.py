@@ -32,12 +32,29 @@ from tf_privpy.runtime import (client_devices, get_runtime, init, is_initialized
                                reset, servers)
 from tf_privpy.stats import Stats, stats  # noqa: E402
 from tf_privpy import datasets, federated, he  # noqa: E402
+from tf_privpy import converters, keras  # noqa: E402
+from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
+
+
+def convert(fn, input_signature=None, policy=None):
+    """A private version of a tf.function (or a Keras model): traced with
+    `input_signature`, frozen and rewritten (see tp.keras.convert).
+
+    Example:
+      >>> f = tf.function(lambda x: tf.nn.relu(x @ w + b))
+      >>> private = tp.convert(f, [tf.TensorSpec([None, 4], tf.float32)])
+      >>> private.predict(x, reveal=True)
+    """
+    return converters.convert(fn, input_signature, policy)
+
+
 
 _dispatch.register()
 
 __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
-    "Config", "OpLibraryError", "PrivateTensor", "client_devices", "datasets", "federated",
+    "Config", "OpLibraryError", "Policy", "PrivateTensor", "UnsupportedOpError",
+    "client_devices", "converters", "convert", "datasets", "federated", "keras",
     "get_runtime", "he", "init", "is_initialized", "math", "nn", "reset", "servers", "Stats",
     "stats"])

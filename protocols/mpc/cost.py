@@ -184,3 +184,15 @@ def declare(cost: Cost) -> None:
     """Adds a protocol call's declared cost to every active recorder."""
     for bill in _stack():
         bill += cost
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """Stops collecting inside it: for one-off setup work (a model owner
+    sharing weights once at conversion) that a per-run bill must not count."""
+    saved = getattr(_local, "stack", None)
+    _local.stack = []
+    try:
+        yield
+    finally:
+        _local.stack = saved

@@ -1,0 +1,141 @@
+"""The converted model: `predict` as one traced tf.function, the rewritten
+graph, and the cost bill computed before anything runs (DESIGN §8)."""
+from __future__ import annotations
+
+import collections
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from tf_privpy.protocols.mpc import cost, registry
+from tf_privpy.protocols.mpc.value import PrivateTensor
+
+from . import rewrite
+from .rewrite import Env, Policy, UnsupportedOpError
+from .trace import Traced, trace
+
+
+class PrivateModel:
+    """A model converted to private inference on the four servers.
+
+    Example:
+      >>> private = tp.keras.convert(model)          # weights shared once, here
+      >>> logits = private.predict(x_test[:10])      # a PrivateTensor
+      >>> labels = private.predict(x_test[:10], reveal=True).numpy().argmax(-1)
+      >>> print(private.summary())                    # layers, ops and the cost bill
+    """
+
+    def __init__(self, traced: Traced, policy: Policy, name: str = "model"):
+        self.name = name
+        self.policy = policy
+        self._traced = traced
+        self._env = Env(policy)
+        self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
+
+    # ------------------------------------------------------------ running
+    def _run(self, *inputs):
+        xs = []
+        for x, spec in zip(inputs, self._traced.input_specs):
+            if isinstance(x, PrivateTensor) or self.policy.inputs == "public":
+                xs.append(x)
+            else:
+                xs.append(registry.get("share").impl(x, name=spec.name or "input"))
+        outs = rewrite.evaluate(self._traced, self._env, xs)
+        return outs[0] if len(outs) == 1 else outs
+
+    def _inputs(self, x) -> List[Any]:
+        xs = list(x) if isinstance(x, (list, tuple)) and len(self._traced.inputs) > 1 else [x]
+        if len(xs) != len(self._traced.inputs):
+            raise ValueError(f"{self.name} takes {len(self._traced.inputs)} inputs, "
+                             f"got {len(xs)}")
+        out = []
+        for v, spec in zip(xs, self._traced.input_specs):
+            if not isinstance(v, PrivateTensor):
+                v = tf.convert_to_tensor(v, spec.dtype)
+            if not spec.shape.is_compatible_with(v.shape):
+                raise ValueError(f"input '{spec.name}' must have shape {spec.shape}, "
+                                 f"got {v.shape}")
+            out.append(v)
+        return out
+
+    def predict(self, x, reveal: bool = False):
+        """Private inference on x, as one traced tf.function.
+
+        Args:
+          x: plain data (shared on the client device inside the function, or
+            used as public data under Policy(inputs="public")), or a
+            PrivateTensor already shared; a list for several inputs.
+          reveal: return the plaintext result to the client (tp.reveal)
+            instead of a PrivateTensor.
+        """
+        out = self._fn(*self._inputs(x))
+        if reveal:
+            return tf.nest.map_structure(
+                lambda o: o.reveal() if isinstance(o, PrivateTensor) else o, out)
+        return out
+
+    __call__ = predict
+
+    # ---------------------------------------------------------- inspecting
+    def _specs(self, batch_size: Optional[int]) -> List[tf.TypeSpec]:
+        specs = []
+        for spec in self._traced.input_specs:
+            shape = spec.shape
+            if shape.rank and shape[0] is None:
+                shape = tf.TensorShape([batch_size or 1] + shape.as_list()[1:])
+            specs.append(tf.TensorSpec(shape, spec.dtype, name=spec.name))
+        return specs
+
+    def cost(self, batch_size: int = 1) -> cost.Cost:
+        """The bill of one predict on a batch, from the protocols' declarations,
+        computed by tracing (nothing runs): rounds, multiplications,
+        comparisons, and messages and bytes per server pair. Sharing the
+        input is included; sharing the weights happened once at conversion."""
+        fn = tf.function(self._run, autograph=False)
+        with cost.record() as bill:
+            fn.get_concrete_function(*self._specs(batch_size))
+        return bill
+
+    def graph(self, batch_size: int = 1) -> tf.compat.v1.GraphDef:
+        """The rewritten graph (GraphDef) of predict, every op placed on its
+        party's device: TensorBoard's Graphs tab colours it by device."""
+        return self._fn.get_concrete_function(*self._specs(batch_size)).graph.as_graph_def()
+
+    def summary(self, batch_size: int = 1) -> str:
+        """Layers and TF ops converted, and the cost bill of one predict."""
+        ops = collections.Counter(n.op for n in self._traced.graph_def.node
+                                  if n.op not in ("Const", "NoOp", "Placeholder", "Identity"))
+        layers = sorted({v for v in self._traced.layer_of.values() if v})
+        bill = self.cost(batch_size)
+        lines = [f"private model '{self.name}': inputs {self.policy.inputs}, weights "
+                 f"{self.policy.weights}",
+                 f"  layers: {', '.join(layers) or '-'}",
+                 "  TF ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())),
+                 f"  cost of one predict (batch {batch_size}): {bill.rounds} rounds, "
+                 f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
+                 f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"]
+        for (s, d), (m, b) in sorted(bill.links.items()):
+            lines.append(f"    {s:>6} -> {d:<6} {m:6d} messages {b / 1e3:12.1f} KB")
+        return "\n".join(lines)
+
+
+def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = None,
+            policy: Optional[Policy] = None, name: Optional[str] = None) -> PrivateModel:
+    """Traces, freezes and rewrites a Keras model or a tf.function into a
+    PrivateModel. Every unsupported node is reported in one
+    UnsupportedOpError before anything runs or is shared."""
+    policy = policy or Policy()
+    traced = trace(model_or_fn, input_signature)
+    problems = rewrite.analyse(traced, policy)
+    if problems:
+        raise UnsupportedOpError(problems)
+    name = name or getattr(model_or_fn, "name", None) or getattr(
+        model_or_fn, "__name__", "function")
+    return PrivateModel(traced, policy, name)
+
+
+def supported_ops() -> List[str]:
+    """TF op types the converter rewrites when they see a private value."""
+    from .tf_ops import supported_op_types
+    return supported_op_types()

@@ -1,0 +1,247 @@
+"""The graph-rewriting pass (DESIGN §8): a frozen GraphDef, walked node by
+node, becomes a private computation placed on S1, S2, T1 and T2.
+
+Two phases. `analyse` decides, before anything runs, which nodes see a
+private value (an input or a weight the policy makes private) and collects
+EVERY node that cannot be converted into one UnsupportedOpError. `evaluate`
+then replays the graph: nodes that see only public values run as the TF op
+they are (constants fold at conversion), nodes that see a private value run
+their registry implementation through the adapters of tf_ops.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tf_privpy.protocols.mpc import cost, registry
+from tf_privpy.protocols.mpc.value import PrivateTensor
+
+from . import tf_ops
+from .tf_ops import Node, Unsupported, Weight
+from .trace import Traced
+
+#: control flow whose predicate or body would see a private value
+_CONTROL_FLOW = {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
+                 "PartitionedCall", "StatefulPartitionedCall",
+                 # tf.cond and tf.while_loop as freezing lowers them
+                 "Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"}
+_SKIP = {"NoOp"}
+_PASS_THROUGH = {"Identity", "StopGradient", "PreventGradient", "Snapshot"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """Which values are private.
+
+    Args:
+      inputs: "private" (default: the data owner's input is shared) or
+        "public" (the input is known to the servers, e.g. public test data).
+      weights: "private" (default, as in PrivPy's MNIST experiments: the
+        model owner shares the weights once at conversion) or "public"
+        (products by weights are then local, with no messages).
+    """
+
+    inputs: str = "private"
+    weights: str = "private"
+
+    def __post_init__(self):
+        for k in ("inputs", "weights"):
+            if getattr(self, k) not in ("private", "public"):
+                raise ValueError(f"Policy.{k} must be 'private' or 'public', "
+                                 f"got {getattr(self, k)!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    node: str
+    op: str
+    layer: str
+    why: str
+    fix: str
+
+    def __str__(self) -> str:
+        where = f" (Keras layer '{self.layer}')" if self.layer else ""
+        return f"  - {self.node} [{self.op}]{where}: {self.why}. What to do: {self.fix}."
+
+
+class UnsupportedOpError(ValueError):
+    """Every node of a model that cannot be converted, found before anything
+    runs (DESIGN §8): one error, not one per attempt."""
+
+    def __init__(self, problems: Sequence[Problem]):
+        self.problems = list(problems)
+        super().__init__(
+            f"{len(self.problems)} node(s) cannot be converted to private computation:\n"
+            + "\n".join(str(p) for p in self.problems)
+            + "\nSupported TF ops: tp.converters.supported_ops().")
+
+
+def decode_attr(v: tf.compat.v1.AttrValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "s":
+        return v.s.decode()
+    if kind in ("i", "f", "b"):
+        return getattr(v, kind)
+    if kind == "type":
+        return tf.as_dtype(v.type)
+    if kind == "shape":
+        return tf.TensorShape(v.shape)
+    if kind == "tensor":
+        return tf.make_ndarray(v.tensor)
+    if kind == "list":
+        for f in ("i", "f", "s", "type", "shape"):
+            items = list(getattr(v.list, f))
+            if items:
+                return [x.decode() if f == "s" else x for x in items]
+        return []
+    if kind == "func":
+        return v.func.name
+    return None
+
+
+def _src(name: str) -> Tuple[str, int]:
+    node, _, idx = name.lstrip("^").partition(":")
+    return node, int(idx or 0)
+
+
+def _topo(graph_def) -> List[Any]:
+    nodes = {n.name: n for n in graph_def.node}
+    order, state = [], {}
+    for start in graph_def.node:
+        stack = [(start.name, False)]
+        while stack:
+            name, done = stack.pop()
+            if done:
+                state[name] = 2
+                order.append(nodes[name])
+                continue
+            if state.get(name):
+                continue
+            state[name] = 1
+            stack.append((name, True))
+            for inp in nodes[name].input:
+                src = _src(inp)[0]
+                if not state.get(src):
+                    stack.append((src, False))
+    return order
+
+
+def _node(n, layer_of) -> Node:
+    return Node(n.name, n.op, {k: decode_attr(v) for k, v in n.attr.items()},
+                layer_of.get(n.name, ""))
+
+
+def analyse(traced: Traced, policy: Policy) -> List[Problem]:
+    """Every node that would see a private value and has no private
+    implementation, before anything runs."""
+    private = set()
+    if policy.inputs == "private":
+        private.update(traced.inputs)
+    if policy.weights == "private":
+        private.update(traced.weights)
+    problems = []
+    for n in _topo(traced.graph_def):
+        data_inputs = [_src(i)[0] for i in n.input if not i.startswith("^")]
+        if not any(s in private for s in data_inputs):
+            continue
+        private.add(n.name)
+        layer = traced.layer_of.get(n.name, "")
+        if n.op in _CONTROL_FLOW:
+            problems.append(Problem(
+                n.name, n.op, layer,
+                "control flow on a private value: a private predicate cannot steer "
+                "the servers without revealing it",
+                "write the branch as a select (tf.where), or make the input public "
+                "(Policy(inputs='public'))"))
+        elif tf_ops.lookup(n.op) is None:
+            op = registry.by_tf_op(n.op)
+            hint = (f"call tp.{op.name} yourself" if op else
+                    "rewrite the model with supported ops (tp.converters.supported_ops())")
+            problems.append(Problem(n.name, n.op, layer,
+                                    "no private implementation of this TF op", hint))
+    return problems
+
+
+class Env:
+    """What the adapters need while a private graph is built: how to turn a
+    frozen weight into an operand under the policy, sharing each one once."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self._shared: Dict[str, PrivateTensor] = {}
+
+    def operand(self, v):
+        if isinstance(v, Weight):
+            if self.policy.weights == "public":
+                return v.value
+            if v.name not in self._shared:
+                # The model owner shares each weight once, eagerly, at
+                # conversion: not part of any run's bill.
+                with tf.init_scope(), cost.paused():
+                    self._shared[v.name] = registry.get("share").impl(v.value, name=v.name)
+            return self._shared[v.name]
+        return v
+
+    def public(self, v):
+        return v.value if isinstance(v, Weight) else v
+
+
+def _run_public(n, ins: List[Any]) -> List[Any]:
+    """A node that sees only public values runs as the TF op it is (on the
+    client: public data), imported from its own NodeDef so its attributes
+    stay exactly as traced; with constant inputs it folds at conversion."""
+    data = [i for i in n.input if not i.startswith("^")]
+    nd = tf.compat.v1.NodeDef()
+    nd.CopyFrom(n)
+    del nd.input[:]
+    nd.input.extend(data)
+    for k in [k for k in nd.attr if k.startswith("_")]:
+        del nd.attr[k]
+    single = tf.compat.v1.GraphDef(node=[nd])
+
+    def run(*tensors):
+        op = tf.graph_util.import_graph_def(
+            single, input_map=dict(zip(data, tensors)), return_elements=[nd.name],
+            name="public")[0]
+        return list(op.outputs)
+
+    if all(isinstance(v, np.ndarray) for v in ins):
+        with tf.init_scope():
+            return [o.numpy() for o in tf.function(run, autograph=False)(*ins)]
+    return run(*ins)
+
+
+def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
+    """Replays the frozen graph on `inputs` (PrivateTensors or public
+    tensors, in traced.inputs order); returns the graph's outputs."""
+    values: Dict[Tuple[str, int], Any] = {}
+    for name, x in zip(traced.inputs, inputs):
+        values[(name, 0)] = x
+    for n in _topo(traced.graph_def):
+        if n.op in _SKIP or (n.name, 0) in values:
+            continue
+        node = _node(n, traced.layer_of)
+        if n.op == "Const":
+            v = node.attr["value"]
+            values[(n.name, 0)] = Weight(n.name, v) if n.name in traced.weights else v
+            continue
+        ins = [values[_src(i)] for i in n.input if not i.startswith("^")]
+        private_weight = env.policy.weights == "private" and any(
+            isinstance(v, Weight) for v in ins)
+        if n.op in _PASS_THROUGH and len(ins) == 1:
+            outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
+        elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
+            fn = tf_ops.lookup(n.op)
+            if fn is None:  # analyse() reported it; reaching here is a bug
+                raise UnsupportedOpError([Problem(n.name, n.op, node.layer,
+                                                  "no private implementation", "")])
+            outs = fn(env, node, ins)
+        else:
+            outs = _run_public(n, [env.public(v) for v in ins])
+        for i, o in enumerate(outs):
+            values[(n.name, i)] = o
+    results = [values[_src(o)] for o in traced.outputs]
+    return [env.operand(r) if isinstance(r, Weight) else r for r in results]

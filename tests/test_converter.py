@@ -1,0 +1,209 @@
+"""The graph-rewriting converter (DESIGN §8): every Keras layer of the
+coverage list converts and predicts what Keras predicts within the bound
+tests/tolerances.py derives for the network, every unsupported node is
+reported at once, predict is one traced tf.function, and the cost bill
+equals what a run sends."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_privpy as tp
+from tolerances import keras_tol
+
+L = tf.keras.layers
+
+
+def seeded(build):
+    tf.keras.utils.set_random_seed(7)
+    return build()
+
+
+def randomize_batchnorm(model):
+    rng = np.random.default_rng(3)
+    for layer in model.layers:
+        if isinstance(layer, L.BatchNormalization):
+            g, b, m, v = layer.get_weights()
+            layer.set_weights([rng.uniform(0.5, 1.5, g.shape), rng.normal(0, 0.5, b.shape),
+                               rng.normal(0, 0.5, m.shape), rng.uniform(0.5, 2.0, v.shape)])
+    return model
+
+
+IMG = (6, 6, 2)
+SEQUENTIAL = {
+    "dense_linear": lambda: [L.InputLayer((5,)), L.Dense(4)],
+    "dense_relu": lambda: [L.InputLayer((5,)), L.Dense(4, activation="relu")],
+    "dense_sigmoid": lambda: [L.InputLayer((5,)), L.Dense(3, activation="sigmoid")],
+    "dense_tanh": lambda: [L.InputLayer((5,)), L.Dense(3, activation="tanh")],
+    "dense_softmax": lambda: [L.InputLayer((5,)), L.Dense(3, activation="softmax")],
+    "activation_layers": lambda: [L.InputLayer((5,)), L.Dense(4), L.ReLU(),
+                                  L.Dense(4), L.Activation("sigmoid"), L.Dense(3),
+                                  L.Activation("linear")],
+    "conv2d": lambda: [L.InputLayer(IMG), L.Conv2D(3, 3, activation="relu")],
+    "conv2d_same_strided": lambda: [L.InputLayer(IMG), L.Conv2D(2, 3, strides=2,
+                                                                padding="same")],
+    "depthwise_conv2d": lambda: [L.InputLayer(IMG), L.DepthwiseConv2D(3, depth_multiplier=2)],
+    "max_pool": lambda: [L.InputLayer(IMG), L.MaxPooling2D()],
+    "avg_pool": lambda: [L.InputLayer(IMG), L.AveragePooling2D()],
+    "global_avg_pool": lambda: [L.InputLayer(IMG), L.GlobalAveragePooling2D()],
+    "global_max_pool": lambda: [L.InputLayer(IMG), L.GlobalMaxPooling2D()],
+    "flatten_dense": lambda: [L.InputLayer(IMG), L.Flatten(), L.Dense(3)],
+    "reshape": lambda: [L.InputLayer((12,)), L.Reshape((3, 4)), L.Flatten()],
+    "zero_padding": lambda: [L.InputLayer(IMG), L.ZeroPadding2D(1), L.Conv2D(2, 3)],
+    "batchnorm": lambda: [L.InputLayer(IMG), L.Conv2D(3, 3), L.BatchNormalization()],
+    "dropout": lambda: [L.InputLayer((5,)), L.Dense(4), L.Dropout(0.5), L.Dense(2)],
+    "rescaling": lambda: [L.InputLayer((5,)), L.Rescaling(1 / 255.0, offset=-0.5),
+                          L.Dense(2)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(SEQUENTIAL))
+def test_layer_coverage(ring, case):
+    model = randomize_batchnorm(seeded(lambda: tf.keras.Sequential(SEQUENTIAL[case]())))
+    shape = model.input_shape[1:]
+    lo, hi = (0, 255) if case == "rescaling" else (-2, 2)
+    x = np.random.default_rng(1).uniform(lo, hi, (3,) + shape).astype(np.float32)
+    private = tp.keras.convert(model)
+    got = private.predict(x, reveal=True).numpy()
+    want = model(x, training=False).numpy()
+    cfg = tp.get_runtime().config
+    tol = keras_tol(model, x, cfg.frac_bits, ring)
+    assert got.shape == want.shape
+    assert np.all(np.abs(got - want) <= tol), (np.abs(got - want).max(), tol.min())
+
+
+def functional(kind):
+    inp = tf.keras.Input((5,))
+    a = L.Dense(3, activation="relu")(inp)
+    b = L.Dense(3)(inp)
+    merged = L.Add()([a, b]) if kind == "add" else L.Concatenate()([a, b])
+    return tf.keras.Model(inp, L.Dense(2)(merged)), (a, b)
+
+
+@pytest.mark.parametrize("kind", ["add", "concatenate"])
+def test_functional_merges(ring, kind):
+    model, _ = seeded(lambda: functional(kind))
+    x = np.random.default_rng(2).uniform(-2, 2, (4, 5)).astype(np.float32)
+    got = tp.keras.convert(model).predict(x, reveal=True).numpy()
+    want = model(x).numpy()
+    # Each branch is a Dense layer (bounded as in keras_tol), merged without
+    # rounding, then one more Dense layer.
+    branches = [tf.keras.Sequential([L.InputLayer((5,)), model.layers[i]]) for i in (1, 2)]
+    cfg = tp.get_runtime().config
+    errs = [keras_tol(b, x, cfg.frac_bits, ring) for b in branches]
+    mid = errs[0] + errs[1] if kind == "add" else np.concatenate(errs, -1)
+    merged = model.layers[3](
+        [b(x) for b in branches]).numpy()
+    head = model.layers[4]
+    u = 2.0 ** -cfg.frac_bits
+    w = np.abs(head.kernel.numpy())
+    bound = mid @ w + (np.abs(merged) @ np.ones_like(w) + np.ones_like(merged) @ w) * u / 2 \
+        + w.shape[0] * u * u / 4 + 2 * u + u / 2
+    assert np.all(np.abs(got - want) <= bound)
+
+
+def test_every_unsupported_node_in_one_error():
+    inp = tf.keras.Input((4,))
+    h = L.Dense(4)(inp)
+    h = L.Lambda(lambda t: tf.math.cumsum(t, axis=-1), name="running_total")(h)
+    h = L.Lambda(lambda t: tf.math.erf(t), name="erf_layer")(h)
+    model = tf.keras.Model(inp, L.Dense(2)(h))
+    with pytest.raises(tp.UnsupportedOpError) as e:
+        tp.keras.convert(model)
+    msg = str(e.value)
+    assert len(e.value.problems) == 2
+    assert "[Cumsum]" in msg and "running_total" in msg
+    assert "[Erf]" in msg and "erf_layer" in msg and "What to do" in msg
+
+
+def test_private_control_flow_is_refused_with_what_to_do():
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def f(x):
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: x * 3.0)
+
+    with pytest.raises(tp.UnsupportedOpError, match="control flow.*tf.where"):
+        tp.convert(f)
+    # the same function with public inputs converts
+    out = tp.convert(f, policy=tp.Policy(inputs="public", weights="public")).predict(
+        np.array([1.0, 2.0, 3.0], np.float32))
+    np.testing.assert_allclose(out.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_tf_function_with_where_converts(ring):
+    w = tf.Variable(np.linspace(-1, 1, 12).reshape(4, 3).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+    def f(x):
+        y = tf.matmul(x, w)
+        return tf.where(y > 0.0, y, 0.1 * y)
+
+    x = np.random.default_rng(4).uniform(-1, 1, (5, 4)).astype(np.float32)
+    got = tp.convert(f).predict(x, reveal=True).numpy()
+    np.testing.assert_allclose(got, f(x).numpy(), atol=1e-3 if ring == 64 else 1e-5)
+
+
+def test_predict_is_one_traced_function_and_cost_equals_a_run(ring):
+    model = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((6, 6, 1)), L.Conv2D(2, 3, activation="relu"), L.MaxPooling2D(),
+        L.Flatten(), L.Dense(3, activation="softmax")]))
+    private = tp.keras.convert(model)
+    x = np.random.default_rng(5).normal(size=(2, 6, 6, 1)).astype(np.float32)
+    private.predict(x)
+    with tp.stats() as s:
+        private.predict(x)
+        private.predict(x)
+    assert private._fn.experimental_get_tracing_count() == 1
+    bill = private.cost(batch_size=2)
+    assert (s.rounds, s.multiplications, s.comparisons) == (
+        2 * bill.rounds, 2 * bill.multiplications, 2 * bill.comparisons)
+    assert s.links == {k: (2 * m, 2 * b) for k, (m, b) in bill.links.items()}
+    assert "cost of one predict (batch 2)" in private.summary(batch_size=2)
+
+
+def test_public_weights_are_local_products(ring):
+    model = seeded(lambda: tf.keras.Sequential([L.InputLayer((5,)), L.Dense(3)]))
+    private = tp.keras.convert(model, policy=tp.Policy(weights="public"))
+    assert private.cost(4).multiplications == 0
+    x = np.random.default_rng(6).normal(size=(4, 5)).astype(np.float32)
+    got = private.predict(x, reveal=True).numpy()
+    np.testing.assert_allclose(got, model(x).numpy(), atol=1e-3 if ring == 64 else 1e-5)
+
+
+def test_rewritten_graph_is_placed_on_the_servers():
+    model = seeded(lambda: tf.keras.Sequential([L.InputLayer((4,)), L.Dense(3,
+                                                                           activation="relu")]))
+    graph = tp.keras.convert(model).graph(batch_size=2)
+    devices = {n.device for n in graph.node if n.op.startswith("TfPrivpy>")}
+    servers = tp.servers()
+    assert {servers[p] for p in ("S1", "S2", "T1", "T2")} <= devices
+
+
+def test_bad_input_is_refused_clearly():
+    model = seeded(lambda: tf.keras.Sequential([L.InputLayer((4,)), L.Dense(2)]))
+    private = tp.keras.convert(model)
+    with pytest.raises(ValueError, match="shape"):
+        private.predict(np.zeros((2, 5), np.float32))
+    with pytest.raises(TypeError, match="tf.keras.Model"):
+        tp.keras.convert(lambda x: x)
+
+
+@pytest.mark.slow
+def test_command_line_prints_summary_and_every_unsupported_node(tmp_path):
+    import os
+    import subprocess
+    import sys
+    good = tf.keras.Sequential([L.InputLayer((4,)), L.Dense(3, activation="relu"), L.Dense(2)])
+    bad = tf.keras.Sequential([L.InputLayer((4,)), L.Dense(3, activation="elu"),
+                               L.Dense(2, activation="selu")])
+    good.save(tmp_path / "good.keras")
+    bad.save(tmp_path / "bad.keras")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    run = lambda p, *a: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "tf_privpy.convert", str(p), *a], env=env,
+        capture_output=True, text=True, timeout=300)
+    r = run(tmp_path / "good.keras", "--batch-size", "10")
+    assert r.returncode == 0, r.stderr
+    assert "cost of one predict (batch 10): 9 rounds, 80 multiplications, 30 comparisons" \
+        in r.stdout
+    r = run(tmp_path / "bad.keras")
+    assert r.returncode == 1
+    assert "[Elu]" in r.stderr and "[Selu]" in r.stderr and "2 node(s)" in r.stderr

@@ -19,7 +19,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import gen_supported_ops as G  # noqa: E402
 
 #: tp.* functions that are not ops: the runtime's public API
-RUNTIME_API = {"init", "reset", "servers", "client_devices", "get_runtime", "is_initialized"}
+RUNTIME_API = {"init", "reset", "servers", "client_devices", "get_runtime", "is_initialized",
+               "save_variables", "restore_variables"}  # tp.Variable checkpoints
 
 
 def _functions(module):

@@ -86,10 +86,15 @@ def _refuse(api: Callable) -> None:
     if not names:
         return
     name = registry.api_name(api)
-    msg = (f"{name}: " + _conversion_message("given") if name == "tf.convert_to_tensor"
-           else unsupported_message(name))
+    conversion = name == "tf.convert_to_tensor"
+    msg = unsupported_message(name)
 
     def refuse(*args, **kwargs):
+        if conversion:
+            values = list(args) + list(kwargs.values())
+            what = ("a tp.Variable" if any(isinstance(v, PrivateVariable) for v in values)
+                    else "a PrivateTensor")
+            raise TypeError(f"{name}: " + _conversion_message("given", what))
         raise TypeError(msg)
 
     # (*args, **kwargs) targets match any API signature (dispatch_for_api).

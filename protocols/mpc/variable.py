@@ -244,17 +244,14 @@ class PrivateVariable:
             raise ValueError(f"tp.Variable '{self._name}'.{what}: the variable has shape "
                              f"{self._shape}, the new value has shape {value.shape}")
         storage = _sh.storage(self._shape.as_list(), h.config.limbs)
-        ops = []
         for i, s in enumerate(C.shares(value)):
             with tf.device(self._devices[i]):
                 if not s.shape.is_fully_defined():
                     s = tf.ensure_shape(s, storage)  # checked when it runs, on the server
-                ops.append(self._vars[i].assign(s, read_value=False))
-        if read_value:
-            return self.read_value()
-        if tf.executing_eagerly():
-            return None
-        return tf.group(*ops, name=f"{_NAME_OK.sub('_', self._name)}_{what}")
+                self._vars[i].assign(s, read_value=False)
+        # In a tf.function the assignments run in program order (automatic
+        # control dependencies), so no op needs to be returned.
+        return self.read_value() if read_value else None
 
     def assign(self, value, read_value: bool = True, name: Optional[str] = None):
         """Replaces the value: each server assigns its own share of `value`.
@@ -262,8 +259,8 @@ class PrivateVariable:
         Args:
           value: a PrivateTensor of the active runtime with the variable's
             shape, a tp.Variable, or plain values (shared by the client first).
-          read_value: return the new value (a PrivateTensor); otherwise the
-            assign op in a graph, None eagerly.
+          read_value: return the new value (a PrivateTensor); otherwise None
+            (inside tf.function the assignment still runs, in program order).
           name: unused (TF compatibility).
 
         Raises:

@@ -79,8 +79,9 @@ class PrivateVariable:
       ... def sgd_step(grad):
       ...     w.assign_sub(0.1 * grad)          # each server updates its share
       >>> sgd_step(tp.share([[1.0], [1.0]]))
-      >>> w.read_value().reveal()
-      <tf.Tensor: shape=(2, 1), dtype=float32, numpy=array([[ 0.4], [-1.1]], dtype=float32)>
+      >>> w.read_value().reveal()                # ≈ [[0.4], [-1.1]] (2^-20 grid)
+      <tf.Tensor: shape=(2, 1), dtype=float32, numpy=...>
+      >>> tp.save_variables([w], "/tmp/ckpt")    # S1 -> /tmp/ckpt/S1, S2 -> /tmp/ckpt/S2
     """
 
     # numpy defers to our reflected operators (np.ndarray * variable).

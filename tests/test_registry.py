@@ -20,7 +20,7 @@ import gen_supported_ops as G  # noqa: E402
 
 #: tp.* functions that are not ops: the runtime's public API
 RUNTIME_API = {"init", "reset", "servers", "client_devices", "get_runtime", "is_initialized",
-               "save_variables", "restore_variables"}  # tp.Variable checkpoints
+               "stats", "save_variables", "restore_variables"}
 
 
 def _functions(module):

@@ -18,8 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import gen_supported_ops as G  # noqa: E402
 
-#: tp.* functions that are not ops: the runtime's public API
-RUNTIME_API = {"init", "reset", "servers", "client_devices", "get_runtime", "is_initialized"}
+#: tp.* functions that are not ops: the runtime, checkpoints of tp.Variables, the converter
+RUNTIME_API = {"init", "reset", "servers", "client_devices", "get_runtime", "is_initialized",
+               "stats", "save_variables", "restore_variables", "convert"}
 
 
 def _functions(module):

@@ -167,3 +167,16 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int) -> np.ndarray:
             raise ValueError(f"keras_tol does not know activation {act_name}")
         act = out
     return err
+
+
+def sgd_tol(w0, grads, lr: float, frac_bits: int) -> np.ndarray:
+    """w_n = w_0 - lr·g_1 - ... - lr·g_n kept in a tp.Variable (values kept
+    as float64, so reveal adds no float32 rounding): sharing w_0 costs one
+    encoding; each step's lr·g_k is a product of the encoded g_k by the
+    encoded public lr with one local truncation (public_mul_tol); assigning
+    a share and subtracting are exact in the ring, so nothing else is lost
+    and the step errors simply add up."""
+    tol = encode_tol(frac_bits) + np.zeros(np.shape(w0))
+    for g in grads:
+        tol = tol + public_mul_tol(g, lr, frac_bits)
+    return tol

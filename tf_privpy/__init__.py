@@ -28,6 +28,9 @@ from tf_privpy import tp_math as math  # noqa: E402
 from tf_privpy.protocols import Config  # noqa: E402
 from tf_privpy.protocols.loader import OpLibraryError  # noqa: E402
 from tf_privpy.protocols.mpc.value import PrivateTensor  # noqa: E402
+from tf_privpy.protocols.mpc.variable import PrivateVariable as Variable  # noqa: E402
+from tf_privpy.protocols.mpc.checkpoint import (CheckpointError, restore_variables,  # noqa: E402
+                                                save_variables)
 from tf_privpy.runtime import (client_devices, get_runtime, init, is_initialized,  # noqa: E402
                                reset, servers)
 from tf_privpy.stats import Stats, stats  # noqa: E402
@@ -54,7 +57,7 @@ _dispatch.register()
 __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
-    "Config", "OpLibraryError", "Policy", "PrivateTensor", "UnsupportedOpError",
-    "client_devices", "converters", "convert", "datasets", "federated", "keras",
-    "get_runtime", "he", "init", "is_initialized", "math", "nn", "reset", "servers", "Stats",
-    "stats"])
+    "CheckpointError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
+    "UnsupportedOpError", "Variable", "client_devices", "converters", "convert", "datasets",
+    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "nn", "reset",
+    "restore_variables", "save_variables", "servers", "Stats", "stats"])

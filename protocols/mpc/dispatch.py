@@ -11,6 +11,7 @@
 - converting a PrivateTensor to a plaintext tf.Tensor (what APIs that do
   not dispatch would try) raises a TypeError: a secret is never silently
   turned into a public tensor.
+A tp.Variable (variable.py) is matched like a PrivateTensor and read first.
 """
 from __future__ import annotations
 
@@ -25,15 +26,18 @@ from tensorflow.python.util import dispatch as _tf_dispatch
 from . import registry
 from .registry import OpDef, TFApi
 from .value import PrivateTensor
+from .variable import PrivateVariable, read_variables
 
 P = PrivateTensor
+#: what the dispatchers match: a PrivateTensor or a tp.Variable (read first)
+PV = typing.Union[PrivateTensor, PrivateVariable]
 _registered = False
 #: TF APIs refused with a TypeError (filled by register(); read by tests)
 REFUSED: Set[Callable] = set()
 
 
 def _signature(api: TFApi) -> list:
-    return [{p: typing.List[P] if p in api.lists else P} for p in api.dispatch_on]
+    return [{p: typing.List[PV] if p in api.lists else PV} for p in api.dispatch_on]
 
 
 def _target(op: OpDef, api: TFApi) -> Callable:
@@ -42,7 +46,7 @@ def _target(op: OpDef, api: TFApi) -> Callable:
     def dispatch_target(*args, **kwargs):
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
-        return op.call_tf_api(api, dict(bound.arguments))
+        return op.call_tf_api(api, {k: read_variables(v) for k, v in bound.arguments.items()})
 
     dispatch_target.__name__ = f"private_{op.name.replace('.', '_')}"
     return dispatch_target
@@ -69,8 +73,8 @@ def unsupported_message(name: str) -> str:
             "may be disclosed")
 
 
-def _conversion_message(shape) -> str:
-    return (f"a PrivateTensor (shape {shape}) cannot be converted to a plaintext tf.Tensor: "
+def _conversion_message(shape, what: str = "a PrivateTensor") -> str:
+    return (f"{what} (shape {shape}) cannot be converted to a plaintext tf.Tensor: "
             "this TF function has no private implementation (docs/supported_ops.md). Use the "
             "tp.* function, or tp.reveal() it first if the value may be disclosed")
 
@@ -82,20 +86,26 @@ def _refuse(api: Callable) -> None:
     if not names:
         return
     name = registry.api_name(api)
-    msg = (f"{name}: " + _conversion_message("given") if name == "tf.convert_to_tensor"
-           else unsupported_message(name))
+    conversion = name == "tf.convert_to_tensor"
+    msg = unsupported_message(name)
 
     def refuse(*args, **kwargs):
+        if conversion:
+            values = list(args) + list(kwargs.values())
+            what = ("a tp.Variable" if any(isinstance(v, PrivateVariable) for v in values)
+                    else "a PrivateTensor")
+            raise TypeError(f"{name}: " + _conversion_message("given", what))
         raise TypeError(msg)
 
     # (*args, **kwargs) targets match any API signature (dispatch_for_api).
     tf.experimental.dispatch_for_api(
-        api, *[{n: typing.Union[P, typing.List[P]]} for n in names])(refuse)
+        api, *[{n: typing.Union[PV, typing.List[PV]]} for n in names])(refuse)
     REFUSED.add(api)
 
 
 def _no_conversion(value, dtype=None, name=None, as_ref=False):
-    raise TypeError(_conversion_message(value.shape))
+    what = "a tp.Variable" if isinstance(value, PrivateVariable) else "a PrivateTensor"
+    raise TypeError(_conversion_message(value.shape, what))
 
 
 def register() -> None:
@@ -104,6 +114,10 @@ def register() -> None:
     if _registered:
         return
     _registered = True
+    # ExtensionTypes are dispatchable by themselves; a tp.Variable is a plain
+    # Python class, which TF's dispatcher only looks at once registered
+    # (otherwise a list holding only variables, as in tf.concat, is skipped).
+    _tf_dispatch.register_dispatchable_type(PrivateVariable)
     dispatched = set()
     for api, op in registry.tf_apis():
         tf.experimental.dispatch_for_api(api.api, *_signature(api))(_target(op, api))
@@ -112,3 +126,4 @@ def register() -> None:
         if api not in dispatched:
             _refuse(api)
     tf.register_tensor_conversion_function(P, _no_conversion)
+    tf.register_tensor_conversion_function(PrivateVariable, _no_conversion)

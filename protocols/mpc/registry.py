@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
@@ -30,6 +31,7 @@ import tensorflow as tf
 from . import context, cost, shares
 from .ops import array_ops, compare_ops, math_fns, math_ops, nn
 from .value import PrivateTensor
+from .variable import PrivateVariable, read_variables
 
 
 # ------------------------------------------------------------------ records
@@ -216,14 +218,26 @@ _BY_NAME: Dict[str, OpDef] = {}
 _BY_TF_OP: Dict[str, OpDef] = {}
 
 
+def accepting_variables(impl: Callable) -> Callable:
+    """impl, reading every tp.Variable among its arguments first (also in
+    lists, as tf.concat's), so that an op takes a variable wherever it takes
+    a PrivateTensor. Keeps impl's name, doc and signature."""
+    @functools.wraps(impl)
+    def op(*args, **kwargs):
+        return impl(*read_variables(args), **{k: read_variables(v) for k, v in kwargs.items()})
+    return op
+
+
 def register(op: OpDef) -> OpDef:
-    """Adds an op; its names and TF op types must be new."""
+    """Adds an op (its implementation accepting tp.Variables, see
+    accepting_variables); its names and TF op types must be new."""
     for n in op.names:
         if n in _BY_NAME:
             raise ValueError(f"op name {n!r} is registered twice")
     for t in op.tf_ops:
         if t in _BY_TF_OP:
             raise ValueError(f"TF op type {t!r} already maps to {_BY_TF_OP[t].name!r}")
+    op = dataclasses.replace(op, impl=accepting_variables(op.impl))
     _OPS.append(op)
     _BY_NAME.update({n: op for n in op.names})
     _BY_TF_OP.update({t: op for t in op.tf_ops})
@@ -498,25 +512,27 @@ for _op in _TABLE:
 
 # ------------------------------------------------------------- operators
 def _attach_operators() -> None:
-    """PrivateTensor's Python operators, from the registered ops."""
-    P = PrivateTensor
-    binary = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-              "matmul": "matmul"}
-    for dunder, name in binary.items():
-        impl = get(name).impl
-        setattr(P, f"__{dunder}__", lambda self, other, f=impl: f(self, other))
-        setattr(P, f"__r{dunder}__", lambda self, other, f=impl: f(other, self))
-    for dunder, name in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
-                         ("ge", "greater_equal")):
-        setattr(P, f"__{dunder}__", lambda self, other, f=get(name).impl: f(self, other))
-    P.__pow__ = lambda self, n: get("pow").impl(self, n)
-    P.__rpow__ = lambda self, base: get("pow").impl(base, self)
-    P.__neg__ = lambda self: get("negative").impl(self)
-    P.__pos__ = lambda self: self
-    P.__abs__ = lambda self: get("abs").impl(self)
-    P.__getitem__ = lambda self, key: get("getitem").impl(self, key)
-    P.reveal = lambda self: get("reveal").impl(self)
-    P.reveal.__doc__ = "The plaintext value on the client device (see tp.reveal)."
+    """The Python operators of PrivateTensor and tp.Variable (which reads
+    itself first), from the registered ops."""
+    for P in (PrivateTensor, PrivateVariable):
+        binary = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+                  "matmul": "matmul"}
+        for dunder, name in binary.items():
+            impl = get(name).impl
+            setattr(P, f"__{dunder}__", lambda self, other, f=impl: f(self, other))
+            setattr(P, f"__r{dunder}__", lambda self, other, f=impl: f(other, self))
+        for dunder, name in (("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
+                             ("ge", "greater_equal")):
+            setattr(P, f"__{dunder}__", lambda self, other, f=get(name).impl: f(self, other))
+        P.__pow__ = lambda self, n: get("pow").impl(self, n)
+        P.__rpow__ = lambda self, base: get("pow").impl(base, self)
+        P.__neg__ = lambda self: get("negative").impl(self)
+        P.__abs__ = lambda self: get("abs").impl(self)
+        P.__getitem__ = lambda self, key: get("getitem").impl(self, key)
+        P.reveal = lambda self: get("reveal").impl(self)
+        P.reveal.__doc__ = "The plaintext value on the client device (see tp.reveal)."
+    PrivateTensor.__pos__ = lambda self: self
+    PrivateVariable.__pos__ = lambda self: self.read_value()
 
 
 _attach_operators()

@@ -66,6 +66,29 @@ EXTRAS = {
 EXTRAS["all"] = sorted(set(EXTRAS["he"]) | set(EXTRAS["federated"]))
 
 
+def _packages():
+    """Every Python package of the three source folders, under the names they
+    are installed as (protocols/ and converters/ go inside tf_privpy), so a
+    new subpackage can never be left out of the wheel."""
+    roots = {"tf_privpy": "tf_privpy", "tf_privpy.protocols": "protocols",
+             "tf_privpy.converters": "converters"}
+    packages, dirs = [], {}
+    for name, folder in roots.items():
+        for dirpath, dirnames, files in os.walk(folder):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__" and not os.path.islink(
+                os.path.join(dirpath, d))]
+            if "__init__.py" not in files:
+                continue
+            rel = os.path.relpath(dirpath, folder)
+            pkg = name if rel == "." else name + "." + rel.replace(os.sep, ".")
+            packages.append(pkg)
+            dirs[pkg] = dirpath
+    return sorted(packages), dirs
+
+
+PACKAGES, PACKAGE_DIR = _packages()
+
+
 def op_sources():
     """All kernel/op sources; standalone test and bench programs excluded."""
     srcs = sorted(glob.glob(os.path.join("ops", "**", "*.cc"), recursive=True))
@@ -134,15 +157,8 @@ setup(
     "four-server protocols as TF custom ops)",
     python_requires=">=3.11,<3.12",
     # Package names, not module lists: every .py of these directories ships.
-    packages=["tf_privpy", "tf_privpy.he", "tf_privpy.protocols", "tf_privpy.protocols.mpc",
-              "tf_privpy.protocols.he", "tf_privpy.converters"],
-    package_dir={
-        "tf_privpy": "tf_privpy",
-        "tf_privpy.protocols": "protocols",
-        "tf_privpy.protocols.mpc": "protocols/mpc",
-        "tf_privpy.protocols.he": "protocols/he",
-        "tf_privpy.converters": "converters",
-    },
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
     # The op library and _build_info.json are build_ext outputs (BuildOps) and
     # reach the wheel from there, freshly built. They are deliberately NOT
     # package data: build_py would copy whatever library sits in the source

@@ -113,8 +113,17 @@ def test_matmul_cost_is_the_multiplication_declaration(a, b, out):
     ("nn.bias_add", (registry.Private((2, 3)), registry.Private((3,)))),
 ])
 def test_local_ops_cost_nothing(name, args):
+    """Local ops send nothing between servers and take no round. A public
+    operand is the client program's data: it reaches the share holder that
+    adds it (S1) through the channel, and the bill says so."""
     c = registry.get(name).cost(*args)
-    assert c.messages == 0 and c.bytes == 0 and c.rounds == 0
+    assert c.rounds == 0 and c.multiplications == 0 and c.comparisons == 0
+    public = [a for a in args if not isinstance(a, registry.Private)
+              and name not in ("reshape", "transpose")]
+    if public:  # 2.0 broadcast to (3, 4) in float64: 96 bytes, once, to S1
+        assert {k: tuple(v) for k, v in c.links.items()} == {("client", "S1"): (1, 96)}
+    else:
+        assert c.messages == 0 and c.bytes == 0
 
 
 def test_cost_traces_without_running():

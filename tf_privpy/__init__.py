@@ -31,7 +31,7 @@ from tf_privpy.protocols.mpc.value import PrivateTensor  # noqa: E402
 from tf_privpy.runtime import (client_devices, get_runtime, init, is_initialized,  # noqa: E402
                                reset, servers)
 from tf_privpy.stats import Stats, stats  # noqa: E402
-from tf_privpy import datasets, federated, he  # noqa: E402
+from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
@@ -56,5 +56,5 @@ __version__ = "0.1.0"
 __all__ = sorted(list(_registry.namespace("")) + [
     "Config", "OpLibraryError", "Policy", "PrivateTensor", "UnsupportedOpError",
     "client_devices", "converters", "convert", "datasets", "federated", "keras",
-    "get_runtime", "he", "init", "is_initialized", "math", "nn", "reset", "servers", "Stats",
-    "stats"])
+    "get_runtime", "he", "init", "is_initialized", "math", "models", "nn", "reset", "servers",
+    "Stats", "stats"])

@@ -11,7 +11,7 @@ after that.
 
 | name | source | layers (parameters) |
 |---|---|---|
-| `logistic_regression` | PrivPy §7.3.1; TF-Encrypted's MNIST 0-4 vs 5-9 | Dense + sigmoid (785 for 784 features) |
+| `logistic_regression` | PrivPy §7.3.1; TF-Encrypted (MNIST 0-4 vs 5-9) | Dense + sigmoid (785) |
 | `ffnn` | PrivPy §7.3.2 | 784-625-625-10, ReLU (888,135) |
 | `lenet5` | PrivPy §7.3.2 (LeNet-5, LeCun et al. 1998) | 3 conv, 2 pools, F6, output (61,706) |
 | `network_a` | SecureML, via TF-Encrypted's benchmark (seed 001) | 784-128-128-10, ReLU (118,282) |
@@ -306,24 +306,22 @@ def _data_digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _resolve(model, model_kwargs):
+def _resolve(model):
     if isinstance(model, str):
         if model not in BUILDERS:
             raise ValueError(f"unknown model {model!r}; known: {sorted(BUILDERS)}")
         return model, BUILDERS[model], DEFAULTS.get(model, _FALLBACK)
     if callable(model):
-        name = getattr(model, "__name__", type(model).__name__)
-        builder = model
-        for key, fn in BUILDERS.items():
+        for key, fn in BUILDERS.items():   # a zoo builder passed as a function
             if fn is model:
                 return key, fn, DEFAULTS.get(key, _FALLBACK)
-        return name, builder, _FALLBACK
+        return getattr(model, "__name__", type(model).__name__), model, _FALLBACK
     raise TypeError(f"model must be a name in tp.models.BUILDERS or a builder function, "
                     f"got {type(model).__name__}")
 
 
 def _plan(model, x, y, epochs, batch_size, seed, learning_rate, model_kwargs, cache):
-    name, builder, defaults = _resolve(model, model_kwargs)
+    name, builder, defaults = _resolve(model)
     kwargs = dict(model_kwargs or {})
     if name == "logistic_regression" and "num_features" not in kwargs:
         kwargs["num_features"] = int(np.prod(np.shape(x)[1:]))
@@ -395,7 +393,10 @@ def train(model_name_or_builder: Union[str, Callable[..., tf.keras.Model]], x, y
         reshaped to the model's input. y: int class labels, or 0/1 for one
         output unit (e.g. `tp.datasets.mnist_binary(x, y)`).
       epochs, batch_size, learning_rate: None takes `DEFAULTS[name]` (budgets
-        that train each zoo model in under ~30 s on 2 cores).
+        that train each zoo model in under ~30 s on 2 cores), looked up by
+        name: for PrivPy's LeNet-5 pass "lenet5_sigmoid" or "lenet5_bn", not
+        "lenet5" with model_kwargs. A builder outside the zoo gets 5 epochs
+        of batch 64 at 1e-3.
       seed: `tf.keras.utils.set_random_seed(seed)` before building: the initial
         weights and the shuffling are reproducible.
       cache_dir: else $TF_PRIVPY_MODEL_CACHE, else ~/.keras/tf_privpy_models.

@@ -231,3 +231,15 @@ def test_breast_cancer_logistic_regression(tmp_path):
     (x, y), (xt, yt) = tp.datasets.load_breast_cancer()
     model = tp.models.train("logistic_regression", x, y, cache_dir=str(tmp_path))
     assert tp.models.evaluate(model, xt, yt)[1] >= 0.95   # measured 0.974
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ARCHITECTURES))
+def test_converts_to_private_inference(name, rng):
+    """The zoo is made for the converter: every model converts and predicts like
+    plaintext (untrained, seeded weights; 2 images; default 128-bit ring)."""
+    tf.keras.utils.set_random_seed(0)
+    model = ARCHITECTURES[name][0]()
+    x = rng.uniform(size=(2,) + model.input_shape[1:]).astype(np.float32)
+    got = np.asarray(tp.keras.convert(model).predict(x, reveal=True))
+    np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-3, atol=1e-3)

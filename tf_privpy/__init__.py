@@ -34,7 +34,7 @@ from tf_privpy.protocols.mpc.checkpoint import (CheckpointError, restore_variabl
 from tf_privpy.runtime import (client_devices, get_runtime, init, is_initialized,  # noqa: E402
                                reset, servers)
 from tf_privpy.stats import Stats, stats  # noqa: E402
-from tf_privpy import datasets, federated, he  # noqa: E402
+from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
@@ -59,5 +59,5 @@ __version__ = "0.1.0"
 __all__ = sorted(list(_registry.namespace("")) + [
     "CheckpointError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
     "UnsupportedOpError", "Variable", "client_devices", "converters", "convert", "datasets",
-    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "nn", "reset",
+    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn", "reset",
     "restore_variables", "save_variables", "servers", "Stats", "stats"])

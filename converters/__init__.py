@@ -6,6 +6,8 @@ S2, T1 and T2, every node through the op registry (protocols/mpc/registry.py).
 
   trace.py    tracing, freezing, which constants are weights, Keras layers
   tf_ops.py   TF op type -> registry implementation (attribute mapping)
+  passes.py   optimizer passes between trace and analyse (BatchNorm folding,
+              ReLU after max-pooling, common factors, dots, batching)
   rewrite.py  the policy, the analysis (every unsupported node in one error),
               the evaluation of the rewritten graph
   model.py    PrivateModel: predict, graph, cost, summary

@@ -11,6 +11,7 @@ import tensorflow as tf
 from tf_privpy.protocols.mpc import cost, registry
 from tf_privpy.protocols.mpc.value import PrivateTensor
 
+from . import passes as passes_mod
 from . import rewrite
 from .rewrite import Env, Policy, UnsupportedOpError
 from .trace import Traced, trace
@@ -26,11 +27,16 @@ class PrivateModel:
       >>> print(private.summary())                    # layers, ops and the cost bill
     """
 
-    def __init__(self, traced: Traced, policy: Policy, name: str = "model"):
+    def __init__(self, traced: Traced, policy: Policy, name: str = "model",
+                 passes: Sequence[str] = (), pass_report: Optional[Dict[str, int]] = None):
         self.name = name
         self.policy = policy
+        #: the optimizer passes enabled (converters/passes.py) and, for the
+        #: GraphDef passes, how many places each changed
+        self.passes = tuple(passes)
+        self.pass_report = dict(pass_report or {})
         self._traced = traced
-        self._env = Env(policy)
+        self._env = Env(policy, batch="batch_same_depth" in self.passes)
         self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
 
     # ------------------------------------------------------------ running
@@ -115,24 +121,36 @@ class PrivateModel:
                  f"  cost of one predict (batch {batch_size}): {bill.rounds} rounds, "
                  f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
                  f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"]
+        changed = [f"{k} x{v}" for k, v in self.pass_report.items()]
+        changed += [f"batch_same_depth x{calls} ({nodes} {kind} nodes)"
+                    for kind, (calls, nodes) in sorted(self._env.batched.items())]
+        lines.insert(3, "  passes: " + (", ".join(changed) or
+                                        ("none changed the graph" if self.passes else "off")))
         for (s, d), (m, b) in sorted(bill.links.items()):
             lines.append(f"    {s:>6} -> {d:<6} {m:6d} messages {b / 1e3:12.1f} KB")
         return "\n".join(lines)
 
 
 def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = None,
-            policy: Optional[Policy] = None, name: Optional[str] = None) -> PrivateModel:
+            policy: Optional[Policy] = None, name: Optional[str] = None,
+            passes=None) -> PrivateModel:
     """Traces, freezes and rewrites a Keras model or a tf.function into a
     PrivateModel. Every unsupported node is reported in one
-    UnsupportedOpError before anything runs or is shared."""
+    UnsupportedOpError before anything runs or is shared.
+
+    `passes` selects the optimizer passes (converters/passes.py, DESIGN §8):
+    None (default: all), False (none), a list of names, or a dict
+    {name: False} turning some off."""
     policy = policy or Policy()
+    enabled = passes_mod.resolve(passes)
     traced = trace(model_or_fn, input_signature)
+    traced, report = passes_mod.run(traced, policy, enabled)
     problems = rewrite.analyse(traced, policy)
     if problems:
         raise UnsupportedOpError(problems)
     name = name or getattr(model_or_fn, "name", None) or getattr(
         model_or_fn, "__name__", "function")
-    return PrivateModel(traced, policy, name)
+    return PrivateModel(traced, policy, name, enabled, report)
 
 
 def supported_ops() -> List[str]:

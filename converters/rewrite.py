@@ -169,8 +169,11 @@ class Env:
     """What the adapters need while a private graph is built: how to turn a
     frozen weight into an operand under the policy, sharing each one once."""
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, batch: bool = False):
         self.policy = policy
+        self.batch = batch  # the batch_same_depth pass (converters/passes.py)
+        #: kind -> [batched protocol calls, nodes in them] of the last evaluate()
+        self.batched: Dict[str, List[int]] = {}
         self._shared: Dict[str, PrivateTensor] = {}
 
     def operand(self, v):
@@ -214,34 +217,110 @@ def _run_public(n, ins: List[Any]) -> List[Any]:
     return run(*ins)
 
 
+def _levels(traced: Traced, policy: Policy, order: List[Any]) -> List[List[Any]]:
+    """The nodes grouped by communication depth (DESIGN §8 batching): a
+    node's depth is the largest of its inputs' plus one if it sends
+    messages (a private op outside passes.LOCAL_OPS; a product only when
+    both operands are private). Two communicating nodes of one depth never
+    depend on each other, so they can share one protocol call; listing the
+    levels in order, each in topological order, is a topological order."""
+    from .passes import LOCAL_OPS, private_nodes
+    private = private_nodes(traced, policy)
+    depth: Dict[str, int] = {}
+    for n in order:
+        data = [_src(i)[0] for i in n.input if not i.startswith("^")]
+        d = max((depth.get(s, 0) for s in data), default=0)
+        talks = n.name in private and n.op not in LOCAL_OPS and not (
+            n.op == "Mul" and not all(s in private for s in data))
+        depth[n.name] = d + int(talks)
+    levels: Dict[int, List[Any]] = {}
+    for n in order:
+        levels.setdefault(depth[n.name], []).append(n)
+    return [levels[k] for k in sorted(levels)]
+
+
+#: node kinds issued together when several of one depth see private values
+_BATCHABLE = {"Mul": "multiply", "Relu": "relu", "Less": "compare", "Greater": "compare"}
+
+
+def _batch_level(level: List[Any], values: Dict, env: Env) -> set:
+    """Evaluates a level's independent private products (multiply_many),
+    ReLUs (nn.relu_many) and comparisons (less_many) as one protocol call
+    per kind: the rounds of one, whatever their number (PrivPy §5.6 array
+    POs, DESIGN §5 'batching all independent multiplications of a round
+    into one kernel call is the point'). Returns the nodes it evaluated."""
+    groups: Dict[str, List[Tuple[Any, List[Any]]]] = {}
+    for n in level:
+        kind = _BATCHABLE.get(n.op)
+        if kind is None:
+            continue
+        keys = [_src(i) for i in n.input if not i.startswith("^")]
+        if any(k not in values for k in keys):
+            continue
+        ops = [env.operand(values[k]) for k in keys]
+        priv = [isinstance(o, PrivateTensor) for o in ops]
+        if (kind == "multiply" and all(priv) and len(ops) == 2) or \
+                (kind == "relu" and priv == [True]) or (kind == "compare" and any(priv)):
+            groups.setdefault(kind, []).append((n, ops))
+    done = set()
+    for kind, members in groups.items():
+        if len(members) < 2:
+            continue
+        if kind == "multiply":
+            outs = registry.get("multiply_many").impl([tuple(o) for _, o in members])
+        elif kind == "relu":
+            outs = registry.get("nn.relu_many").impl([o[0] for _, o in members])
+        else:  # x > y is y < x
+            outs = registry.get("less_many").impl(
+                [(o[0], o[1]) if n.op == "Less" else (o[1], o[0]) for n, o in members])
+        for (n, _), out in zip(members, outs):
+            values[(n.name, 0)] = out
+            done.add(n.name)
+        calls, nodes = env.batched.get(kind, [0, 0])
+        env.batched[kind] = [calls + 1, nodes + len(members)]
+    return done
+
+
 def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
     """Replays the frozen graph on `inputs` (PrivateTensors or public
-    tensors, in traced.inputs order); returns the graph's outputs."""
+    tensors, in traced.inputs order); returns the graph's outputs. With
+    env.batch, level by level of communication depth (_levels), each
+    level's independent products, ReLUs and comparisons batched."""
     values: Dict[Tuple[str, int], Any] = {}
     for name, x in zip(traced.inputs, inputs):
         values[(name, 0)] = x
-    for n in _topo(traced.graph_def):
-        if n.op in _SKIP or (n.name, 0) in values:
-            continue
-        node = _node(n, traced.layer_of)
-        if n.op == "Const":
-            v = node.attr["value"]
-            values[(n.name, 0)] = Weight(n.name, v) if n.name in traced.weights else v
-            continue
-        ins = [values[_src(i)] for i in n.input if not i.startswith("^")]
-        private_weight = env.policy.weights == "private" and any(
-            isinstance(v, Weight) for v in ins)
-        if n.op in _PASS_THROUGH and len(ins) == 1:
-            outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
-        elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
-            fn = tf_ops.lookup(n.op)
-            if fn is None:  # analyse() reported it; reaching here is a bug
-                raise UnsupportedOpError([Problem(n.name, n.op, node.layer,
-                                                  "no private implementation", "")])
-            outs = fn(env, node, ins)
-        else:
-            outs = _run_public(n, [env.public(v) for v in ins])
-        for i, o in enumerate(outs):
-            values[(n.name, i)] = o
+    order = _topo(traced.graph_def)
+    levels = _levels(traced, env.policy, order) if env.batch else [order]
+    env.batched = {}
+    for level in levels:
+        done = _batch_level(level, values, env) if env.batch else set()
+        for n in level:
+            if n.op in _SKIP or (n.name, 0) in values or n.name in done:
+                continue
+            _eval_node(n, traced, env, values)
     results = [values[_src(o)] for o in traced.outputs]
     return [env.operand(r) if isinstance(r, Weight) else r for r in results]
+
+
+def _eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
+    node = _node(n, traced.layer_of)
+    if n.op == "Const":
+        # a weight's exact value: the passes keep folded weights in float64
+        values[(n.name, 0)] = (Weight(n.name, traced.weights[n.name])
+                               if n.name in traced.weights else node.attr["value"])
+        return
+    ins = [values[_src(i)] for i in n.input if not i.startswith("^")]
+    private_weight = env.policy.weights == "private" and any(
+        isinstance(v, Weight) for v in ins)
+    if n.op in _PASS_THROUGH and len(ins) == 1:
+        outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
+    elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
+        fn = tf_ops.lookup(n.op)
+        if fn is None:  # analyse() reported it; reaching here is a bug
+            raise UnsupportedOpError([Problem(n.name, n.op, node.layer,
+                                              "no private implementation", "")])
+        outs = fn(env, node, ins)
+    else:
+        outs = _run_public(n, [env.public(v) for v in ins])
+    for i, o in enumerate(outs):
+        values[(n.name, i)] = o

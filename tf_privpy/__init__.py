@@ -39,7 +39,7 @@ from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
 
-def convert(fn, input_signature=None, policy=None):
+def convert(fn, input_signature=None, policy=None, passes=None):
     """A private version of a tf.function (or a Keras model): traced with
     `input_signature`, frozen and rewritten (see tp.keras.convert).
 
@@ -48,7 +48,7 @@ def convert(fn, input_signature=None, policy=None):
       >>> private = tp.convert(f, [tf.TensorSpec([None, 4], tf.float32)])
       >>> private.predict(x, reveal=True)
     """
-    return converters.convert(fn, input_signature, policy)
+    return converters.convert(fn, input_signature, policy, passes=passes)
 
 
 

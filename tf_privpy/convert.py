@@ -23,6 +23,8 @@ def main(argv=None) -> int:
     ap.add_argument("--inputs", choices=("private", "public"), default="private")
     ap.add_argument("--weights", choices=("private", "public"), default="private")
     ap.add_argument("--ring", type=int, choices=(128, 64), default=128)
+    ap.add_argument("--no-passes", action="store_true",
+                    help="turn the optimizer passes off (converters/passes.py)")
     args = ap.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
@@ -34,7 +36,8 @@ def main(argv=None) -> int:
     tp.init(tp.Config(ring_bits=args.ring))
     model = tf.keras.models.load_model(args.model, compile=False)
     try:
-        private = tp.keras.convert(model, policy=tp.Policy(args.inputs, args.weights))
+        private = tp.keras.convert(model, policy=tp.Policy(args.inputs, args.weights),
+                                   passes=False if args.no_passes else None)
     except tp.UnsupportedOpError as e:
         print(str(e), file=sys.stderr)
         return 1

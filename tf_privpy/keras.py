@@ -18,7 +18,8 @@ from tf_privpy.converters import PrivateModel, Policy, UnsupportedOpError  # noq
 
 
 def convert(model: tf.keras.Model, policy: Optional[Policy] = None,
-            input_signature: Optional[Sequence[tf.TensorSpec]] = None) -> PrivateModel:
+            input_signature: Optional[Sequence[tf.TensorSpec]] = None,
+            passes=None) -> PrivateModel:
     """A private version of a built Keras model, for inference.
 
     The model is traced with training=False (Dropout is the identity,
@@ -33,8 +34,12 @@ def convert(model: tf.keras.Model, policy: Optional[Policy] = None,
       policy: which values are private (default: inputs and weights,
         `tp.converters.Policy`).
       input_signature: optional TensorSpecs overriding the model's inputs.
+      passes: optimizer passes (tp.converters.passes, DESIGN §8): None for
+        all (default), False for none, a list of pass names, or a dict
+        {name: False} turning some off.
     """
     if not isinstance(model, tf.keras.Model):
         raise TypeError(f"tp.keras.convert takes a tf.keras.Model, got {type(model).__name__}; "
                         "for a function use tp.convert(fn, input_signature)")
-    return _conv.convert(model, input_signature, policy, name=model.name)
+    return _conv.convert(model, input_signature, policy, name=model.name,
+                         passes=passes)

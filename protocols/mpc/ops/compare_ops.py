@@ -183,6 +183,45 @@ def relu(x: PrivateTensor, name: Optional[str] = None) -> PrivateTensor:
     return C.wrap(h, P.relu(h.backend, C.shares(x)), x.dtype)
 
 
+def relu_many(xs) -> list:
+    """ReLUs of independent PrivateTensors in ONE comparison batch and ONE
+    multiplication batch: the rounds of a single ReLU whatever their number
+    (PrivPy §5.6 batching; the converter's same-depth batching, DESIGN §8).
+
+    Example:
+      >>> a, b = tp.nn.relu_many([x, y])
+    """
+    xs = list(xs)
+    if not xs:
+        return []
+    if not all(C.is_private(x) for x in xs):
+        raise TypeError("tp.nn.relu_many takes PrivateTensors")
+    h = C.handle_of(*xs)
+    sh_ = [C.shares(x) for x in xs]
+    bits = P.ltz_many(h.backend, sh_)
+    prods = h.backend.mul_many(list(zip(sh_, bits)))
+    return [C.wrap(h, h.backend.sub(s, p), x.dtype) for s, p, x in zip(sh_, prods, xs)]
+
+
+def less_many(pairs) -> list:
+    """[x < y] for independent pairs [(x1, y1), (x2, y2), ...] (at least one
+    of each pair private) in ONE comparison batch: one comparison's rounds.
+
+    Example:
+      >>> c, d = tp.less_many([(x, y), (u, 0.0)])
+    """
+    pairs = list(pairs)
+    if not pairs:
+        return []
+    h = C.handle_of(*[v for p in pairs for v in p])
+    diffs = []
+    for x, y in pairs:
+        _check_any_private("tp.less_many", x, y)
+        _, a, b = _private_pair(x, y, "tp.less_many")
+        diffs.append(h.backend.sub(C.shares(a), C.shares(b)))
+    return [_bits(h, s) for s in P.ltz_many(h.backend, diffs)]
+
+
 def _reduce(x: PrivateTensor, axis, keepdims: bool, want_min: bool) -> PrivateTensor:
     h = C.handle_of(x)
     s = C.shares(x)

@@ -59,5 +59,6 @@ __version__ = "0.1.0"
 __all__ = sorted(list(_registry.namespace("")) + [
     "CheckpointError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
     "UnsupportedOpError", "Variable", "client_devices", "converters", "convert", "datasets",
-    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn", "reset",
+    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn",
+    "reset",
     "restore_variables", "save_variables", "servers", "Stats", "stats"])

@@ -35,7 +35,7 @@ build: $(LIB)
 # TF 2.14's pip wheel logs three harmless "Unable to register cuDNN/cuFFT/cuBLAS
 # factory" errors at import; programs people read run with C++ logging off.
 demo: build
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/private_logistic.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/lenet5_private_inference.py
 
 test: build
 	$(PY) -m pytest -q

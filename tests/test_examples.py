@@ -21,3 +21,20 @@ def test_private_logistic_example(ring):
     # matmul of 6 terms and 40 chained products: a few hundred ulps at most
     ulp = 2.0 ** -(20 if ring == 128 else 16)
     assert errs[0] < 16 * ulp and errs[1] < 400 * ulp, errs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ring", [128, 64])
+def test_lenet5_demo(ring, tmp_path):
+    """`make demo`: trains (or loads) LeNet-5, converts it and classifies real
+    digits privately; every private prediction equals the plaintext one."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
+               TF_PRIVPY_MODEL_CACHE=os.environ.get("TF_PRIVPY_MODEL_CACHE",
+                                                    str(tmp_path / "models")))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples",
+                                                     "lenet5_private_inference.py"),
+                        f"--ring_bits={ring}", "--images=40", "--batch=20"], env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "private predictions equal to plaintext: 100.0%" in r.stdout, r.stdout
+    assert re.search(r"cost of one predict \(batch 20\): \d+ rounds", r.stdout)

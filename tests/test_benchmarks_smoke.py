@@ -16,6 +16,8 @@ RUNS = {
                  "--max_groups=16", "--fn_n=100"], "compare.json"),
     "functions": (["--rings=64", "--sizes=20", "--reps=1", "--functions=exp,divide,softmax"],
                   "functions.json"),
+    "converter": (["--rings=64", "--models=lenet5", "--batches=2", "--reps=1"],
+                  "converter.json"),
 }
 
 
@@ -33,6 +35,10 @@ def test_benchmark_runs(name, tmp_path):
     if name == "compare":
         row = res["compare"][0]
         assert row["online_bytes_per_cmp"] > 0 and row["with_garbling_tf_function_per_s"] > 0
+    if name == "converter":
+        row = res["rows"][0]
+        assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0
+        assert row["rounds"] > 0 and row["build_s"] > 0
     if name == "functions":
         assert {r["fn"] for r in res["rows"]} == {"exp", "divide", "softmax"}
         assert all(r["tf_plaintext_us_per_elt"] > 0 for r in res["rows"])

@@ -1,0 +1,98 @@
+"""Converted Keras models (DESIGN §8): private inference time per image by
+batch size, and graph build time, beside plaintext Keras in the same run and
+PrivPy's Table 6 (seed 000; 4 servers of 8 vCPUs each, 1 GbE).
+
+Embedded four-server runtime; each model is one of tp.models, trained once on
+the shipped MNIST digits (cached), converted with tp.keras.convert; every
+time is the best of --reps predict calls on real test digits after one
+warm-up call (the first call traces the private graph: reported as "build",
+with the conversion itself):
+
+    python benchmarks/converter.py                          # FFNN, LeNet-5, LeNet-5+BN
+    python benchmarks/converter.py --rings=64 --batches=1,10 --models=lenet5 --reps=1
+
+Results go to benchmarks/results/converter.json and converter.png.
+"""
+import os
+import time
+
+from absl import app, flags
+
+import tf_privpy as tp
+
+flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
+flags.DEFINE_list("models", ["ffnn", "lenet5", "lenet5_sigmoid", "lenet5_bn"],
+                  "tp.models names (lenet5_sigmoid / lenet5_bn: PrivPy's sigmoid, sum-pool "
+                  "LeNet-5 without / with BatchNorm)")
+flags.DEFINE_list("batches", ["1", "10", "100"], "images per predict call")
+flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
+flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                    "folder for converter.json / .png")
+F = flags.FLAGS
+
+# PrivPy Table 6, seconds per image at batch 1 / 10 / 100 (ANCHORS.md)
+PRIVPY = {"ffnn": (1.48, 0.31, 0.06), "lenet5_sigmoid": (1.57, 0.23, 0.1),
+          "lenet5_bn": (1.58, 0.32, 0.17)}
+#: issue 10's targets on 2 cores, 128-bit ring, embedded (ms per image)
+TARGETS = {("lenet5", 1): 40.0, ("lenet5", 100): 12.0}
+
+
+def main(argv):
+    del argv
+    import numpy as np
+    import tensorflow as tf
+    from _report import bar_png, best_time, machine, print_table, write_json
+    tf.get_logger().setLevel("ERROR")
+    res = {"machine": machine(), "anchor": "PrivPy Table 6 (s per image)", "rows": []}
+    for bits in map(int, F.rings):
+        tp.reset()
+        tp.init(tp.Config(ring_bits=bits))
+        (x, y), (xt, _) = tp.datasets.load_mnist(flatten=False)
+        for name in F.models:
+            model = tp.models.train(name, x, y)
+            t0 = time.perf_counter()
+            private = tp.keras.convert(model)
+            t_convert = time.perf_counter() - t0
+            for b in map(int, F.batches):
+                xb = xt[:b].reshape((-1,) + model.input_shape[1:])
+                t0 = time.perf_counter()
+                private.predict(xb).share0.numpy()
+                t_build = t_convert + time.perf_counter() - t0
+                t_priv = best_time(lambda: private.predict(xb).share0.numpy(), F.reps)
+                plain = tf.function(lambda v: model(v, training=False))
+                t_plain = best_time(lambda: plain(xb).numpy(), F.reps)
+                bill = private.cost(b)
+                anchor = PRIVPY.get(name, (None,) * 3)[
+                    {1: 0, 10: 1, 100: 2}[b]] if b in (1, 10, 100) else None
+                res["rows"].append({
+                    "ring": bits, "model": name, "batch": b,
+                    "private_ms_per_image": 1e3 * t_priv / b,
+                    "plaintext_ms_per_image": 1e3 * t_plain / b,
+                    "privpy_ms_per_image": None if anchor is None else 1e3 * anchor,
+                    "target_ms_per_image": TARGETS.get((name, b)) if bits == 128 else None,
+                    "build_s": t_build, "rounds": bill.rounds,
+                    "comparisons": bill.comparisons, "MB_between_servers": sum(
+                        v[1] for k, v in bill.links.items() if "client" not in k) / 1e6})
+                print(f"  ring {bits} {name} batch {b}: {1e3 * t_priv / b:.1f} ms/image",
+                      flush=True)
+    rows = [[r["ring"], r["model"], r["batch"], f"{r['private_ms_per_image']:.1f}",
+             f"{r['plaintext_ms_per_image']:.3f}",
+             "-" if r["privpy_ms_per_image"] is None else f"{r['privpy_ms_per_image']:.0f}",
+             "-" if r["target_ms_per_image"] is None else f"{r['target_ms_per_image']:.0f}",
+             f"{r['build_s']:.1f}", r["rounds"], r["comparisons"],
+             f"{r['MB_between_servers']:.1f}"] for r in res["rows"]]
+    print_table("Private inference of converted models (embedded, ms per image)",
+                ["ring", "model", "batch", "private", "plaintext TF", "PrivPy", "target",
+                 "build s", "rounds", "comparisons", "MB between servers"], rows)
+    write_json(os.path.join(F.out, "converter.json"), res)
+    sel = [r for r in res["rows"] if r["ring"] == int(F.rings[0])]
+    bar_png(os.path.join(F.out, "converter.png"),
+            f"ms per image, ring {F.rings[0]}",
+            [f"{r['model']} b{r['batch']}" for r in sel],
+            {"tf_privpy": [r["private_ms_per_image"] for r in sel],
+             "PrivPy (paper)": [r["privpy_ms_per_image"] or np.nan for r in sel],
+             "plaintext TF": [r["plaintext_ms_per_image"] for r in sel]}, "ms per image")
+
+
+if __name__ == "__main__":
+    app.run(main)

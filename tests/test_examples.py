@@ -38,3 +38,19 @@ def test_lenet5_demo(ring, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert "private predictions equal to plaintext: 100.0%" in r.stdout, r.stdout
     assert re.search(r"cost of one predict \(batch 20\): \d+ rounds", r.stdout)
+
+
+@pytest.mark.slow
+def test_keras_convert_example(tmp_path):
+    import tensorflow as tf
+    model = tf.keras.Sequential([tf.keras.layers.InputLayer((6,)),
+                                 tf.keras.layers.Dense(4, activation="relu"),
+                                 tf.keras.layers.Dense(3, activation="softmax")])
+    model.save(tmp_path / "m.keras")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "keras_convert.py"),
+                        f"--model={tmp_path / 'm.keras'}", "--samples=8"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    diff = float(re.search(r"max \|private - plaintext\| output: ([0-9.e+-]+)", r.stdout)[1])
+    assert diff < 1e-3 and "same class as plaintext: 100.0%" in r.stdout, r.stdout

@@ -8,24 +8,10 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
+from kerasutil import randomize_batchnorm, seeded
 from tolerances import keras_tol
 
 L = tf.keras.layers
-
-
-def seeded(build):
-    tf.keras.utils.set_random_seed(7)
-    return build()
-
-
-def randomize_batchnorm(model):
-    rng = np.random.default_rng(3)
-    for layer in model.layers:
-        if isinstance(layer, L.BatchNormalization):
-            g, b, m, v = layer.get_weights()
-            layer.set_weights([rng.uniform(0.5, 1.5, g.shape), rng.normal(0, 0.5, b.shape),
-                               rng.normal(0, 0.5, m.shape), rng.uniform(0.5, 2.0, v.shape)])
-    return model
 
 
 IMG = (6, 6, 2)

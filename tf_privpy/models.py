@@ -186,6 +186,17 @@ def _conv_relu_pool(filters: int, name: str):
             layers.MaxPooling2D(2, name=f"{name}_pool")]
 
 
+def _two_conv_net(f1: int, f2: int, hidden: int, num_classes: int, name: str):
+    """Two conv 5x5 -> ReLU -> max-pool blocks, then FC hidden -> ReLU -> FC
+    (networks B and C differ only in their widths)."""
+    return tf.keras.Sequential(
+        [layers.Input(MNIST_SHAPE, name="image")]
+        + _conv_relu_pool(f1, "conv1") + _conv_relu_pool(f2, "conv2")
+        + [layers.Flatten(name="flatten"),
+           layers.Dense(hidden, activation="relu", name="fc1"),
+           layers.Dense(num_classes, name="logits")], name=name)
+
+
 def network_b(num_classes: int = 10) -> tf.keras.Model:
     """Network B (MiniONN; Liu et al. 2017), from the TF-Encrypted benchmark (seed 001).
 
@@ -200,12 +211,7 @@ def network_b(num_classes: int = 10) -> tf.keras.Model:
       >>> tp.models.network_b().count_params()
       33542
     """
-    return tf.keras.Sequential(
-        [layers.Input(MNIST_SHAPE, name="image")]
-        + _conv_relu_pool(16, "conv1") + _conv_relu_pool(16, "conv2")
-        + [layers.Flatten(name="flatten"),
-           layers.Dense(100, activation="relu", name="fc1"),
-           layers.Dense(num_classes, name="logits")], name="network_b")
+    return _two_conv_net(16, 16, 100, num_classes, "network_b")
 
 
 def network_c(num_classes: int = 10) -> tf.keras.Model:
@@ -220,12 +226,7 @@ def network_c(num_classes: int = 10) -> tf.keras.Model:
       >>> tp.models.network_c().count_params()
       431080
     """
-    return tf.keras.Sequential(
-        [layers.Input(MNIST_SHAPE, name="image")]
-        + _conv_relu_pool(20, "conv1") + _conv_relu_pool(50, "conv2")
-        + [layers.Flatten(name="flatten"),
-           layers.Dense(500, activation="relu", name="fc1"),
-           layers.Dense(num_classes, name="logits")], name="network_c")
+    return _two_conv_net(20, 50, 500, num_classes, "network_c")
 
 
 def network_d(num_classes: int = 10) -> tf.keras.Model:

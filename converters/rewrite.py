@@ -23,11 +23,13 @@ from . import tf_ops
 from .tf_ops import Node, Unsupported, Weight
 from .trace import Traced
 
-#: control flow whose predicate or body would see a private value
+#: control flow whose predicate or body would see a private value (tf.cond,
+#: which freezing lowers to Switch/Merge, becomes a select: _COND)
 _CONTROL_FLOW = {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
                  "PartitionedCall", "StatefulPartitionedCall",
-                 # tf.cond and tf.while_loop as freezing lowers them
-                 "Switch", "Merge", "Enter", "Exit", "NextIteration", "LoopCond"}
+                 # tf.while_loop as freezing lowers it
+                 "Enter", "Exit", "NextIteration", "LoopCond"}
+_COND = {"Switch", "Merge"}
 _SKIP = {"NoOp"}
 _PASS_THROUGH = {"Identity", "StopGradient", "PreventGradient", "Snapshot"}
 
@@ -152,10 +154,14 @@ def analyse(traced: Traced, policy: Policy) -> List[Problem]:
         if n.op in _CONTROL_FLOW:
             problems.append(Problem(
                 n.name, n.op, layer,
-                "control flow on a private value: a private predicate cannot steer "
-                "the servers without revealing it",
-                "write the branch as a select (tf.where), or make the input public "
+                "a loop or function call on a private value: a private loop condition "
+                "cannot steer the servers without revealing it",
+                "compute the condition from public values, reveal it yourself first "
+                "(tp.reveal: an explicit, visible declassification), write the branch as "
+                "a select (tf.where / tf.cond become selects), or make the input public "
                 "(Policy(inputs='public'))"))
+        elif n.op in _COND:
+            continue  # evaluated as a select of both branches (_select_branches)
         elif tf_ops.lookup(n.op) is None:
             op = registry.by_tf_op(n.op)
             hint = (f"call tp.{op.name} yourself" if op else
@@ -290,6 +296,8 @@ def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
     for name, x in zip(traced.inputs, inputs):
         values[(name, 0)] = x
     order = _topo(traced.graph_def)
+    env.branch_tags = _branch_tags(order)
+    env.nodes = {n.name: n for n in order}
     levels = _levels(traced, env.policy, order) if env.batch else [order]
     env.batched = {}
     for level in levels:
@@ -310,6 +318,11 @@ def _eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
                                if n.name in traced.weights else node.attr["value"])
         return
     ins = [values[_src(i)] for i in n.input if not i.startswith("^")]
+    if n.op in _COND:
+        outs = _select_branches(n, ins, env, values)
+        for i, o in enumerate(outs):
+            values[(n.name, i)] = o
+        return
     private_weight = env.policy.weights == "private" and any(
         isinstance(v, Weight) for v in ins)
     if n.op in _PASS_THROUGH and len(ins) == 1:
@@ -324,3 +337,54 @@ def _eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
         outs = _run_public(n, [env.public(v) for v in ins])
     for i, o in enumerate(outs):
         values[(n.name, i)] = o
+
+
+# ------------------------------------------------------ tf.cond as a select
+def _branch_tags(order) -> Dict[Tuple[str, int], Tuple]:
+    """For every output: the chain of (Switch node, port) it depends on.
+    Freezing lowers tf.cond to Switch (port 0: false branch, 1: true branch)
+    and Merge; branch constants hang on the Switch by control edges."""
+    tags: Dict[Tuple[str, int], Tuple] = {}
+    for n in order:
+        ins = [tags.get(_src(i), ()) for i in n.input]
+        tag = max(ins, key=len) if ins else ()
+        if n.op == "Switch":
+            tags[(n.name, 0)] = tag + ((n.name, 0),)
+            tags[(n.name, 1)] = tag + ((n.name, 1),)
+            continue
+        if n.op == "Merge":
+            tag = tag[:-1]
+        for port in range(8):
+            tags[(n.name, port)] = tag
+    return tags
+
+
+def _select_branches(n, ins, env: Env, values) -> List[Any]:
+    """tf.cond(p, t, f) on a private p is select(p, t(), f()): both branches
+    are computed (they are side-effect free after freezing) and the Merge
+    keeps the right one obliviously (DESIGN §8). A Switch passes its data
+    to both branches; a Merge selects between them."""
+    if n.op == "Switch":
+        return [ins[0], ins[0]]
+    data = [i for i in n.input if not i.startswith("^")]
+    by_port = {}
+    for name, v in zip(data, ins):
+        tag = env.branch_tags.get(_src(name), ())
+        if tag:
+            by_port[tag[-1]] = v
+    switches = {sw for sw, _ in by_port}
+    if len(switches) != 1 or len(by_port) != 2:
+        raise UnsupportedOpError([Problem(n.name, n.op, "", "a Merge that is not a two-way "
+                                          "tf.cond", "write the branch as tf.where")])
+    (sw,) = switches
+    switch = env.nodes[sw]
+    pred = values[_src(switch.input[1])]
+    t, f = env.operand(by_port[(sw, 1)]), env.operand(by_port[(sw, 0)])
+    if isinstance(pred, np.ndarray):
+        chosen = t if bool(pred) else f
+    elif isinstance(pred, PrivateTensor) or isinstance(t, PrivateTensor) or isinstance(
+            f, PrivateTensor):
+        chosen = registry.get("where").impl(pred, t, f)
+    else:
+        chosen = tf.where(pred, t, f)
+    return [chosen, np.int32(0)]

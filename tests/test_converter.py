@@ -101,17 +101,31 @@ def test_every_unsupported_node_in_one_error():
     assert "[Erf]" in msg and "erf_layer" in msg and "What to do" in msg
 
 
-def test_private_control_flow_is_refused_with_what_to_do():
+def test_private_cond_becomes_a_select(ring):
     @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
     def f(x):
-        return tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: x * 3.0)
+        return tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: x * 3.0 - 1.0)
 
-    with pytest.raises(tp.UnsupportedOpError, match="control flow.*tf.where"):
-        tp.convert(f)
-    # the same function with public inputs converts
+    private = tp.convert(f)
+    for v in ([1.0, 2.0, 3.0], [-1.0, -2.0, 0.5]):
+        x = np.array(v, np.float32)
+        got = private.predict(x, reveal=True).numpy()
+        np.testing.assert_allclose(got, f(x).numpy(), atol=1e-3 if ring == 64 else 1e-5)
+    # both branches run and one comparison selects: the bill shows it
+    assert private.cost().comparisons == 1
+    # with a public input the same function runs in the clear
     out = tp.convert(f, policy=tp.Policy(inputs="public", weights="public")).predict(
         np.array([1.0, 2.0, 3.0], np.float32))
     np.testing.assert_allclose(out.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_private_loop_is_refused_with_what_to_do():
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def f(x):
+        return tf.while_loop(lambda v: tf.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])[0]
+
+    with pytest.raises(tp.UnsupportedOpError, match="loop.*tp.reveal"):
+        tp.convert(f)
 
 
 def test_tf_function_with_where_converts(ring):

@@ -120,8 +120,8 @@ def test_local_ops_cost_nothing(name, args):
     assert c.rounds == 0 and c.multiplications == 0 and c.comparisons == 0
     public = [a for a in args if not isinstance(a, registry.Private)
               and name not in ("reshape", "transpose")]
-    if public:  # 2.0 broadcast to (3, 4) in float64: 96 bytes, once, to S1
-        assert {k: tuple(v) for k, v in c.links.items()} == {("client", "S1"): (1, 96)}
+    if public:  # the scalar 2.0 in float64, once, to S1 (broadcast there)
+        assert {k: tuple(v) for k, v in c.links.items()} == {("client", "S1"): (1, 8)}
     else:
         assert c.messages == 0 and c.bytes == 0
 

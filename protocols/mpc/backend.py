@@ -106,11 +106,20 @@ class Backend(abc.ABC):
         return self.local(lambda a, party: kernels.ring_neg(a, self.bits), x)
 
     def add_public(self, x: Shares, c: tf.Tensor, name: str = "") -> Shares:
-        """x + c for a public c of x's logical shape: only share 0 changes."""
+        """x + c for a public c broadcastable to x's logical shape: only share 0
+        changes. c travels as given and is broadcast on S1 (a scalar is 8
+        bytes on the wire, not a tensor of x's size)."""
         c0 = self.encode(c, self.holders[0], name)
         with self.on(0):
-            z0 = kernels.ring_add(x[0], c0, self.bits)
+            z0 = kernels.ring_add(x[0], self._like(c0, x[0]), self.bits)
         return z0, x[1]
+
+    def _like(self, c: tf.Tensor, share: tf.Tensor) -> tf.Tensor:
+        """An encoded public c broadcast to the share's logical shape, on the
+        share's device (call under its scope)."""
+        if c.shape == share.shape:
+            return c
+        return sh.broadcast_to(c, sh.dynamic_shape(share, self.limbs), self.limbs)
 
     def public_sub(self, c: tf.Tensor, x: Shares, name: str = "") -> Shares:
         return self.add_public(self.neg(x), c, name)
@@ -128,6 +137,8 @@ class Backend(abc.ABC):
 
         def fn(s, party):
             cp = self.encode(c, self.holders[party], name, frac_bits=f, bound=c_bound)
+            if kind == "mul":
+                cp = self._like(cp, s)
             a, b = (cp, s) if public_left else (s, cp)
             return kernels.ring_bilinear(a, b, self.bits, kind, strides, padding,
                                          truncate_party=party if f > 0 else -1, frac_bits=f)

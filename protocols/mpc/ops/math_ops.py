@@ -95,8 +95,10 @@ def _elementwise_prep(a, b, what):
     h = C.handle_of(a, b)
     dtype = C.result_dtype(C.operand_dtype(a), C.operand_dtype(b))
     shape = C.broadcast_shape(C.static_shape(a), C.static_shape(b), what)
-    a = C.broadcast(h, a if C.is_private(a) else C.public(a), shape)
-    b = C.broadcast(h, b if C.is_private(b) else C.public(b), shape)
+    # A public operand stays as given: the backend broadcasts it on the
+    # server after the transfer, so the client sends a scalar, not a tensor.
+    a = C.broadcast(h, a, shape) if C.is_private(a) else C.public(a)
+    b = C.broadcast(h, b, shape) if C.is_private(b) else C.public(b)
     return h, a, b, dtype
 
 

@@ -27,6 +27,7 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
+from tf_privpy.protocols.mpc.ops import _common as C
 from tf_privpy.protocols.mpc.value import PrivateTensor
 
 from .tf_ops import Unsupported, _fmt, _hw, _padding, adapter, impl, static
@@ -135,12 +136,16 @@ def _add_n(env, node, ins):
 
 @adapter("Cast")
 def _cast(env, node, ins):
-    """A cast between float types keeps the ring encoding (only the dtype
-    reveal() returns changes); other casts of private values are refused."""
+    """The ring encoding does not depend on the dtype (it only says what
+    reveal() returns), so casts between float types, between integer types
+    and from integers to floats only retag the value (integer labels of a
+    sparse loss); a cast from float to integer (rounding) is refused."""
     x = env.operand(ins[0])
     dst = node.attr.get("DstT")
-    if _private(x) and dst is not None and dst.is_floating and x.dtype.is_floating:
-        return [x]
+    if _private(x) and dst is not None and not (x.dtype.is_floating and dst.is_integer):
+        if dst == x.dtype:
+            return [x]
+        return [C.wrap(C.handle_of(x), C.shares(x), dst)]
     raise Unsupported(f"a cast of a private {getattr(x, 'dtype', '?')} value to {dst}",
                       "keep private values in float")
 
@@ -164,6 +169,20 @@ def _slice(env, node, ins):
     size = static(env, ins[2], "slice size").tolist()
     key = tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))
     return [impl("getitem")(env.operand(ins[0]), key)]
+
+
+@adapter("ShapeN")
+def _shape_n(env, node, ins):
+    """The (public) shapes of several values, as Shape does for one."""
+    out = []
+    dtype = node.attr.get("out_type") or tf.int32
+    for v in ins:
+        shape = v.shape if not isinstance(v, np.ndarray) else tf.TensorShape(v.shape)
+        if not shape.is_fully_defined():
+            raise Unsupported("the shape of a private value is not known when converting",
+                              "give the input signature a fixed batch size")
+        out.append(np.asarray(shape.as_list(), dtype.as_numpy_dtype))
+    return out
 
 
 @adapter("ZerosLike", "OnesLike")
@@ -246,5 +265,6 @@ TRAINING_ADAPTERS = {"Relu": relu_keeping_bit}
 
 GRAD_OPS = ("ReluGrad", "SigmoidGrad", "TanhGrad", "BiasAddGrad",
             "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
-            "SquaredDifference", "AddN", "Cast", "DivNoNan", "Slice", "ZerosLike", "OnesLike",
+            "SquaredDifference", "AddN", "Cast", "DivNoNan", "Slice", "ShapeN", "ZerosLike",
+            "OnesLike",
             "Conv2DBackpropInput", "Conv2DBackpropFilter")

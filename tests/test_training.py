@@ -177,9 +177,11 @@ def test_sparse_labels_and_the_gradient_form_pass(ring, rng):
     assert "loss_gradient_form x1" in with_pass.summary(8)
     without = tp.keras.convert_training(lr_model, "binary_crossentropy",
                                         tf.keras.optimizers.SGD(LR), passes=())
-    assert "Log1p" in {n.op for n in without.traced_step(8).graph_def.node} or True
-    assert with_pass.cost(8).comparisons < without.cost(8).comparisons or \
-        with_pass.cost(8).multiplications < without.cost(8).multiplications
+    # as traced, Keras' BCE differentiates through a private exp, reciprocal
+    # and selects: 4x the rounds (80 vs 20 at batch 8)
+    assert {"Exp", "Reciprocal", "Select"} <= {n.op for n in without.traced_step(8).graph_def.node}
+    fast, slow = with_pass.cost(8), without.cost(8)
+    assert 2 * fast.rounds < slow.rounds and fast.comparisons < slow.comparisons
 
 
 def test_unsupported_nodes_are_reported_at_once():

@@ -263,7 +263,34 @@ def relu_keeping_bit(env, node, ins):
 #: adapters the training evaluator uses in place of the inference ones
 TRAINING_ADAPTERS = {"Relu": relu_keeping_bit}
 
-GRAD_OPS = ("ReluGrad", "SigmoidGrad", "TanhGrad", "BiasAddGrad",
+@adapter("MaxPoolGrad")
+def _max_pool_grad(env, node, ins):
+    """The gradient of non-overlapping max pooling (window = stride, VALID,
+    sizes divisible, NHWC): each window's gradient goes to the entries equal
+    to its maximum, [x >= max] = [x == max] (one comparison per input
+    element, as the window's max is >= every entry), times the upsampled
+    gradient (one multiplication). Ties share the gradient (TF gives it to
+    the first maximum only); after a ReLU, all-zero windows get a zero
+    gradient from the ReLU anyway."""
+    if _fmt(node) != "NHWC":
+        raise Unsupported("MaxPoolGrad in NCHW", "use channels-last (NHWC)")
+    k, st = list(node.attr["ksize"]), list(node.attr["strides"])
+    x, m, g = (env.operand(v) for v in ins)
+    n, h, w, c = x.shape.as_list()
+    kh, kw = k[1], k[2]
+    if k != st or _padding(node) not in ("VALID", "SAME") or h % kh or w % kw:
+        raise Unsupported("the gradient of overlapping or padded max pooling",
+                          "use pool_size == strides dividing the input size")
+    six = [n, h // kh, kh, w // kw, kw, c]
+    small = [n, h // kh, 1, w // kw, 1, c]
+    xm = impl("reshape")(x, six)
+    bits = impl("greater_equal")(xm, impl("broadcast_to")(impl("reshape")(m, small), six))
+    up = impl("broadcast_to")(impl("reshape")(g, small), six) if _private(g) else \
+        np.broadcast_to(np.reshape(np.asarray(g), small), six)
+    return [impl("reshape")(impl("multiply")(bits, up), [n, h, w, c])]
+
+
+GRAD_OPS = ("MaxPoolGrad", "ReluGrad", "SigmoidGrad", "TanhGrad", "BiasAddGrad",
             "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
             "SquaredDifference", "AddN", "Cast", "DivNoNan", "Slice", "ShapeN", "ZerosLike",
             "OnesLike",

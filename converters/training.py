@@ -22,7 +22,16 @@ from step to step.
                order, and at the end each server assigns its own share.
   PrivateTrainer the user-facing object (tp.keras.convert_training).
 
-The one pass of the training half, `loss_gradient_form` (trace level): a
+Two passes (trace level, `passes=` of convert_training, both on by
+default). `loss_scale`: the step differentiates N·loss (N the batch size)
+and multiplies each weight's gradient by the public 1/N before the
+optimizer, the same math. A mean over the batch puts 1/N into the backward
+pass at the loss, where the fixed-point errors of every later product are
+absolute (about one ulp, 2^-20) on values N times smaller than they need be:
+measured on network A, the updates' relative error falls from ~2e-2 to
+~1e-3 (and the weights' RRMSE after 600 steps from 1.2e-2 below 1e-3).
+
+`loss_gradient_form`: a
 sigmoid output with binary cross-entropy (and a softmax output with
 categorical cross-entropy) is differentiated in its gradient form. Keras'
 BinaryCrossentropy on a sigmoid output traces to log, log1p, exp and
@@ -51,6 +60,8 @@ from . import grad_ops, rewrite, tf_ops
 from .rewrite import Env, Policy, Problem, UnsupportedOpError, _src, _topo
 from .trace import Traced, _layer_names
 
+#: the training half's passes (trace level), all on by default
+PASSES = ("loss_gradient_form", "loss_scale")
 #: stateful ops of the optimizer update, handled here (not adapters)
 UPDATE_OPS = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
               "ResourceApplyGradientDescent", "ResourceApplyMomentum",
@@ -83,6 +94,8 @@ class TracedStep(Traced):
     updates: List[str] = dataclasses.field(default_factory=list)
     loss: Optional[str] = None    # tensor name of the loss, when returned
     pass_report: Dict[str, int] = dataclasses.field(default_factory=dict)
+    #: node name -> its outputs' static shapes (for check_step's dry run)
+    shapes: Dict[str, List[tf.TensorShape]] = dataclasses.field(default_factory=dict)
 
 
 # ------------------------------------------------------------------ loss
@@ -157,7 +170,7 @@ def _optimizer_variables(optimizer) -> List[tf.Variable]:
 
 def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
                y_spec: tf.TensorSpec, return_loss: bool = False,
-               passes: Sequence[str] = ("loss_gradient_form",)) -> TracedStep:
+               passes: Sequence[str] = PASSES) -> TracedStep:
     """Traces one training step of `model` at fixed shapes and keeps what
     the weight updates (and the loss, if return_loss) need."""
     loss = _resolve_loss(loss)
@@ -175,8 +188,15 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
             value = loss(y, p)
             target = (_gradient_form(loss, y, p, report)
                       if "loss_gradient_form" in passes else None)
+            target = value if target is None else target
+            scale = float(x.shape[0]) if "loss_scale" in passes else 1.0
+            if scale != 1.0:
+                report["loss_scale"] = report.get("loss_scale", 0) + 1
+                target = target * scale
         weights = model.trainable_variables
-        grads = tape.gradient(value if target is None else target, weights)
+        grads = tape.gradient(target, weights)
+        if scale != 1.0:
+            grads = [g * (1.0 / scale) for g in grads]
         optimizer.apply_gradients(zip(grads, weights))
         return value
 
@@ -233,7 +253,9 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
         layer_of[node.name] = next((ln for ln in layers if f"/{ln}/" in path), "")
     return TracedStep(pruned, inputs, [x_spec, y_spec], [out] if return_loss else [], {},
                       layer_of, None, resources=resources, updates=updates,
-                      loss=out if return_loss else None, pass_report=report)
+                      loss=out if return_loss else None, pass_report=report,
+                      shapes={op.name: [o.shape for o in op.outputs]
+                              for op in concrete.graph.get_operations()})
 
 
 def _prune(graph_def, keep: Sequence[str]):
@@ -312,21 +334,35 @@ def _consumed(graph_def) -> set:
     return used
 
 
-def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any]) -> List[Any]:
+def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
+                  problems: Optional[List[Problem]] = None) -> List[Any]:
     """Replays the step on `inputs` (x, y: PrivateTensors or public
-    tensors); updates the variables; returns the loss if traced with it."""
+    tensors); updates the variables; returns the loss if traced with it.
+
+    With a `problems` list (check_step's dry run, traced and never run),
+    private variables read as shared zeros, nothing is assigned, and a node
+    whose adapter cannot convert it is appended to `problems` instead of
+    raising, its outputs and everything depending on them skipped: so
+    every such node is found in one pass."""
+    checking = problems is not None
     values: Dict[Tuple[str, int], Any] = {}
     for name, x in zip(ts.inputs, inputs):
         values[(name, 0)] = x
     current: Dict[str, Any] = {}
     written: set = set()
+    poisoned: set = set()
     env.consumed = _consumed(ts.graph_def) | {_src(o) for o in ts.outputs}
     env.relu_bits = {}
 
     def read(ph):
         if ph not in current:
             r = ts.resources[ph]
-            current[ph] = r.private.read_value() if r.is_private else r.variable.read_value()
+            if r.is_private and checking:
+                current[ph] = registry.get("share").impl(
+                    tf.zeros(r.variable.shape, tf.float64), name="check")
+            else:
+                current[ph] = (r.private.read_value() if r.is_private
+                               else r.variable.read_value())
         return current[ph]
 
     for n in _topo(ts.graph_def):
@@ -335,18 +371,39 @@ def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any]) -> List[Any]:
         if n.name in ts.resources:
             values[(n.name, 0)] = _Ref(n.name)
             continue
-        ins = [values[_src(i)] for i in n.input if not i.startswith("^")]
-        if n.op in READ_OPS:
-            values[(n.name, 0)] = read(ins[0].placeholder)
-        elif n.op in UPDATE_OPS:
-            _update(n, ins, read, current, written, env)
-        elif n.op in grad_ops.TRAINING_ADAPTERS and any(isinstance(v, PrivateTensor)
-                                                       for v in ins):
-            outs = grad_ops.TRAINING_ADAPTERS[n.op](env, rewrite._node(n, ts.layer_of), ins)
-            for i, o in enumerate(outs):
-                values[(n.name, i)] = o
-        else:
-            rewrite._eval_node(n, ts, env, values)
+        srcs = [_src(i) for i in n.input if not i.startswith("^")]
+        if any(s[0] in poisoned or s not in values for s in srcs):
+            # after an unconvertible node, when checking: zeros where the
+            # traced shapes are known, so that later nodes are checked too
+            _zeros(ts, n.name, values)
+            if (n.name, 0) not in values:
+                poisoned.add(n.name)
+            continue
+        ins = [values[s] for s in srcs]
+        try:
+            if n.op in READ_OPS:
+                values[(n.name, 0)] = read(ins[0].placeholder)
+            elif n.op in UPDATE_OPS:
+                _update(n, ins, read, current, written, env)
+            elif n.op in grad_ops.TRAINING_ADAPTERS and any(isinstance(v, PrivateTensor)
+                                                           for v in ins):
+                outs = grad_ops.TRAINING_ADAPTERS[n.op](env, rewrite._node(n, ts.layer_of),
+                                                        ins)
+                for i, o in enumerate(outs):
+                    values[(n.name, i)] = o
+            else:
+                rewrite._eval_node(n, ts, env, values)
+        except (tf_ops.Unsupported, UnsupportedOpError) as e:
+            if not checking:
+                raise
+            if isinstance(e, tf_ops.Unsupported):
+                problems.append(Problem(n.name, n.op, ts.layer_of.get(n.name, ""),
+                                        e.why, e.fix))
+            # go on with private zeros of the node's traced shapes, so that
+            # the nodes after it are checked too
+            _zeros(ts, n.name, values)
+    if checking:
+        return []
     for ph in written:
         r = ts.resources[ph]
         if r.is_private:
@@ -357,6 +414,35 @@ def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any]) -> List[Any]:
         else:
             r.variable.assign(current[ph], read_value=False)
     return [values[_src(o)] for o in ts.outputs]
+
+
+def _zeros(ts: TracedStep, name: str, values: Dict) -> None:
+    """Shared zeros for the outputs of `name` whose traced shapes are known
+    (check_step's dry run goes on past an unconvertible node with them)."""
+    share = registry.get("share").impl
+    for i, sh in enumerate(ts.shapes.get(name, [])):
+        if sh.is_fully_defined():
+            values[(name, i)] = share(tf.zeros(sh, tf.float64), name="check")
+
+
+def check_step(ts: TracedStep, policy: Policy) -> List[Problem]:
+    """Every problem of the step, before anything is shared or run:
+    analyse_step's, then a dry run (the private step traced once, never
+    run, on shared zeros) for the adapters' own refusals (strided
+    convolution gradients, overlapping max-pooling gradients, ...)."""
+    problems = analyse_step(ts, policy)
+    found: List[Problem] = []
+
+    def run(x, y):
+        env = Env(policy)
+        share = registry.get("share").impl
+        xs = [v if policy.inputs == "public" else share(v, name="check") for v in (x, y)]
+        evaluate_step(ts, env, xs, problems=found)
+
+    with cost.paused():
+        tf.function(run, autograph=False).get_concrete_function(*ts.input_specs)
+    seen = {p.node for p in problems}
+    return problems + [p for p in found if p.node not in seen]
 
 
 def _update(n, ins, read, current, written, env) -> None:
@@ -454,7 +540,7 @@ class PrivateTrainer:
 
     def __init__(self, model: tf.keras.Model, loss, optimizer,
                  policy: Optional[Policy] = None, name: Optional[str] = None,
-                 passes: Sequence[str] = ("loss_gradient_form",)):
+                 passes: Optional[Sequence[str]] = None):
         self.policy = policy or Policy()
         if self.policy.weights != "private":
             raise ValueError("convert_training keeps the weights private: the updates depend "
@@ -463,14 +549,20 @@ class PrivateTrainer:
         self.model = model
         self.loss = _resolve_loss(loss)
         self.optimizer = optimizer
-        self.passes = tuple(passes)
+        self.passes = PASSES if passes is None else tuple(passes)
+        unknown = set(self.passes) - set(PASSES)
+        if unknown:
+            raise ValueError(f"unknown pass(es) {sorted(unknown)}; passes are {list(PASSES)}")
         self._traces: Dict[Tuple, TracedStep] = {}
         self._env = Env(self.policy)
         self._private: Dict[int, PrivateVariable] = {}   # id(tf variable) -> tp.Variable
         self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
-        # trace once at the model's own shapes (batch 1) so that every
-        # unsupported node is reported now, before anything is shared
+        # trace once at the model's own shapes (batch 1), with a dry run of
+        # the private step, so that every unsupported node is reported now,
+        # before anything is shared
+        self._check = True
         self._traced(self._specs(1), False)
+        self._check = False
 
     # ------------------------------------------------------------ tracing
     def _specs(self, batch_size: int, y_dtype=None, y_shape=None) -> List[tf.TensorSpec]:
@@ -488,7 +580,8 @@ class PrivateTrainer:
         if key not in self._traces:
             ts = trace_step(self.model, self.loss, self.optimizer, specs[0], specs[1],
                             return_loss, self.passes)
-            problems = analyse_step(ts, self.policy)
+            problems = check_step(ts, self.policy) if self._check else \
+                analyse_step(ts, self.policy)
             if problems:
                 raise UnsupportedOpError(problems)
             self._bind(ts)
@@ -639,7 +732,7 @@ class PrivateTrainer:
 
 def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Policy] = None,
                      name: Optional[str] = None,
-                     passes: Sequence[str] = ("loss_gradient_form",)) -> PrivateTrainer:
+                     passes: Optional[Sequence[str]] = None) -> PrivateTrainer:
     """A PrivateTrainer for `model` (see tp.keras.convert_training)."""
     if not isinstance(model, tf.keras.Model):
         raise TypeError(f"convert_training takes a tf.keras.Model, got {type(model).__name__}")

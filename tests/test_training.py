@@ -173,7 +173,7 @@ def test_sparse_labels_and_the_gradient_form_pass(ring, rng):
                                           tf.keras.optimizers.SGD(LR))
     ops = {n.op for n in with_pass.traced_step(8).graph_def.node}
     assert {"Log1p", "Log", "Exp", "Select"}.isdisjoint(ops), ops
-    assert with_pass.traced_step(8).pass_report == {"loss_gradient_form": 1}
+    assert with_pass.traced_step(8).pass_report == {"loss_gradient_form": 1, "loss_scale": 1}
     assert "loss_gradient_form x1" in with_pass.summary(8)
     without = tp.keras.convert_training(lr_model, "binary_crossentropy",
                                         tf.keras.optimizers.SGD(LR), passes=())
@@ -185,29 +185,32 @@ def test_sparse_labels_and_the_gradient_form_pass(ring, rng):
 
 
 def test_unsupported_nodes_are_reported_at_once():
-    model = tf.keras.Sequential([L.InputLayer((6, 6, 1)), L.Conv2D(2, 3),
-                                 L.BatchNormalization(), L.MaxPooling2D(),
+    model = tf.keras.Sequential([L.InputLayer((7, 7, 1)), L.Conv2D(2, 3, strides=2),
+                                 L.BatchNormalization(), L.MaxPooling2D(3, strides=1),
                                  L.Flatten(), L.Dense(2)])
     with pytest.raises(tp.UnsupportedOpError) as err:
         tp.keras.convert_training(model, tf.keras.losses.MeanSquaredError(),
                                   tf.keras.optimizers.SGD(LR))
     text = str(err.value)
-    assert "FusedBatchNormGradV3" in text and "MaxPoolGrad" in text, text
-    assert "moving" in text  # BatchNorm's statistics would become private
-    assert len(err.value.problems) >= 3
+    for what in ("FusedBatchNormGradV3", "moving",  # BatchNorm's statistics: private
+                 "MaxPoolGrad", "overlapping",      # pooling with overlapping windows
+                 "Conv2DBackpropFilter", "strided"):  # strided convolution
+        assert what in text, (what, text)
+    assert len(err.value.problems) >= 4
 
 
 def test_conv_training_step(ring, rng):
-    """Conv2DBackpropInput / Conv2DBackpropFilter (stride 1, VALID and SAME)."""
+    """Conv2DBackpropInput / Conv2DBackpropFilter (stride 1, VALID and SAME) and
+    MaxPoolGrad (non-overlapping windows)."""
     model = seeded(lambda: tf.keras.Sequential([
         L.InputLayer((5, 5, 2)), L.Conv2D(3, 3, padding="same", activation="relu"),
-        L.Conv2D(2, 2), L.Flatten(), L.Dense(2)]))
+        L.Conv2D(2, 2), L.MaxPooling2D(2), L.Flatten(), L.Dense(2)]))
     x = rng.uniform(-1, 1, (4, 5, 5, 2)).astype(np.float32)
     y = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
     loss = tf.keras.losses.MeanSquaredError()
     trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(LR))
     ops = {n.op for n in trainer.traced_step(4).graph_def.node}
-    assert {"Conv2DBackpropInput", "Conv2DBackpropFilter"} <= ops
+    assert {"Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPoolGrad"} <= ops
     trainer.step(x, y)
     ref, _ = plaintext_training(model, loss, [(x, y)])
     assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-5 if ring == 128 else 1e-3)
@@ -338,12 +341,44 @@ def test_logistic_regression_breast_cancer_1000_steps():
 NETWORK_A_STEPS = 600
 
 
+def noisy_plaintext_rrmse(model, loss, batches, frac_bits, lr=LR, seed=0):
+    """RRMSE of float64 training whose weights get uniform noise of ±1 ulp
+    (2^-frac_bits) after every step, against noiseless float64 training: the
+    floor that fixed-point weights (one local truncation per update) cannot
+    beat, whatever the protocol."""
+    ref, _ = plaintext_training(model, loss, batches, lr=lr)
+    noisy = float64_clone(model)
+    opt = tf.keras.optimizers.SGD(lr)
+    rng = np.random.default_rng(seed)
+    u = 2.0 ** -frac_bits
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            value = loss(y, noisy(x, training=True))
+        opt.apply_gradients(zip(tape.gradient(value, noisy.trainable_variables),
+                                noisy.trainable_variables))
+
+    for x, y in batches:
+        step(tf.constant(x, tf.float64), tf.constant(y, tf.float64))
+        for v in noisy.trainable_variables:
+            v.assign_add(rng.uniform(-u, u, v.shape))
+    return rrmse(noisy.get_weights(), ref.get_weights())
+
+
 @pytest.mark.slow
 def test_network_a_mnist():
+    """Network A's SGD dynamics amplify perturbations of the weights: one
+    ulp of noise per step (2^-20, what the update's local truncation adds)
+    grows to an RRMSE of ~3e-3 after 100 steps and ~1e-2 after 600 in plain
+    float64 too (noisy_plaintext_rrmse). So the private weights are held to
+    that floor (within 2x) rather than to 1e-3, and the test accuracy to
+    0.5 % of plaintext; logistic regression (convex) meets 1e-3 above."""
     (x, y), (xt, yt) = tp.datasets.load_mnist()
     y, yt = np.eye(10, dtype=np.float32)[y], np.eye(10, dtype=np.float32)[yt]
     model = seeded(tp.models.network_a)
-    err, acc, acc_ref = _long_run(model,
-                                  tf.keras.losses.CategoricalCrossentropy(from_logits=True),
-                                  x, y, xt, yt, NETWORK_A_STEPS)
-    assert err <= 1e-3 and abs(acc - acc_ref) <= 0.005
+    loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    err, acc, acc_ref = _long_run(model, loss, x, y, xt, yt, NETWORK_A_STEPS)
+    floor = noisy_plaintext_rrmse(model, loss, _batches(x, y, NETWORK_A_STEPS, 128), frac())
+    print(f"network A: float64 training with +-1 ulp noise per step: RRMSE {floor:.2e}")
+    assert err <= 2 * floor and err <= 2e-2 and abs(acc - acc_ref) <= 0.005

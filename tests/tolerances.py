@@ -192,7 +192,7 @@ def _noisy_matmul(a, ea, b, eb, frac_bits: int) -> np.ndarray:
 
 
 def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
-                       frac_bits: int, ring_bits: int):
+                       frac_bits: int, ring_bits: int, loss_scale: bool = True):
     """Error bounds on the weights after ONE converted SGD step of a chain of
     Dense layers (tp.keras.convert_training), against the same step in
     float64, propagated operation by operation:
@@ -210,6 +210,9 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
     backward  dW = hᵀδ, db = Σ δ (exact sum), δ' = (δWᵀ)·[z > 0]: where
               |z| <= its error the private bit may differ, and the error is
               then bounded by |δWᵀ| itself.
+    scale     with the loss_scale pass (default), the backward pass runs on
+              N·δ (the constants c above times N) and each gradient is then
+              multiplied by the public 1/N (public_mul_tol).
     update    Keras' SGD: m = −lr·dW + 0·m (a product by the public lr and a
               product of the zero slot, each one truncation), W + m.
 
@@ -238,19 +241,20 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
     p, ep = h[-1], eh[-1]
     y = np.asarray(y, np.float64)
     n, k = p.shape
+    scale = float(n) if loss_scale else 1.0
     if loss == "bce":
-        c = 1.0 / (n * k)
+        c = scale / (n * k)
         delta = (p - y) * c
         ed = (ep + enc) * c + public_mul_tol(p - y, c, frac_bits)
     elif loss == "cce":
         s = np.exp(p - p.max(-1, keepdims=True))
         s /= s.sum(-1, keepdims=True)
         es = ep.max(-1, keepdims=True) + ACTIVATION_TOL[ring_bits]["softmax"]
-        c = 1.0 / n
+        c = scale / n
         delta = (s - y) * c
         ed = (es + enc) * c + public_mul_tol(s - y, c, frac_bits)
     elif loss == "mse":
-        c = 2.0 / (n * k)
+        c = 2.0 * scale / (n * k)
         g = (p - y) * c
         eg = (ep + enc) * c + public_mul_tol(p - y, c, frac_bits)
         if activations[-1] == "sigmoid":  # SigmoidGrad: dy·(p·(1 − p))
@@ -270,6 +274,9 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
         db = delta.sum(0)
         edb = ed.sum(0)
         for grad, eg_ in ((dw, edw), (db, edb)):
+            if loss_scale:
+                eg_ = eg_ / scale + public_mul_tol(grad, 1.0 / scale, frac_bits)
+                grad = grad / scale
             bounds.append(enc + lr * eg_ + public_mul_tol(grad, lr, frac_bits) +
                           TRUNC_ULPS * u)
         if layer == 0:

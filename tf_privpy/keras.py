@@ -46,7 +46,7 @@ def convert(model: tf.keras.Model, policy: Optional[Policy] = None,
 
 
 def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Policy] = None,
-                     name: Optional[str] = None, passes=("loss_gradient_form",)
+                     name: Optional[str] = None, passes=None
                      ) -> "_conv.PrivateTrainer":
     """Private training of a built Keras model (DESIGN §8 "Training").
 
@@ -69,7 +69,9 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
       optimizer: tf.keras.optimizers.SGD (learning rate, optional momentum,
         Nesterov) or its legacy version; jit_compile is turned off.
       policy: Policy(inputs="private"|"public"); weights are always private.
-      passes: trace-level passes; () differentiates the loss as traced.
+      passes: the trace-level passes (converters/training.py): None for all
+        (default: "loss_gradient_form", "loss_scale"), or a list of names;
+        () differentiates the loss exactly as traced.
 
     Example:
       >>> model = tp.models.network_a()

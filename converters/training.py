@@ -154,8 +154,14 @@ def _resolve_loss(loss):
 def _optimizer_variables(optimizer) -> List[tf.Variable]:
     v = optimizer.variables
     out = list(v() if callable(v) else v)
-    # hyperparameters kept as variables (Keras 2.14: _learning_rate, _iterations)
-    for a in list(vars(optimizer).values()):
+    # hyperparameters kept as variables (Keras 2.14: _learning_rate,
+    # _iterations; legacy optimizers: the _hyper dict, weights)
+    extra = list(vars(optimizer).values()) + list(getattr(optimizer, "_hyper", {}).values())
+    try:
+        extra += list(optimizer.weights)
+    except Exception:  # noqa: BLE001
+        pass
+    for a in extra:
         if isinstance(a, tf.Variable) and not any(a is o for o in out):
             out.append(a)
     for a in ("iterations", "learning_rate", "lr"):

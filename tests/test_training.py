@@ -137,6 +137,38 @@ def test_momentum_several_steps_and_the_loss(ring, rng):
     assert len(trainer.variables) == 2 * len(trainer.trainable_variables)
 
 
+OPTIMIZERS = {
+    # name -> (optimizer, momentum, nesterov, the update op the step traces)
+    "legacy_sgd": (lambda: tf.keras.optimizers.legacy.SGD(LR), 0.0, False,
+                   "ResourceApplyGradientDescent"),
+    "legacy_momentum": (lambda: tf.keras.optimizers.legacy.SGD(LR, momentum=0.9), 0.9, False,
+                        "ResourceApplyKerasMomentum"),
+    "nesterov": (lambda: tf.keras.optimizers.SGD(LR, momentum=0.9, nesterov=True), 0.9, True,
+                 "AssignAddVariableOp"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizers(ring, rng, name):
+    make, momentum, nesterov, update_op = OPTIMIZERS[name]
+    model = seeded(_mlp_cce)
+    loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    batches = [(rng.uniform(-1, 1, (8, 6)).astype(np.float32), _onehot(rng, 8, 3))
+               for _ in range(3)]
+    trainer = tp.keras.convert_training(model, loss, make())
+    assert update_op in {n.op for n in trainer.traced_step(8).graph_def.node}
+    for x, y in batches:
+        trainer.step(x, y)
+    ref = float64_clone(model)
+    opt = tf.keras.optimizers.SGD(LR, momentum=momentum, nesterov=nesterov)
+    for x, y in batches:
+        with tf.GradientTape() as tape:
+            value = loss(tf.constant(y, tf.float64), ref(tf.constant(x, tf.float64)))
+        opt.apply_gradients(zip(tape.gradient(value, ref.trainable_variables),
+                                ref.trainable_variables))
+    assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-4 if ring == 128 else 1e-2)
+
+
 def test_private_inputs_and_public_policy(ring, rng):
     x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
     y = rng.integers(0, 2, (8, 1)).astype(np.float32)

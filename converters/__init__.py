@@ -11,9 +11,14 @@ S2, T1 and T2, every node through the op registry (protocols/mpc/registry.py).
   rewrite.py  the policy, the analysis (every unsupported node in one error),
               the evaluation of the rewritten graph
   model.py    PrivateModel: predict, graph, cost, summary
+  grad_ops.py adapters of the ops a training step adds (gradients, fused
+              losses, GradientTape bookkeeping)
+  training.py the training half: a traced SGD step rewritten so weights
+              stay private across steps (PrivateTrainer, convert_training)
 """
 from .model import PrivateModel, convert, supported_ops
 from .rewrite import Policy, Problem, UnsupportedOpError
+from .training import PrivateTrainer, convert_training
 
-__all__ = ["PrivateModel", "Policy", "Problem", "UnsupportedOpError", "convert",
-           "supported_ops"]
+__all__ = ["PrivateModel", "PrivateTrainer", "Policy", "Problem", "UnsupportedOpError",
+           "convert", "convert_training", "supported_ops"]

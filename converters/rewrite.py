@@ -219,7 +219,7 @@ def _run_public(n, ins: List[Any]) -> List[Any]:
 
     if all(isinstance(v, np.ndarray) for v in ins):
         with tf.init_scope():
-            return [o.numpy() for o in tf.function(run, autograph=False)(*ins)]
+            return [np.asarray(o.numpy()) for o in tf.function(run, autograph=False)(*ins)]
     return run(*ins)
 
 

@@ -353,6 +353,10 @@ def _strided_slice(env, node, ins):
     return [impl("getitem")(env.operand(ins[0]), tuple(key))]
 
 
+# the training half's gradient, loss and bookkeeping ops register here too
+from . import grad_ops  # noqa: E402,F401
+
+
 def supported_op_types() -> List[str]:
     """TF op types the converter rewrites when a private value reaches them."""
     return sorted(ADAPTERS)

@@ -28,6 +28,9 @@ class Traced:
     weights: Dict[str, np.ndarray]      # const node name -> value, for frozen variables
     layer_of: Dict[str, str]            # node name -> Keras layer name ("" if none)
     output_structure: object = None     # nest structure of the function's outputs
+    #: weight const name -> the captured resource handle it froze (the
+    #: training half maps it back to the variable, converters/training.py)
+    handles: Dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 def _keras_specs(model) -> List[tf.TensorSpec]:
@@ -86,5 +89,7 @@ def trace(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = None
     for node in graph_def.node:
         path = "/" + node.name + "/"
         layer_of[node.name] = next((ln for ln in layers if f"/{ln}/" in path), "")
+    handles = {internal.op.name: external for external, internal in concrete.graph.captures
+               if internal.op.name in weights}
     return Traced(graph_def, inputs, specs, outputs, weights, layer_of,
-                  concrete.structured_outputs)
+                  concrete.structured_outputs, handles)

@@ -43,3 +43,44 @@ def convert(model: tf.keras.Model, policy: Optional[Policy] = None,
                         "for a function use tp.convert(fn, input_signature)")
     return _conv.convert(model, input_signature, policy, name=model.name,
                          passes=passes)
+
+
+def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Policy] = None,
+                     name: Optional[str] = None, passes=None
+                     ) -> "_conv.PrivateTrainer":
+    """Private training of a built Keras model (DESIGN §8 "Training").
+
+    One SGD step (forward, loss, tf.GradientTape gradients,
+    optimizer.apply_gradients) is traced as a tf.function at the batch's
+    shape and rewritten like inference, the gradient ops (MatMul with
+    transposes, BiasAddGrad, ReluGrad, SigmoidGrad, TanhGrad,
+    SoftmaxCrossEntropyWithLogits, Conv2DBackprop* at stride 1, ...) through
+    their adapters. The weights and the optimizer's slots are shared once,
+    into tp.Variables on S1 and S2, and each step assigns their new shares:
+    they stay private from step to step. Every node that cannot be
+    converted is reported at once in a tp.UnsupportedOpError.
+
+    Args:
+      model: a built tf.keras.Model.
+      loss: a Keras loss (instance or name): BinaryCrossentropy on a sigmoid
+        output (differentiated in its gradient form (p − y)/n, the
+        loss_gradient_form pass), Categorical/SparseCategoricalCrossentropy
+        from logits (or on a softmax output), MeanSquaredError, ...
+      optimizer: tf.keras.optimizers.SGD (learning rate, optional momentum,
+        Nesterov) or its legacy version; jit_compile is turned off.
+      policy: Policy(inputs="private"|"public"); weights are always private.
+      passes: the trace-level passes (converters/training.py): None for all
+        (default: "loss_gradient_form", "loss_scale"), or a list of names;
+        () differentiates the loss exactly as traced.
+
+    Example:
+      >>> model = tp.models.network_a()
+      >>> trainer = tp.keras.convert_training(
+      ...     model, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+      ...     tf.keras.optimizers.SGD(0.05))
+      >>> for xb, yb in batches:
+      ...     trainer.step(xb, yb)                 # one traced tf.function per step
+      >>> weights = trainer.weights(reveal=True)   # plaintext, to the client
+      >>> trainer.predictor().predict(x_test, reveal=True)
+    """
+    return _conv.convert_training(model, loss, optimizer, policy, name, passes)

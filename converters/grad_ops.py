@@ -1,0 +1,297 @@
+"""Adapters for the ops a traced TRAINING step adds to a model's graph
+(DESIGN §8 "Training"): gradient ops (BiasAddGrad, ReluGrad, SigmoidGrad,
+TanhGrad, Conv2DBackpropInput/Filter), the fused losses
+(SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits,
+SquaredDifference) and the bookkeeping ops of tf.GradientTape (AddN, Cast,
+DivNoNan, Slice, ZerosLike, OnesLike).
+
+They register into tf_ops.ADAPTERS beside the inference adapters, so the
+converter's analysis, tp.converters.supported_ops() and every converted
+graph see them; like those, each one composes registry ops only
+(protocols/mpc/registry.py) and re-implements nothing. The resource ops of
+the optimizer update (ReadVariableOp, Assign*VariableOp,
+ResourceApplyGradientDescent, ...) are stateful and handled by the
+training evaluator (converters/training.py), not here.
+
+Cost notes: ReluGrad is one comparison and one multiplication per element
+(dy·[y > 0]); SigmoidGrad two multiplications (dy·y·(1 − y)); TanhGrad two
+(dy·(1 − y²)); SoftmaxCrossEntropyWithLogits one private softmax for its
+backprop output (softmax(logits) − labels) and a log_softmax only if its
+loss output is used by the converted step (the training evaluator tells the
+adapter through env.consumed).
+"""
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+import tensorflow as tf
+
+from tf_privpy.protocols.mpc.ops import _common as C
+from tf_privpy.protocols.mpc.value import PrivateTensor
+
+from .tf_ops import Unsupported, _fmt, _hw, _padding, adapter, impl, static
+
+
+def _consumed(env, node, index: int) -> bool:
+    """Whether output `index` of the node is used by the converted graph
+    (unknown: assume it is)."""
+    used = getattr(env, "consumed", None)
+    return used is None or (node.name, index) in used
+
+
+def _private(v) -> bool:
+    return isinstance(v, PrivateTensor)
+
+
+# ------------------------------------------------------------ activations
+@adapter("ReluGrad")
+def _relu_grad(env, node, ins):
+    """dy·[features > 0]: TF passes ReLU's output (or input) as features;
+    one private comparison, then a product by the private bit."""
+    dy, feat = env.operand(ins[0]), env.operand(ins[1])
+    cache = getattr(env, "relu_bits", None)
+    bit = cache.get(id(feat)) if cache is not None else None
+    if bit is None:
+        bit = impl("greater")(feat, 0.0)
+    return [impl("multiply")(dy, bit)]
+
+
+@adapter("SigmoidGrad")
+def _sigmoid_grad(env, node, ins):
+    """dy·y·(1 − y), y = sigmoid(x) the forward output."""
+    y, dy = env.operand(ins[0]), env.operand(ins[1])
+    return [impl("multiply")(dy, impl("multiply")(y, impl("subtract")(1.0, y)))]
+
+
+@adapter("TanhGrad")
+def _tanh_grad(env, node, ins):
+    """dy·(1 − y²), y = tanh(x) the forward output."""
+    y, dy = env.operand(ins[0]), env.operand(ins[1])
+    return [impl("multiply")(dy, impl("subtract")(1.0, impl("square")(y)))]
+
+
+@adapter("BiasAddGrad")
+def _bias_add_grad(env, node, ins):
+    """The bias gradient: dy summed over every axis but the channel axis
+    (local)."""
+    dy = env.operand(ins[0])
+    rank = dy.shape.rank
+    channel = rank - 1 if _fmt(node) == "NHWC" else 1
+    return [impl("reduce_sum")(dy, [a for a in range(rank) if a != channel], False)]
+
+
+# ----------------------------------------------------------------- losses
+@adapter("SoftmaxCrossEntropyWithLogits")
+def _softmax_xent(env, node, ins):
+    """Outputs (loss, backprop): backprop = softmax(logits) − labels (the
+    gradient of the loss with respect to the logits), loss =
+    −Σ labels·log_softmax(logits), computed only when the step uses it."""
+    logits, labels = env.operand(ins[0]), env.operand(ins[1])
+    return _xent(env, node, logits, labels)
+
+
+def _xent(env, node, logits, labels):
+    backprop = impl("subtract")(impl("nn.softmax")(logits, -1), labels)
+    loss = None
+    if _consumed(env, node, 0):
+        loss = impl("negative")(impl("reduce_sum")(
+            impl("multiply")(labels, impl("nn.log_softmax")(logits, -1)), [-1], False))
+    return [loss, backprop]
+
+
+@adapter("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_softmax_xent(env, node, ins):
+    """As SoftmaxCrossEntropyWithLogits with integer labels: public labels
+    are one-hot encoded in the clear; private labels by one private equality
+    per class ([label == c], two comparisons each)."""
+    logits, labels = env.operand(ins[0]), env.operand(ins[1])
+    classes = logits.shape[-1]
+    if classes is None:
+        raise Unsupported("the number of classes is not known when converting",
+                          "give the model a static output shape")
+    if _private(labels):
+        onehot = impl("equal")(impl("expand_dims")(labels, -1),
+                               np.arange(classes, dtype=np.float64))
+    else:
+        onehot = tf.one_hot(tf.cast(labels, tf.int32), classes, dtype=logits.dtype)
+    return _xent(env, node, logits, onehot)
+
+
+@adapter("SquaredDifference")
+def _squared_difference(env, node, ins):
+    """(x − y)²: one private multiplication."""
+    return [impl("square")(impl("subtract")(env.operand(ins[0]), env.operand(ins[1])))]
+
+
+# ------------------------------------------------------------ bookkeeping
+@adapter("AddN")
+def _add_n(env, node, ins):
+    """Gradient accumulation: a sum (local)."""
+    out = env.operand(ins[0])
+    for v in ins[1:]:
+        out = impl("add")(out, env.operand(v))
+    return [out]
+
+
+@adapter("Cast")
+def _cast(env, node, ins):
+    """The ring encoding does not depend on the dtype (it only says what
+    reveal() returns), so casts between float types, between integer types
+    and from integers to floats only retag the value (integer labels of a
+    sparse loss); a cast from float to integer (rounding) is refused."""
+    x = env.operand(ins[0])
+    dst = node.attr.get("DstT")
+    if _private(x) and dst is not None and not (x.dtype.is_floating and dst.is_integer):
+        if dst == x.dtype:
+            return [x]
+        return [C.wrap(C.handle_of(x), C.shares(x), dst)]
+    raise Unsupported(f"a cast of a private {getattr(x, 'dtype', '?')} value to {dst}",
+                      "keep private values in float")
+
+
+@adapter("DivNoNan")
+def _div_no_nan(env, node, ins):
+    """x / y, 0 where y == 0, for a public divisor (the loss reduction's
+    division by the batch size): a product by the public 1/y."""
+    x, y = env.operand(ins[0]), ins[1]
+    if _private(env.operand(y)):
+        raise Unsupported("division by a private value in DivNoNan",
+                          "divide by public values (the batch size)")
+    y = np.asarray(static(env, y, "divisor"), np.float64)
+    inv = np.where(y == 0, 0.0, 1.0 / np.where(y == 0, 1.0, y))
+    return [impl("multiply")(x, inv)]
+
+
+@adapter("Slice")
+def _slice(env, node, ins):
+    begin = static(env, ins[1], "slice begin").tolist()
+    size = static(env, ins[2], "slice size").tolist()
+    key = tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))
+    return [impl("getitem")(env.operand(ins[0]), key)]
+
+
+@adapter("ShapeN")
+def _shape_n(env, node, ins):
+    """The (public) shapes of several values, as Shape does for one."""
+    out = []
+    dtype = node.attr.get("out_type") or tf.int32
+    for v in ins:
+        shape = v.shape if not isinstance(v, np.ndarray) else tf.TensorShape(v.shape)
+        if not shape.is_fully_defined():
+            raise Unsupported("the shape of a private value is not known when converting",
+                              "give the input signature a fixed batch size")
+        out.append(np.asarray(shape.as_list(), dtype.as_numpy_dtype))
+    return out
+
+
+@adapter("ZerosLike", "OnesLike")
+def _like(env, node, ins):
+    """Public zeros or ones of a private value's (public) shape."""
+    x = env.operand(ins[0])
+    fill = np.zeros if node.op == "ZerosLike" else np.ones
+    return [fill(x.shape.as_list(), x.dtype.as_numpy_dtype)]
+
+
+# ----------------------------------------------------------- convolutions
+def _stride1(node, what):
+    if _hw(node, "strides") != [1, 1] or _hw(node, "dilations") != [1, 1]:
+        raise Unsupported(f"{what} of a strided or dilated convolution",
+                          "use strides=1 and dilation_rate=1 in trained convolutions "
+                          "(or pooling for downsampling)")
+    if _fmt(node) != "NHWC":
+        raise Unsupported(f"{what} in NCHW", "use channels-last (NHWC)")
+
+
+def _forward_pads(node, in_hw: List[int], k_hw: List[int]) -> List[List[int]]:
+    """[[top, bottom], [left, right]] of the forward (stride-1) convolution."""
+    pad = _padding(node)
+    if pad == "VALID":
+        return [[0, 0], [0, 0]]
+    if pad == "SAME":
+        return [[(k - 1) // 2, k - 1 - (k - 1) // 2] for k in k_hw]
+    return [list(pad[1]), list(pad[2])]
+
+
+@adapter("Conv2DBackpropInput")
+def _conv_backprop_input(env, node, ins):
+    """dx = conv2d(dy padded by (k − 1 − forward pad), the filter flipped
+    in space with in/out channels swapped), VALID: one private product, the
+    registry's conv2d."""
+    _stride1(node, "Conv2DBackpropInput")
+    in_shape = static(env, ins[0], "input sizes").tolist()
+    w, dy = env.operand(ins[1]), env.operand(ins[2])
+    kh, kw = w.shape.as_list()[:2]
+    pads = _forward_pads(node, in_shape[1:3], [kh, kw])
+    back = [[0, 0]] + [[k - 1 - p[0], k - 1 - p[1]] for k, p in zip((kh, kw), pads)] + [[0, 0]]
+    flipped = impl("transpose")(impl("getitem")(w, (slice(None, None, -1),
+                                                    slice(None, None, -1))), [0, 1, 3, 2])
+    padded = impl("pad")(dy, back) if any(any(p) for p in back) else dy
+    return [impl("nn.conv2d")(padded, flipped, strides=[1, 1], padding="VALID",
+                              data_format="NHWC")]
+
+
+@adapter("Conv2DBackpropFilter")
+def _conv_backprop_filter(env, node, ins):
+    """dW[i, j, c, o] = Σ_n,h,w x_pad[n, h+i, w+j, c]·dy[n, h, w, o]: a VALID
+    conv2d of x_pad as [C, H, W, N] with dy as the filter [Ho, Wo, N, O],
+    transposed back to [kh, kw, C, O]: one private product."""
+    _stride1(node, "Conv2DBackpropFilter")
+    x, dy = env.operand(ins[0]), env.operand(ins[2])
+    fshape = static(env, ins[1], "filter sizes").tolist()
+    pads = _forward_pads(node, x.shape.as_list()[1:3], fshape[:2])
+    if any(any(p) for p in pads):
+        x = impl("pad")(x, [[0, 0]] + pads + [[0, 0]])
+    xt = impl("transpose")(x, [3, 1, 2, 0])
+    dyt = impl("transpose")(dy, [1, 2, 0, 3])
+    out = impl("nn.conv2d")(xt, dyt, strides=[1, 1], padding="VALID", data_format="NHWC")
+    return [impl("transpose")(out, [1, 2, 0, 3])]
+
+
+def relu_keeping_bit(env, node, ins):
+    """Training-time ReLU (converters/training.py uses it instead of the
+    inference adapter): y = x·[x > 0] with the private bit kept, so that
+    ReluGrad(dy, y) = dy·[y > 0] = dy·[x > 0] reuses it: one comparison per
+    element per step instead of two (same multiplications, same rounds)."""
+    x = env.operand(ins[0])
+    bit = impl("greater")(x, 0.0)
+    y = impl("multiply")(x, bit)
+    env.relu_bits[id(y)] = bit
+    return [y]
+
+
+#: adapters the training evaluator uses in place of the inference ones
+TRAINING_ADAPTERS = {"Relu": relu_keeping_bit}
+
+@adapter("MaxPoolGrad")
+def _max_pool_grad(env, node, ins):
+    """The gradient of non-overlapping max pooling (window = stride, VALID,
+    sizes divisible, NHWC): each window's gradient goes to the entries equal
+    to its maximum, [x >= max] = [x == max] (one comparison per input
+    element, as the window's max is >= every entry), times the upsampled
+    gradient (one multiplication). Ties share the gradient (TF gives it to
+    the first maximum only); after a ReLU, all-zero windows get a zero
+    gradient from the ReLU anyway."""
+    if _fmt(node) != "NHWC":
+        raise Unsupported("MaxPoolGrad in NCHW", "use channels-last (NHWC)")
+    k, st = list(node.attr["ksize"]), list(node.attr["strides"])
+    x, m, g = (env.operand(v) for v in ins)
+    n, h, w, c = x.shape.as_list()
+    kh, kw = k[1], k[2]
+    if k != st or _padding(node) not in ("VALID", "SAME") or h % kh or w % kw:
+        raise Unsupported("the gradient of overlapping or padded max pooling",
+                          "use pool_size == strides dividing the input size")
+    six = [n, h // kh, kh, w // kw, kw, c]
+    small = [n, h // kh, 1, w // kw, 1, c]
+    xm = impl("reshape")(x, six)
+    bits = impl("greater_equal")(xm, impl("broadcast_to")(impl("reshape")(m, small), six))
+    up = impl("broadcast_to")(impl("reshape")(g, small), six) if _private(g) else \
+        np.broadcast_to(np.reshape(np.asarray(g), small), six)
+    return [impl("reshape")(impl("multiply")(bits, up), [n, h, w, c])]
+
+
+GRAD_OPS = ("MaxPoolGrad", "ReluGrad", "SigmoidGrad", "TanhGrad", "BiasAddGrad",
+            "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
+            "SquaredDifference", "AddN", "Cast", "DivNoNan", "Slice", "ShapeN", "ZerosLike",
+            "OnesLike",
+            "Conv2DBackpropInput", "Conv2DBackpropFilter")

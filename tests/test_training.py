@@ -1,0 +1,416 @@
+"""The converter's training half (DESIGN §8 "Training"): a traced SGD step of
+a Keras model, rewritten so that its weights stay private in tp.Variables.
+
+Every check is against plaintext TF training of the same model in float64
+(a float64 clone, the same Keras loss and SGD optimizer, the same initial
+weights and the same batches): one step within the bound tests/tolerances.py
+derives (dense_sgd_step_tol), and long trainings (slow) within RRMSE 1e-3 of
+the weights and 0.5 % of test accuracy."""
+import collections
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import graphcheck
+import tf_privpy as tp
+from tolerances import dense_sgd_step_tol, keras_tol
+
+L = tf.keras.layers
+LR = 0.1
+
+
+def frac():
+    return tp.get_runtime().config.frac_bits
+
+
+def seeded(build, seed=7):
+    tf.keras.utils.set_random_seed(seed)
+    return build()
+
+
+def float64_clone(model):
+    """The same model in float64 with the same weights: the plaintext reference."""
+    def layer64(layer):
+        return layer.__class__.from_config({**layer.get_config(), "dtype": "float64"})
+    clone = tf.keras.models.clone_model(model, clone_function=layer64)
+    clone.set_weights([w.astype(np.float64) for w in model.get_weights()])
+    return clone
+
+
+def plaintext_training(model, loss, batches, lr=LR, momentum=0.0):
+    """Keras training in float64 from the model's current weights."""
+    ref = float64_clone(model)
+    opt = tf.keras.optimizers.SGD(lr, momentum=momentum)
+    losses = []
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            value = loss(y, ref(x, training=True))
+        grads = tape.gradient(value, ref.trainable_variables)
+        opt.apply_gradients(zip(grads, ref.trainable_variables))
+        return value
+
+    for x, y in batches:
+        losses.append(float(step(tf.constant(x, tf.float64), tf.constant(y, tf.float64))))
+    return ref, losses
+
+
+def rrmse(got, want) -> float:
+    g = np.concatenate([np.ravel(a) for a in got])
+    w = np.concatenate([np.ravel(a) for a in want])
+    return float(np.sqrt(np.mean((g - w) ** 2)) / np.sqrt(np.mean(w ** 2)))
+
+
+# ------------------------------------------------------------ one step
+def _lr_bce():
+    return tf.keras.Sequential([L.InputLayer((6,)), L.Dense(1, activation="sigmoid")])
+
+
+def _mlp_cce():
+    # random biases: no pre-activation is exactly 0 (at z = 0 a ReLU's
+    # gradient bit may differ by one ulp of z; the bound covers it, loosely)
+    def b(seed):
+        return tf.keras.initializers.RandomNormal(stddev=0.5, seed=seed)
+    return tf.keras.Sequential([L.InputLayer((6,)),
+                                L.Dense(5, activation="relu", bias_initializer=b(1)),
+                                L.Dense(4, activation="relu", bias_initializer=b(2)),
+                                L.Dense(3, bias_initializer=b(3))])
+
+
+def _mse_sigmoid():
+    return tf.keras.Sequential([L.InputLayer((6,)), L.Dense(2, activation="sigmoid")])
+
+
+def _onehot(rng, n, k):
+    return np.eye(k, dtype=np.float32)[rng.integers(0, k, n)]
+
+
+#: name -> (builder, Keras loss, loss kind of dense_sgd_step_tol, activations, labels)
+STEP_CASES = {
+    "lr_bce": (_lr_bce, lambda: tf.keras.losses.BinaryCrossentropy(), "bce", ["sigmoid"],
+               lambda rng: rng.integers(0, 2, (8, 1)).astype(np.float32)),
+    "mlp_cce": (_mlp_cce, lambda: tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+                "cce", ["relu", "relu", "linear"], lambda rng: _onehot(rng, 8, 3)),
+    "mse_sigmoid": (_mse_sigmoid, lambda: tf.keras.losses.MeanSquaredError(), "mse",
+                    ["sigmoid"], lambda rng: rng.uniform(0, 1, (8, 2)).astype(np.float32)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(STEP_CASES))
+def test_one_step_matches_plaintext(ring, case, rng):
+    build, loss, kind, acts, labels = STEP_CASES[case]
+    model = seeded(build)
+    x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
+    y = labels(rng)
+    w0 = model.get_weights()
+    trainer = tp.keras.convert_training(model, loss(), tf.keras.optimizers.SGD(LR))
+    assert trainer.step(x, y) is None
+    got = trainer.weights(reveal=True)
+    ref, _ = plaintext_training(model, loss(), [(x, y)])
+    want = ref.get_weights()
+    tol = dense_sgd_step_tol(x, y, list(zip(w0[::2], w0[1::2])), acts, kind,
+                             float(np.float32(LR)), frac(), ring)
+    for g, w, t, w_init in zip(got, want, tol, w0):
+        assert g.shape == w.shape
+        assert np.all(np.abs(g - w) <= t), (np.abs(g - w).max(), t.max())
+        assert np.abs(w - w_init).max() > 2 * t.max()  # the step moved the weights
+    # the step really is the model's: Keras' own float32 step agrees
+    assert np.allclose(got[0], want[0], atol=1e-5 + t.max())
+
+
+def test_momentum_several_steps_and_the_loss(ring, rng):
+    model = seeded(_mlp_cce)
+    batches = [(rng.uniform(-1, 1, (8, 6)).astype(np.float32), _onehot(rng, 8, 3))
+               for _ in range(3)]
+    loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(LR, momentum=0.9))
+    ref, losses = plaintext_training(model, loss, batches, momentum=0.9)
+    got_losses = [float(trainer.step(x, y, return_loss=True).reveal()) for x, y in batches]
+    err = rrmse(trainer.weights(), ref.get_weights())
+    assert err <= (1e-4 if ring == 128 else 1e-2), err
+    # the loss (one private log_softmax) within 1e-3 of Keras'
+    np.testing.assert_allclose(got_losses, losses, atol=1e-3 if ring == 128 else 2e-2)
+    # momentum slots are private variables too
+    assert len(trainer.variables) == 2 * len(trainer.trainable_variables)
+
+
+OPTIMIZERS = {
+    # name -> (optimizer, momentum, nesterov, the update op the step traces)
+    "legacy_sgd": (lambda: tf.keras.optimizers.legacy.SGD(LR), 0.0, False,
+                   "ResourceApplyGradientDescent"),
+    "legacy_momentum": (lambda: tf.keras.optimizers.legacy.SGD(LR, momentum=0.9), 0.9, False,
+                        "ResourceApplyKerasMomentum"),
+    "nesterov": (lambda: tf.keras.optimizers.SGD(LR, momentum=0.9, nesterov=True), 0.9, True,
+                 "AssignAddVariableOp"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_optimizers(ring, rng, name):
+    make, momentum, nesterov, update_op = OPTIMIZERS[name]
+    model = seeded(_mlp_cce)
+    loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    batches = [(rng.uniform(-1, 1, (8, 6)).astype(np.float32), _onehot(rng, 8, 3))
+               for _ in range(3)]
+    trainer = tp.keras.convert_training(model, loss, make())
+    assert update_op in {n.op for n in trainer.traced_step(8).graph_def.node}
+    for x, y in batches:
+        trainer.step(x, y)
+    ref = float64_clone(model)
+    opt = tf.keras.optimizers.SGD(LR, momentum=momentum, nesterov=nesterov)
+    for x, y in batches:
+        with tf.GradientTape() as tape:
+            value = loss(tf.constant(y, tf.float64), ref(tf.constant(x, tf.float64)))
+        opt.apply_gradients(zip(tape.gradient(value, ref.trainable_variables),
+                                ref.trainable_variables))
+    assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-4 if ring == 128 else 1e-2)
+
+
+def test_private_inputs_and_public_policy(ring, rng):
+    x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
+    y = rng.integers(0, 2, (8, 1)).astype(np.float32)
+    results = []
+    for how in ("plain", "private", "public"):
+        model = seeded(_lr_bce)
+        policy = tp.Policy(inputs="public") if how == "public" else None
+        trainer = tp.keras.convert_training(model, "binary_crossentropy",
+                                            tf.keras.optimizers.SGD(LR), policy=policy)
+        if how == "private":
+            trainer.step(tp.share(x), tp.share(y))
+        else:
+            trainer.step(x, y)
+        results.append(trainer.weights())
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_allclose(a, b, atol=1e-3 if ring == 64 else 1e-5)
+
+
+def test_sparse_labels_and_the_gradient_form_pass(ring, rng):
+    x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
+    labels = rng.integers(0, 3, 8).astype(np.int32)
+    model = seeded(_mlp_cce)
+    sparse = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    trainer = tp.keras.convert_training(model, sparse, tf.keras.optimizers.SGD(LR))
+    trainer.step(x, labels)
+    dense_ref, _ = plaintext_training(
+        model, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+        [(x, np.eye(3, dtype=np.float32)[labels])])
+    assert rrmse(trainer.weights(), dense_ref.get_weights()) <= (1e-4 if ring == 128 else 1e-2)
+    # BCE on a sigmoid is differentiated in its gradient form: no private log
+    lr_model = seeded(_lr_bce)
+    with_pass = tp.keras.convert_training(lr_model, "binary_crossentropy",
+                                          tf.keras.optimizers.SGD(LR))
+    ops = {n.op for n in with_pass.traced_step(8).graph_def.node}
+    assert {"Log1p", "Log", "Exp", "Select"}.isdisjoint(ops), ops
+    assert with_pass.traced_step(8).pass_report == {"loss_gradient_form": 1, "loss_scale": 1}
+    assert "loss_gradient_form x1" in with_pass.summary(8)
+    without = tp.keras.convert_training(lr_model, "binary_crossentropy",
+                                        tf.keras.optimizers.SGD(LR), passes=())
+    # as traced, Keras' BCE differentiates through a private exp, reciprocal
+    # and selects: 4x the rounds (80 vs 20 at batch 8)
+    assert {"Exp", "Reciprocal", "Select"} <= {n.op for n in without.traced_step(8).graph_def.node}
+    fast, slow = with_pass.cost(8), without.cost(8)
+    assert 2 * fast.rounds < slow.rounds and fast.comparisons < slow.comparisons
+
+
+def test_unsupported_nodes_are_reported_at_once():
+    model = tf.keras.Sequential([L.InputLayer((7, 7, 1)), L.Conv2D(2, 3, strides=2),
+                                 L.BatchNormalization(), L.MaxPooling2D(3, strides=1),
+                                 L.Flatten(), L.Dense(2)])
+    with pytest.raises(tp.UnsupportedOpError) as err:
+        tp.keras.convert_training(model, tf.keras.losses.MeanSquaredError(),
+                                  tf.keras.optimizers.SGD(LR))
+    text = str(err.value)
+    for what in ("FusedBatchNormGradV3", "moving",  # BatchNorm's statistics: private
+                 "MaxPoolGrad", "overlapping",      # pooling with overlapping windows
+                 "Conv2DBackpropFilter", "strided"):  # strided convolution
+        assert what in text, (what, text)
+    assert len(err.value.problems) >= 4
+
+
+def test_conv_training_step(ring, rng):
+    """Conv2DBackpropInput / Conv2DBackpropFilter (stride 1, VALID and SAME) and
+    MaxPoolGrad (non-overlapping windows)."""
+    model = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((5, 5, 2)), L.Conv2D(3, 3, padding="same", activation="relu"),
+        L.Conv2D(2, 2), L.MaxPooling2D(2), L.Flatten(), L.Dense(2)]))
+    x = rng.uniform(-1, 1, (4, 5, 5, 2)).astype(np.float32)
+    y = rng.uniform(-1, 1, (4, 2)).astype(np.float32)
+    loss = tf.keras.losses.MeanSquaredError()
+    trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(LR))
+    ops = {n.op for n in trainer.traced_step(4).graph_def.node}
+    assert {"Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPoolGrad"} <= ops
+    trainer.step(x, y)
+    ref, _ = plaintext_training(model, loss, [(x, y)])
+    assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-5 if ring == 128 else 1e-3)
+
+
+# ------------------------------------------------------ placement, state
+def test_the_converted_step_is_placed(ring, rng):
+    model = seeded(_mlp_cce)
+    trainer = tp.keras.convert_training(
+        model, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+        tf.keras.optimizers.SGD(LR, momentum=0.5))
+    servers = tp.servers()
+    concrete = trainer.concrete(8)  # plain x, y shared inside the step
+    bad = graphcheck.graph_violations(concrete, servers, {})
+    assert not bad, "\n".join(bad[:20])
+    px, py = tp.share(np.zeros((8, 6))), tp.share(np.zeros((8, 3)))
+    concrete = trainer._fn.get_concrete_function(px, py, False)
+    bad = graphcheck.graph_violations(concrete, servers, graphcheck.share_inputs(concrete, 2))
+    assert not bad, "\n".join(bad[:20])
+    parties = graphcheck.Parties(servers)
+    assigned = collections.Counter(parties.of(op.device)
+                                   for op in concrete.graph.get_operations()
+                                   if op.type == "AssignVariableOp")
+    # 6 weights and 6 momentum slots, each share on its own server; the
+    # public iteration counter on the client
+    assert assigned == {"S1": 12, "S2": 12, "client": 1}, assigned
+
+
+def test_save_and_restore_a_trainers_weights(ring, rng, tmp_path):
+    model = seeded(_mlp_cce)
+    loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(LR))
+    x, y = rng.uniform(-1, 1, (8, 6)).astype(np.float32), _onehot(rng, 8, 3)
+    trainer.step(x, y)
+    saved = trainer.weights()
+    shares = [[s.numpy() for s in v.share_variables] for v in trainer.variables]
+    tp.save_variables(trainer.variables, str(tmp_path))
+    trainer.step(x, y)
+    assert rrmse(trainer.weights(), saved) > 1e-4
+    tp.restore_variables(trainer.variables, str(tmp_path))
+    for v, s in zip(trainer.variables, shares):
+        for sv, want in zip(v.share_variables, s):
+            np.testing.assert_array_equal(sv.numpy(), want)
+    for a, b in zip(trainer.weights(), saved):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_predictor_uses_the_private_weights(ring, rng):
+    model = seeded(_mlp_cce)
+    trainer = tp.keras.convert_training(
+        model, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
+        tf.keras.optimizers.SGD(LR))
+    predictor = trainer.predictor()
+    x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
+    before = predictor.predict(x, reveal=True).numpy()
+    trainer.step(x, _onehot(rng, 8, 3))
+    after = predictor.predict(x, reveal=True).numpy()  # follows the step
+    trained = trainer.assign_to(seeded(_mlp_cce))
+    np.testing.assert_array_less(np.abs(after - trained(x).numpy()),
+                                 keras_tol(trained, x, frac(), ring) + 1e-6)
+    assert np.abs(after - before).max() > 1e-3
+    bill = trainer.cost(8)
+    assert bill.multiplications > 0 and bill.comparisons > 0 and bill.rounds > 0
+
+
+# ------------------------------------------------------------ long runs
+def _batches(x, y, steps, batch, seed=0):
+    rng = np.random.default_rng(seed)
+    order = np.array([], int)
+    out = []
+    while len(out) < steps:
+        if len(order) < batch:
+            order = np.concatenate([order, rng.permutation(len(x))])
+        idx, order = order[:batch], order[batch:]
+        out.append((x[idx], y[idx]))
+    return out
+
+
+def _accuracy(model, x, y) -> float:
+    p = model(x.astype(np.float32)).numpy()
+    if p.shape[-1] == 1:
+        return float(np.mean((p > 0.5) == (y > 0.5)))
+    return float(np.mean(p.argmax(-1) == y.argmax(-1)))
+
+
+def _long_run(model, loss, x, y, xt, yt, steps, batch=128, lr=LR):
+    batches = _batches(x, y, steps, batch)
+    ref, _ = plaintext_training(model, loss, batches, lr=lr)
+    trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(lr))
+    trainer.step(*batches[0])
+    start = time.perf_counter()
+    for xb, yb in batches[1:]:
+        trainer.step(xb, yb)
+    per_step = (time.perf_counter() - start) / max(1, steps - 1)
+    got, want = trainer.weights(), ref.get_weights()
+    err = rrmse(got, want)
+    trained = trainer.assign_to(tf.keras.models.clone_model(model))
+    acc, acc_ref = _accuracy(trained, xt, yt), _accuracy(ref, xt, yt)
+    print(f"\n{model.name}: {steps} steps of batch {batch}, {per_step * 1e3:.0f} ms/step, "
+          f"RRMSE {err:.2e} (per tensor "
+          f"{', '.join(f'{rrmse([a], [b]):.1e}' for a, b in zip(got, want))}), "
+          f"accuracy {acc:.4f} vs plaintext {acc_ref:.4f}")
+    return err, acc, acc_ref
+
+
+@pytest.mark.slow
+def test_logistic_regression_mnist_1000_steps():
+    (x, y), (xt, yt) = tp.datasets.load_mnist()
+    x, y = tp.datasets.mnist_binary(x, y)
+    xt, yt = tp.datasets.mnist_binary(xt, yt)
+    model = seeded(lambda: tp.models.logistic_regression(784))
+    err, acc, acc_ref = _long_run(model, tf.keras.losses.BinaryCrossentropy(), x, y, xt, yt,
+                                  1000)
+    assert err <= 1e-3 and abs(acc - acc_ref) <= 0.005
+
+
+@pytest.mark.slow
+def test_logistic_regression_breast_cancer_1000_steps():
+    (x, y), (xt, yt) = tp.datasets.load_breast_cancer()
+    model = seeded(lambda: tp.models.logistic_regression(30))
+    err, acc, acc_ref = _long_run(model, tf.keras.losses.BinaryCrossentropy(), x, y, xt, yt,
+                                  1000)
+    assert err <= 1e-3 and abs(acc - acc_ref) <= 0.005
+
+
+#: network A's steps in the slow test: ~0.23 s per step (batch 128, 128-bit
+#: ring, 2 cores), so 1,000 steps would take ~4 minutes; 600 fit in ~3
+NETWORK_A_STEPS = 600
+
+
+def noisy_plaintext_rrmse(model, loss, batches, frac_bits, lr=LR, seed=0):
+    """RRMSE of float64 training whose weights get uniform noise of ±1 ulp
+    (2^-frac_bits) after every step, against noiseless float64 training: the
+    floor that fixed-point weights (one local truncation per update) cannot
+    beat, whatever the protocol."""
+    ref, _ = plaintext_training(model, loss, batches, lr=lr)
+    noisy = float64_clone(model)
+    opt = tf.keras.optimizers.SGD(lr)
+    rng = np.random.default_rng(seed)
+    u = 2.0 ** -frac_bits
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            value = loss(y, noisy(x, training=True))
+        opt.apply_gradients(zip(tape.gradient(value, noisy.trainable_variables),
+                                noisy.trainable_variables))
+
+    for x, y in batches:
+        step(tf.constant(x, tf.float64), tf.constant(y, tf.float64))
+        for v in noisy.trainable_variables:
+            v.assign_add(rng.uniform(-u, u, v.shape))
+    return rrmse(noisy.get_weights(), ref.get_weights())
+
+
+@pytest.mark.slow
+def test_network_a_mnist():
+    """Network A's SGD dynamics amplify perturbations of the weights: one
+    ulp of noise per step (2^-20, what the update's local truncation adds)
+    grows to an RRMSE of ~3e-3 after 100 steps and ~1e-2 after 600 in plain
+    float64 too (noisy_plaintext_rrmse). So the private weights are held to
+    that floor (within 2x) rather than to 1e-3, and the test accuracy to
+    0.5 % of plaintext; logistic regression (convex) meets 1e-3 above."""
+    (x, y), (xt, yt) = tp.datasets.load_mnist()
+    y, yt = np.eye(10, dtype=np.float32)[y], np.eye(10, dtype=np.float32)[yt]
+    model = seeded(tp.models.network_a)
+    loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
+    err, acc, acc_ref = _long_run(model, loss, x, y, xt, yt, NETWORK_A_STEPS)
+    floor = noisy_plaintext_rrmse(model, loss, _batches(x, y, NETWORK_A_STEPS, 128), frac())
+    print(f"network A: float64 training with +-1 ulp noise per step: RRMSE {floor:.2e}")
+    assert err <= 2 * floor and err <= 2e-2 and abs(acc - acc_ref) <= 0.005

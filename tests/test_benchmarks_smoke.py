@@ -18,6 +18,8 @@ RUNS = {
                   "functions.json"),
     "converter": (["--rings=64", "--models=lenet5", "--batches=2", "--reps=1"],
                   "converter.json"),
+    "training": (["--rings=64", "--lr_batches=10", "--models=lr", "--reps=1"],
+                 "training.json"),
 }
 
 
@@ -39,6 +41,9 @@ def test_benchmark_runs(name, tmp_path):
         row = res["rows"][0]
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0
         assert row["rounds"] > 0 and row["build_s"] > 0
+    if name == "training":
+        assert res["lr_per_instance"][0]["ms_per_instance"] > 0
+        assert res["per_step"][0]["rounds"] > 0
     if name == "functions":
         assert {r["fn"] for r in res["rows"]} == {"exp", "divide", "softmax"}
         assert all(r["tf_plaintext_us_per_elt"] > 0 for r in res["rows"])

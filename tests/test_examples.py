@@ -54,3 +54,16 @@ def test_keras_convert_example(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     diff = float(re.search(r"max \|private - plaintext\| output: ([0-9.e+-]+)", r.stdout)[1])
     assert diff < 1e-3 and "same class as plaintext: 100.0%" in r.stdout, r.stdout
+
+
+@pytest.mark.slow
+def test_lr_private_training_example():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "lr_private_training.py"),
+                        "--dataset=breast_cancer", "--steps=40", "--batch=32"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rrmse = float(re.search(r"RRMSE[^:]*: ([0-9.e+-]+)", r.stdout)[1])
+    acc = re.search(r"test accuracy: private ([0-9.]+)%, plaintext ([0-9.]+)%", r.stdout)
+    assert rrmse <= 1e-3, r.stdout
+    assert abs(float(acc[1]) - float(acc[2])) <= 0.5, r.stdout

@@ -77,6 +77,17 @@ def logistic_regression(num_features: int, num_classes: int = 1) -> tf.keras.Mod
     ], name="logistic_regression")
 
 
+def _mlp(hidden: int, num_classes: int, name: str) -> tf.keras.Model:
+    """784 -> hidden -> hidden -> classes with ReLU (FFNN and network A differ
+    only in their width)."""
+    return tf.keras.Sequential([
+        layers.Input((784,), name="image"),
+        layers.Dense(hidden, activation="relu", name="fc1"),
+        layers.Dense(hidden, activation="relu", name="fc2"),
+        layers.Dense(num_classes, name="logits"),
+    ], name=name)
+
+
 def ffnn(num_classes: int = 10) -> tf.keras.Model:
     """PrivPy's feed-forward network: 784-625-625-10 with ReLU (PrivPy §7.3.2).
 
@@ -88,12 +99,7 @@ def ffnn(num_classes: int = 10) -> tf.keras.Model:
       >>> tp.models.ffnn().count_params()
       888135
     """
-    return tf.keras.Sequential([
-        layers.Input((784,), name="image"),
-        layers.Dense(625, activation="relu", name="fc1"),
-        layers.Dense(625, activation="relu", name="fc2"),
-        layers.Dense(num_classes, name="logits"),
-    ], name="ffnn")
+    return _mlp(625, num_classes, "ffnn")
 
 
 def _sum_pool(name: str):
@@ -172,12 +178,7 @@ def network_a(num_classes: int = 10) -> tf.keras.Model:
       >>> tp.models.network_a().count_params()
       118282
     """
-    return tf.keras.Sequential([
-        layers.Input((784,), name="image"),
-        layers.Dense(128, activation="relu", name="fc1"),
-        layers.Dense(128, activation="relu", name="fc2"),
-        layers.Dense(num_classes, name="logits"),
-    ], name="network_a")
+    return _mlp(128, num_classes, "network_a")
 
 
 def _conv_relu_pool(filters: int, name: str):

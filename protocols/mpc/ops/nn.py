@@ -97,14 +97,9 @@ def avg_pool2d(input: PrivateTensor, ksize, strides, padding: str = "VALID",
     if data_format not in (None, "NHWC"):
         raise ValueError("tp.nn.avg_pool2d supports data_format='NHWC' only")
     xs = input.shape
-    if xs.rank != 4 or not xs[1:].is_fully_defined():
-        raise ValueError(f"tp.nn.avg_pool2d needs an NHWC input of known shape, got {xs}")
-    kh, kw = _pair(ksize, "ksize")
-    sh_, sw = _pair(strides, "strides")
-    t, b, l, r = _explicit_padding(padding, (xs[1], xs[2]), (kh, kw), (sh_, sw))
+    kh, kw, sh_, sw, (t, b, l, r), (H, W), (oh, ow) = _pool_geometry(
+        input, ksize, strides, padding, "tp.nn.avg_pool2d")
     x = array_ops.pad(input, [[0, 0], [t, b], [l, r], [0, 0]]) if (t or b or l or r) else input
-    H, W = xs[1] + t + b, xs[2] + l + r
-    oh, ow = (H - kh) // sh_ + 1, (W - kw) // sw + 1
     total = None
     for i in range(kh):
         for j in range(kw):
@@ -120,17 +115,26 @@ def avg_pool2d(input: PrivateTensor, ksize, strides, padding: str = "VALID",
     return math_ops.divide(total, tf.constant(counts[None, :, :, None], tf.float64))
 
 
-def _windows(input: PrivateTensor, ksize, strides, padding, what):
-    """The pooling windows of an NHWC input stacked on a new last axis
-    [N, OH, OW, C, kh*kw] (local slicing), with SAME padding by zeros."""
-    if not C.is_private(input):
-        raise TypeError(f"{what} takes a PrivateTensor")
+def _pool_geometry(input: PrivateTensor, ksize, strides, padding, what):
+    """(kh, kw, sh, sw, (top, bottom, left, right) padding, padded (H, W),
+    output (OH, OW)) of pooling an NHWC input of known shape."""
     xs = input.shape
     if xs.rank != 4 or not xs[1:].is_fully_defined():
         raise ValueError(f"{what} needs an NHWC input of known shape, got {xs}")
     kh, kw = _pair(ksize, "ksize")
     sh_, sw = _pair(strides, "strides")
     t, b, l, r = _explicit_padding(padding, (xs[1], xs[2]), (kh, kw), (sh_, sw))
+    H, W = xs[1] + t + b, xs[2] + l + r
+    return kh, kw, sh_, sw, (t, b, l, r), (H, W), ((H - kh) // sh_ + 1, (W - kw) // sw + 1)
+
+
+def _windows(input: PrivateTensor, ksize, strides, padding, what):
+    """The pooling windows of an NHWC input stacked on a new last axis
+    [N, OH, OW, C, kh*kw] (local slicing), with SAME padding by zeros."""
+    if not C.is_private(input):
+        raise TypeError(f"{what} takes a PrivateTensor")
+    kh, kw, sh_, sw, (t, b, l, r), (H, W), (oh, ow) = _pool_geometry(
+        input, ksize, strides, padding, what)
     if t or b or l or r:
         # Max pooling must ignore padding: pad with the most negative encodable
         # value, so a padded tap never wins (a public constant, so local).
@@ -140,8 +144,6 @@ def _windows(input: PrivateTensor, ksize, strides, padding, what):
         x = math_ops.add(array_ops.pad(shifted, [[0, 0], [t, b], [l, r], [0, 0]]), low)
     else:
         x = input
-    H, W = xs[1] + t + b, xs[2] + l + r
-    oh, ow = (H - kh) // sh_ + 1, (W - kw) // sw + 1
     wins = [x[:, i:i + (oh - 1) * sh_ + 1:sh_, j:j + (ow - 1) * sw + 1:sw, :]
             for i in range(kh) for j in range(kw)]
     return array_ops.stack(wins, axis=-1), kh * kw

@@ -218,8 +218,11 @@ def _run_public(n, ins: List[Any]) -> List[Any]:
         return list(op.outputs)
 
     if all(isinstance(v, np.ndarray) for v in ins):
+        # wrap_function, not one tf.function per node: TF warns about
+        # "retracing" after five functions built in a loop
         with tf.init_scope():
-            return [np.asarray(o.numpy()) for o in tf.function(run, autograph=False)(*ins)]
+            fn = tf.compat.v1.wrap_function(lambda: run(*[tf.constant(v) for v in ins]), [])
+            return [np.asarray(o.numpy()) for o in fn()]
     return run(*ins)
 
 

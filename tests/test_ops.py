@@ -114,6 +114,36 @@ def test_matmul_private(ring, mode, rng):
               pa, pb).reveal(), (a @ b).T, tol.T)
 
 
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("kinds", ["pp", "pc", "cp"])
+def test_matmul_transposes(ring, mode, rng, ta, tb, kinds):
+    """Every transpose combination, private or public operands, on skinny
+    shapes where computing (op'(b)·op'(a))^T transposes less (a dense
+    layer's gradient x^T·g); the product is the same."""
+    a = rng.normal(0, 2, (9, 4))            # op(a): 9x4, or 4x9 transposed
+    b = rng.normal(0, 2, (9, 1) if ta else (4, 1))
+    b = b.T if tb else b
+    want = (a.T if ta else a) @ (b.T if tb else b)
+    ops = [share64(a) if kinds[0] == "p" else a, share64(b) if kinds[1] == "p" else b]
+    f = frac()
+    tol = matmul_tol(a.T if ta else a, b.T if tb else b, f)
+    tol = tol + np.abs(a.T if ta else a) @ np.abs(b.T if tb else b) * ulp(f) + ulp(f)
+    got = run(mode, lambda u, v: tp.matmul(u, v, transpose_a=ta, transpose_b=tb), *ops)
+    close(got.reveal(), want, tol)
+
+
+def test_matmul_transposes_the_smaller_side():
+    """x^T·g with x [128, 50] and g [128, 1] private: the graph transposes g
+    and the [1, 50] result, never x (two 6,400-element copies per server)."""
+    x = share64(np.ones((128, 50)))
+    g = share64(np.ones((128, 1)))
+    graph = tf.function(lambda u, v: tp.matmul(u, v, transpose_a=True).reveal()) \
+        .get_concrete_function(x, g).graph
+    sizes = [op.inputs[0].shape.num_elements() for op in graph.get_operations()
+             if op.type == "Transpose"]
+    assert sizes and max(sizes) <= 128 * 2, sizes
+
+
 def test_matmul_batched_and_public(ring, mode, rng):
     a = rng.normal(0, 2, (2, 3, 4))
     b = rng.normal(0, 2, (2, 4, 5))

@@ -368,9 +368,14 @@ def test_logistic_regression_breast_cancer_1000_steps():
     assert err <= 1e-3 and abs(acc - acc_ref) <= 0.005
 
 
-#: network A's steps in the slow test: ~0.23 s per step (batch 128, 128-bit
-#: ring, 2 cores), so 1,000 steps would take ~4 minutes; 600 fit in ~3
-NETWORK_A_STEPS = 600
+#: network A's learning rate: Keras' default for SGD. At 0.1 its SGD
+#: dynamics amplify any perturbation of the weights: float64 training with
+#: uniform noise of 2^-28 (256 times below our ulp) added to the weights after
+#: every step differs from noiseless float64 training by an RRMSE of 2.8e-3
+#: after 1,000 steps, and with 2^-20 by 1.5e-2 (noisy_plaintext_rrmse,
+#: measured), so no 20-bit fixed point could meet 1e-3 there. At 0.01 the
+#: same 2^-20 noise gives 4.4e-4.
+NETWORK_A_LR = 0.01
 
 
 def noisy_plaintext_rrmse(model, loss, batches, frac_bits, lr=LR, seed=0):
@@ -399,18 +404,18 @@ def noisy_plaintext_rrmse(model, loss, batches, frac_bits, lr=LR, seed=0):
 
 
 @pytest.mark.slow
-def test_network_a_mnist():
-    """Network A's SGD dynamics amplify perturbations of the weights: one
-    ulp of noise per step (2^-20, what the update's local truncation adds)
-    grows to an RRMSE of ~3e-3 after 100 steps and ~1e-2 after 600 in plain
-    float64 too (noisy_plaintext_rrmse). So the private weights are held to
-    that floor (within 2x) rather than to 1e-3, and the test accuracy to
-    0.5 % of plaintext; logistic regression (convex) meets 1e-3 above."""
+def test_network_a_mnist_1000_steps():
+    """Network A (784-128-128-10, ReLU), 1,000 steps of batch 128 at
+    NETWORK_A_LR: the private weights within RRMSE 1e-3 of float64 Keras and
+    test accuracy within 0.5 % (measured: 4.5e-4, 89.00 % = plaintext;
+    ~130 ms per step on 2 cores). The noise floor of 20 fractional bits at
+    this learning rate is printed beside it."""
     (x, y), (xt, yt) = tp.datasets.load_mnist()
     y, yt = np.eye(10, dtype=np.float32)[y], np.eye(10, dtype=np.float32)[yt]
     model = seeded(tp.models.network_a)
     loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
-    err, acc, acc_ref = _long_run(model, loss, x, y, xt, yt, NETWORK_A_STEPS)
-    floor = noisy_plaintext_rrmse(model, loss, _batches(x, y, NETWORK_A_STEPS, 128), frac())
+    err, acc, acc_ref = _long_run(model, loss, x, y, xt, yt, 1000, lr=NETWORK_A_LR)
+    floor = noisy_plaintext_rrmse(model, loss, _batches(x, y, 1000, 128), frac(),
+                                  lr=NETWORK_A_LR)
     print(f"network A: float64 training with +-1 ulp noise per step: RRMSE {floor:.2e}")
-    assert err <= 2 * floor and err <= 2e-2 and abs(acc - acc_ref) <= 0.005
+    assert err <= 1e-3 and abs(acc - acc_ref) <= 0.005

@@ -2,6 +2,7 @@
 // (ring_gemm_avx512.cc) and a portable register-blocked C++ kernel.
 #include "ops/ring/ring_gemm.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -63,8 +64,67 @@ struct PortablePolicy {
   }
 };
 
+// Skinny products (one side of C at most kSkinny wide: the matrix-vector
+// products of logistic regression, a batch of one through a dense layer).
+// The blocked driver pads the narrow side to a whole micro-tile (up to 16x
+// the work) and packs the wide operand; these loops stream it once instead.
+constexpr int64_t kSkinny = 2;
+
+// N <= kSkinny: rows of C in parallel, each a few dot products of a row of A
+// with the columns of B.
+template <typename T>
+void SkinnyN(const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
+             int64_t ldc, int64_t M, int64_t K, int64_t N, GemmMode mode,
+             const ParallelFor& pf) {
+  pf(M, K * N * (sizeof(T) == 8 ? 1 : 4) + 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const T* a = A + i * lda;
+      T acc[kSkinny] = {};
+      for (int64_t k = 0; k < K; ++k) {
+        const T* bk = B + k * ldb;
+        for (int64_t j = 0; j < N; ++j) acc[j] += a[k] * bk[j];
+      }
+      for (int64_t j = 0; j < N; ++j) ApplyMode(C + i * ldc + j, acc[j], mode);
+    }
+  });
+}
+
+// M <= kSkinny: column blocks of C in parallel, each the rows of B scaled by
+// A's few entries and summed in a block-sized accumulator.
+template <typename T>
+void SkinnyM(const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
+             int64_t ldc, int64_t M, int64_t K, int64_t N, GemmMode mode,
+             const ParallelFor& pf) {
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = CeilDiv(N, kBlock);
+  pf(blocks, kBlock * K * M * (sizeof(T) == 8 ? 1 : 4) + 1, [&](int64_t bb, int64_t be) {
+    T acc[kSkinny][kBlock];
+    for (int64_t blk = bb; blk < be; ++blk) {
+      const int64_t j0 = blk * kBlock, n = std::min(kBlock, N - j0);
+      for (int64_t i = 0; i < M; ++i) std::fill(acc[i], acc[i] + n, T(0));
+      for (int64_t k = 0; k < K; ++k) {
+        const T* bk = B + k * ldb + j0;
+        for (int64_t i = 0; i < M; ++i) {
+          const T a = A[i * lda + k];
+          T* ai = acc[i];
+          for (int64_t j = 0; j < n; ++j) ai[j] += a * bk[j];
+        }
+      }
+      for (int64_t i = 0; i < M; ++i) {
+        for (int64_t j = 0; j < n; ++j) ApplyMode(C + i * ldc + j0 + j, acc[i][j], mode);
+      }
+    }
+  });
+}
+
 bool Avx512Disabled() {
   const char* v = std::getenv("TF_PRIVPY_DISABLE_AVX512");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// Tests compare the skinny loops with the blocked kernels on the same shapes.
+bool SkinnyDisabled() {
+  const char* v = std::getenv("TF_PRIVPY_DISABLE_SKINNY_GEMM");
   return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
@@ -76,6 +136,15 @@ void RingGemm(const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
               int64_t ldc, int64_t M, int64_t K, int64_t N, GemmMode mode,
               const ParallelFor& parallel_for) {
   namespace in = ring_gemm_internal;
+  if (M > 0 && N > 0 && K > 0 && (N <= in::kSkinny || M <= in::kSkinny) &&
+      !in::SkinnyDisabled()) {
+    if (N <= in::kSkinny) {
+      in::SkinnyN(A, lda, B, ldb, C, ldc, M, K, N, mode, parallel_for);
+    } else {
+      in::SkinnyM(A, lda, B, ldb, C, ldc, M, K, N, mode, parallel_for);
+    }
+    return;
+  }
   // getenv per call (not cached) so tests can toggle the path; it is
   // negligible next to the GEMM itself.
   if (in::CpuHasAvx512Ifma() && !in::Avx512Disabled()) {

@@ -70,7 +70,7 @@ void RunCase(const Shape& s, int pattern, uint64_t seed) {
   for (auto& x : B) x = RandomValue<T>(rng, pattern);
   for (auto& x : C0) x = RandomValue<T>(rng, 0);
 
-  const char* paths[] = {"fast", "portable"};
+  const char* paths[] = {"fast", "portable", "fast-blocked", "portable-blocked"};
   const GemmMode modes[] = {GemmMode::kSet, GemmMode::kAdd, GemmMode::kSub};
   const char* mode_names[] = {"set", "add", "sub"};
   std::vector<std::pair<std::string, ParallelFor>> fors = {
@@ -81,11 +81,17 @@ void RunCase(const Shape& s, int pattern, uint64_t seed) {
     std::vector<T> ref = C0;
     Reference(A.data(), lda, B.data(), ldb, ref.data(), ldc, s.M, s.K, s.N,
               modes[mi]);
-    for (int p = 0; p < 2; ++p) {
-      if (p == 1) {
+    // p & 1: portable kernel; p & 2: blocked driver even for skinny shapes
+    for (int p = 0; p < 4; ++p) {
+      if (p & 1) {
         setenv("TF_PRIVPY_DISABLE_AVX512", "1", 1);
       } else {
         unsetenv("TF_PRIVPY_DISABLE_AVX512");
+      }
+      if (p & 2) {
+        setenv("TF_PRIVPY_DISABLE_SKINNY_GEMM", "1", 1);
+      } else {
+        unsetenv("TF_PRIVPY_DISABLE_SKINNY_GEMM");
       }
       for (auto& f : fors) {
         std::vector<T> C = C0;
@@ -111,6 +117,7 @@ void RunCase(const Shape& s, int pattern, uint64_t seed) {
     }
   }
   unsetenv("TF_PRIVPY_DISABLE_AVX512");
+  unsetenv("TF_PRIVPY_DISABLE_SKINNY_GEMM");
 }
 
 template <typename T>
@@ -123,7 +130,11 @@ void RunAll() {
       {9, 7, 15, 1, 1, 1},    {7, 300, 9, 0, 0, 3},  {64, 513, 72, 2, 2, 2},
       {1, 600, 1, 0, 0, 0},   {200, 17, 300, 0, 4, 1}, {300, 64, 5, 1, 0, 0},
       {5, 64, 300, 0, 0, 0},  {33, 1000, 9, 0, 0, 0}, {96, 96, 96, 0, 0, 0},
-      {130, 70, 270, 3, 3, 3}, {270, 40, 130, 0, 0, 0}};
+      {130, 70, 270, 3, 3, 3}, {270, 40, 130, 0, 0, 0},
+      // skinny: matrix-vector (N <= 2) and vector-matrix (M <= 2) products
+      {128, 784, 1, 0, 0, 0}, {784, 128, 1, 3, 2, 1}, {1, 784, 128, 0, 0, 0},
+      {2, 300, 259, 1, 2, 3}, {300, 17, 2, 2, 0, 1}, {1, 1000, 513, 0, 0, 0},
+      {3, 50, 600, 0, 0, 0}, {600, 50, 3, 0, 0, 0}};
   std::mt19937_64 rng(12345);
   for (int i = 0; i < 30; ++i) {
     shapes.push_back({int64_t(rng() % 70), int64_t(rng() % 300),
@@ -135,7 +146,8 @@ void RunAll() {
   // Extreme values with K spanning several k-blocks stress accumulator bounds.
   for (const Shape& s :
        {Shape{9, 1000, 17, 0, 0, 0}, Shape{16, 256, 8, 0, 0, 0},
-        Shape{8, 257, 8, 1, 0, 0}, Shape{3, 5, 3, 0, 0, 0}}) {
+        Shape{8, 257, 8, 1, 0, 0}, Shape{3, 5, 3, 0, 0, 0},
+        Shape{40, 1000, 1, 0, 0, 0}, Shape{2, 1000, 300, 0, 1, 0}}) {
     RunCase<T>(s, 1, seed++);
     RunCase<T>(s, 2, seed++);
   }

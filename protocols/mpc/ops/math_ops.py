@@ -210,6 +210,32 @@ def _transpose_last2(v):
     return array_ops.transpose(v, perm) if C.is_private(v) else tf.transpose(v, perm)
 
 
+def _private_size(v) -> Optional[int]:
+    """Elements of a private operand (0 for a public one: transposing it is
+    local plaintext work), None if its shape is not static."""
+    if not C.is_private(v):
+        return 0
+    s = C.static_shape(v)
+    return s.num_elements() if s.is_fully_defined() else None
+
+
+def _swap_is_cheaper(a, b, transpose_a: bool, transpose_b: bool) -> bool:
+    """Whether computing (op'(b)·op'(a))^T transposes fewer private
+    elements than op(a)·op(b) (rank-2 operands with static shapes)."""
+    sa, sb = C.static_shape(a), C.static_shape(b)
+    if sa.rank != 2 or sb.rank != 2:
+        return False
+    na, nb = _private_size(a), _private_size(b)
+    if na is None or nb is None:
+        return False
+    m = sa[1] if transpose_a else sa[0]
+    n = sb[0] if transpose_b else sb[1]
+    out = m * n if (C.is_private(a) or C.is_private(b)) else 0
+    direct = transpose_a * na + transpose_b * nb
+    swapped = (not transpose_a) * na + (not transpose_b) * nb + out
+    return swapped < direct
+
+
 def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
            transpose_b: bool = False, name: Optional[str] = None) -> PrivateTensor:
     """Matrix product a @ b of rank >= 2 operands (batch dims broadcast).
@@ -231,10 +257,18 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
     if sa.rank is None or sb.rank is None or sa.rank < 2 or sb.rank < 2:
         raise ValueError(f"tp.matmul needs operands of rank >= 2, got shapes {sa} and {sb}; "
                          "use tp.tensordot or tp.dot for vectors")
+    if (transpose_a or transpose_b) and _swap_is_cheaper(a, b, transpose_a, transpose_b):
+        # op(a)·op(b) = (op'(b)·op'(a))^T: transpose the smaller operands
+        # and the result instead of a large private operand (the gradient
+        # x^T·g of a dense layer: g and the result, not the batch x)
+        return _transpose_last2(matmul(b, a, transpose_a=not transpose_b,
+                                       transpose_b=not transpose_a, name=name))
     if transpose_a:
-        a, sa = _transpose_last2(a), C.static_shape(_transpose_last2(a))
+        a = _transpose_last2(a)
+        sa = C.static_shape(a)
     if transpose_b:
-        b, sb = _transpose_last2(b), C.static_shape(_transpose_last2(b))
+        b = _transpose_last2(b)
+        sb = C.static_shape(b)
     if sa[-1] is not None and sb[-2] is not None and sa[-1] != sb[-2]:
         raise ValueError(f"tp.matmul: inner dimensions differ: {sa} @ {sb}")
     batch = C.broadcast_shape(sa[:-2], sb[:-2], "tp.matmul batch dimensions")

@@ -11,7 +11,7 @@ Embedded four servers, best of --reps steps after the tracing step.
     python benchmarks/training.py
     python benchmarks/training.py --rings=64 --lr_batches=10 --models=lr --reps=1
 
-Results go to benchmarks/results/training.json.
+Results go to benchmarks/results/training.json and training.png.
 """
 import os
 import time
@@ -29,6 +29,8 @@ flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__
 F = flags.FLAGS
 
 PRIVPY_LR_MS = {1: (80, 70), 10: (11, 9), 100: (3.7, 2.3), 1000: (2.5, 1.39)}
+#: issue 10's target for the 128-bit ring
+STEP_TARGET_MS = {"lr": 10.0}
 ANCHOR_STEP_MS = {"lr": ("TF-Encrypted LAN", 10.0, 12.0),
                   "network_a": ("TF-Encrypted LAN", 138.0, 167.0)}
 
@@ -37,7 +39,7 @@ def main(argv):
     del argv
     import numpy as np
     import tensorflow as tf
-    from _report import best_time, machine, print_table, write_json
+    from _report import bar_png, best_time, machine, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     (x, y), _ = tp.datasets.load_mnist()
     xb_all, yb_all = tp.datasets.mnist_binary(x, y)
@@ -84,9 +86,18 @@ def main(argv):
             model, trainer = trainer_for(name)
             xs = (xb_all if name == "lr" else x.astype(np.float32))[:128]
             ys = yb_all[:128] if name == "lr" else onehot[:128]
-            t = best_time(lambda: trainer.step(xs, ys), F.reps)
+            # steps are short: best of more of them, or one noisy rep decides
+            reps = F.reps if name != "lr" else max(F.reps, 10)
+            t = best_time(lambda: trainer.step(xs, ys), reps)
             bill = trainer.cost(128)
+            loss = (tf.keras.losses.BinaryCrossentropy() if name == "lr" else
+                    tf.keras.losses.CategoricalCrossentropy(from_logits=True))
+            ps = plain_step(tf.keras.models.clone_model(model), loss,
+                            tf.keras.optimizers.SGD(0.1 if name == "lr" else 0.05))
+            tpl = best_time(lambda: ps(xs, ys), F.reps)
             res["per_step"].append({"ring": bits, "model": name, "ms_per_step": 1e3 * t,
+                                    "plaintext_ms_per_step": 1e3 * tpl,
+                                    "target_ms": STEP_TARGET_MS.get(name) if bits == 128 else None,
                                     "anchor": ANCHOR_STEP_MS[name], "rounds": bill.rounds,
                                     "MB": bill.bytes / 1e6})
             print(f"  ring {bits} {name} step: {1e3 * t:.1f} ms", flush=True)
@@ -96,11 +107,20 @@ def main(argv):
                   f"{r['plaintext_ms_per_instance']:.4f}", r["privpy_adult"],
                   r["privpy_creditcard"]] for r in res["lr_per_instance"]])
     print_table("One SGD step of batch 128 on MNIST, ms",
-                ["ring", "model", "private", "anchor", "rounds", "MB"],
+                ["ring", "model", "private", "plaintext TF", "target", "anchor", "rounds", "MB"],
                 [[r["ring"], r["model"], f"{r['ms_per_step']:.1f}",
+                  f"{r['plaintext_ms_per_step']:.2f}",
+                  "-" if r["target_ms"] is None else f"{r['target_ms']:.0f}",
                   f"{r['anchor'][0]} {r['anchor'][1]:.0f}-{r['anchor'][2]:.0f}", r["rounds"],
                   f"{r['MB']:.1f}"] for r in res["per_step"]])
     write_json(os.path.join(F.out, "training.json"), res)
+    if res["per_step"]:
+        rows = res["per_step"]
+        bar_png(os.path.join(F.out, "training.png"), "one SGD step of batch 128, ms",
+                [f"{r['model']} ring {r['ring']}" for r in rows],
+                {"tf_privpy": [r["ms_per_step"] for r in rows],
+                 "plaintext TF": [r["plaintext_ms_per_step"] for r in rows],
+                 "TF-Encrypted LAN (best)": [r["anchor"][1] for r in rows]}, "ms")
 
 
 if __name__ == "__main__":

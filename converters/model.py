@@ -103,10 +103,16 @@ class PrivateModel:
             fn.get_concrete_function(*self._specs(batch_size))
         return bill
 
+    def concrete(self, batch_size: int = 1):
+        """predict's ConcreteFunction at a batch size (plain inputs), traced
+        now if it was not yet: the graph build, without running anything;
+        a later predict on that shape reuses it."""
+        return self._fn.get_concrete_function(*self._specs(batch_size))
+
     def graph(self, batch_size: int = 1) -> tf.compat.v1.GraphDef:
         """The rewritten graph (GraphDef) of predict, every op placed on its
         party's device: TensorBoard's Graphs tab colours it by device."""
-        return self._fn.get_concrete_function(*self._specs(batch_size)).graph.as_graph_def()
+        return self.concrete(batch_size).graph.as_graph_def()
 
     def summary(self, batch_size: int = 1) -> str:
         """Layers and TF ops converted, and the cost bill of one predict."""

@@ -29,7 +29,8 @@ optimizer, the same math. A mean over the batch puts 1/N into the backward
 pass at the loss, where the fixed-point errors of every later product are
 absolute (about one ulp, 2^-20) on values N times smaller than they need be:
 measured on network A, the updates' relative error falls from ~2e-2 to
-~1e-3 (and the weights' RRMSE after 600 steps from 1.2e-2 below 1e-3).
+~1e-3. (What remains after many steps is the weights' own rounding, one ulp
+per update, which SGD's dynamics may amplify: see tests/test_training.py.)
 
 `loss_gradient_form`: a
 sigmoid output with binary cross-entropy (and a softmax output with

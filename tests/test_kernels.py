@@ -268,15 +268,24 @@ def test_share_split(bits):
     assert from_storage(s0, bits) != from_storage(s0b, bits)  # fresh seed per call
 
 
+MATMUL_SHAPES = {"matmul": ([4, 3], [3, 4]),          # general path
+                 "matvec": ([40, 3], [3, 1]),         # skinny finish, N <= 2
+                 "vecmat": ([2, 9], [9, 300])}        # skinny finish, M <= 2
+
+
 @pytest.mark.parametrize("bits", RINGS)
-@pytest.mark.parametrize("kind", ["mul", "matmul"])
+@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
 def test_mul_protocol_kernels(bits, kind):
     """MulMask/MulAssist/MulFinish composed by hand give trunc(x*y)."""
     rng = np.random.default_rng(7)
-    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else ([4, 3], [3, 2])
+    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else MATMUL_SHAPES[kind]
+    kind = "mul" if kind == "mul" else "matmul"
+    # local truncation fails with probability ~|z|/2^bits per element: in the
+    # 64-bit ring 10 fractional bits keep |z| < 2^38 (2^-26 per element)
+    f = 20 if bits == 128 else 10
     nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
-    xv = [int(v) << 20 for v in rng.integers(-100, 100, nx)]
-    yv = [int(v) << 20 for v in rng.integers(-100, 100, ny)]
+    xv = [int(v) << f for v in rng.integers(-100, 100, nx)]
+    yv = [int(v) << f for v in rng.integers(-100, 100, ny)]
     x0, y0 = rand_ring(rng, nx, bits), rand_ring(rng, ny, bits)
     x1 = [(v - s) for v, s in zip(xv, x0)]
     y1 = [(v - s) for v, s in zip(yv, y0)]
@@ -288,12 +297,35 @@ def test_mul_protocol_kernels(bits, kind):
     a1, b1 = K.mul_mask(X1, Y1, k12, n, bits, 1)
     m_to_s2 = K.mul_assist(a0, b1, k1, n, bits, kind)  # T1
     m_to_s1 = K.mul_assist(a1, b0, k2, n, bits, kind)  # T2
-    z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, 20, kind)
-    z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, 20, kind)
+    z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, f, kind)
+    z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, f, kind)
     z = [signed((u + v) % (1 << bits), bits) for u, v in
          zip(from_storage(z0, bits), from_storage(z1, bits))]
-    xs = np.array([v >> 20 for v in xv]).reshape(shp_x)
-    ys = np.array([v >> 20 for v in yv]).reshape(shp_y)
+    xs = np.array([v >> f for v in xv]).reshape(shp_x)
+    ys = np.array([v >> f for v in yv]).reshape(shp_y)
     want = (xs * ys if kind == "mul" else xs @ ys).reshape(-1)
     # exact integers: the only error is the truncation's 1 ulp
-    assert all(abs(g - (int(w) << 20)) <= 1 for g, w in zip(z, want))
+    assert all(abs(g - (int(w) << f)) <= 1 for g, w in zip(z, want))
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("shape", ["matvec", "vecmat"])
+def test_mul_finish_skinny_matches_general(bits, shape, monkeypatch):
+    """The fused skinny MulFinish gives the general path's shares bit for bit
+    (same masks, exact ring arithmetic)."""
+    rng = np.random.default_rng(8)
+    shp_x, shp_y = MATMUL_SHAPES[shape]
+    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
+    X = to_storage(rand_ring(rng, nx, bits), bits, shp_x)
+    Y = to_storage(rand_ring(rng, ny, bits), bits, shp_y)
+    A = to_storage(rand_ring(rng, nx, bits), bits, shp_x)
+    msg = to_storage(rand_ring(rng, shp_x[0] * shp_y[1], bits), bits,
+                     [shp_x[0], shp_y[1]])
+    k12, kt, n = K.random_key(), K.random_key(), tf.constant(11, tf.int64)
+    outs = []
+    for disabled in ("0", "1"):
+        monkeypatch.setenv("TF_PRIVPY_DISABLE_SKINNY_FINISH", disabled)
+        outs.append([K.mul_finish(X, Y, A, msg, k12, n, kt, n, bits, p, 20, "matmul").numpy()
+                     for p in (0, 1)])
+    for fused, general in zip(*outs):
+        np.testing.assert_array_equal(fused, general)

@@ -11,7 +11,10 @@
 // and z_0 + z_1 = xy for any bilinear product.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,12 @@ tensorflow::Status FillMask(const uint8_t key[16], uint64_t nonce,
                reinterpret_cast<uint8_t*>(out), n * sizeof(T), pf, &error))
     return errors::Internal(error);
   return ::tensorflow::OkStatus();
+}
+
+// Tests compare the fused skinny finish with the general path.
+bool SkinnyFinishDisabled() {
+  const char* v = std::getenv("TF_PRIVPY_DISABLE_SKINNY_FINISH");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
 tensorflow::Status ReadParty(OpKernelConstruction* ctx, int* party) {
@@ -99,6 +108,89 @@ tensorflow::Status ForChunksWithMasks(int64_t n, const Stream (&streams)[kStream
   });
   if (failed) return errors::Internal("AES-CTR keystream generation failed");
   return ::tensorflow::OkStatus();
+}
+
+// MulFinish of a skinny matrix product (rank 2, N <= 2 or M <= 2: logistic
+// regression's x·w and its gradient g^T·x; a batch of one through a dense
+// layer), z += (x - rx_q)·y - x_masked·ry_q in one pass over the large
+// operand: its mask is generated block by block into cache-resident scratch
+// and consumed at once, instead of a full-size mask buffer, a subtraction
+// pass and two GEMMs each streaming it again.
+constexpr int64_t kSkinnyFinish = 2;
+
+template <typename T>
+bool SkinnyMatMulFinish(int64_t M, int64_t K, int64_t N, const T* x, const T* y,
+                        const T* xm, const uint8_t key12[16], uint64_t nonce12,
+                        int64_t rx_off, int64_t ry_off, T* z, const ParallelFor& pf,
+                        std::string* error) {
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  if (N <= kSkinnyFinish) {
+    // x is the large operand: rows of x with their mask rows, y's mask whole.
+    std::unique_ptr<T[]> ry(new T[K * N]);
+    if (!PrgFill(key12, nonce12, static_cast<uint64_t>(ry_off) * sizeof(T),
+                 reinterpret_cast<uint8_t*>(ry.get()), K * N * sizeof(T), SerialFor, error))
+      return false;
+    pf(M, K * N * 8 + K * 30, [&](int64_t b, int64_t e) {
+      std::unique_ptr<T[]> rx(new T[K]);
+      std::string err;
+      for (int64_t i = b; i < e && !failed; ++i) {
+        if (!PrgFill(key12, nonce12, static_cast<uint64_t>(rx_off + i * K) * sizeof(T),
+                     reinterpret_cast<uint8_t*>(rx.get()), K * sizeof(T), SerialFor, &err)) {
+          failed = true;
+          std::lock_guard<std::mutex> l(mu);
+          *error = err;
+          return;
+        }
+        const T* xi = x + i * K;
+        const T* mi = xm + i * K;
+        T acc[kSkinnyFinish] = {};
+        for (int64_t k = 0; k < K; ++k) {
+          const T d = xi[k] - rx[k];
+          for (int64_t j = 0; j < N; ++j) acc[j] += d * y[k * N + j] - mi[k] * ry[k * N + j];
+        }
+        for (int64_t j = 0; j < N; ++j) z[i * N + j] += acc[j];
+      }
+    });
+    return !failed;
+  }
+  // M <= 2: y is the large operand: blocks of its rows with their mask rows,
+  // each shard summing into its own accumulator, added to z under a lock.
+  std::unique_ptr<T[]> xr(new T[M * K]);
+  if (!PrgFill(key12, nonce12, static_cast<uint64_t>(rx_off) * sizeof(T),
+               reinterpret_cast<uint8_t*>(xr.get()), M * K * sizeof(T), SerialFor, error))
+    return false;
+  for (int64_t i = 0; i < M * K; ++i) xr[i] = x[i] - xr[i];
+  constexpr int64_t kRows = 8;
+  const int64_t blocks = (K + kRows - 1) / kRows;
+  pf(blocks, kRows * N * (8 * M + 30), [&](int64_t bb, int64_t be) {
+    std::unique_ptr<T[]> ry(new T[kRows * N]);
+    std::unique_ptr<T[]> acc(new T[M * N]());
+    std::string err;
+    for (int64_t blk = bb; blk < be && !failed; ++blk) {
+      const int64_t k0 = blk * kRows, k1 = std::min(K, k0 + kRows);
+      if (!PrgFill(key12, nonce12, static_cast<uint64_t>(ry_off + k0 * N) * sizeof(T),
+                   reinterpret_cast<uint8_t*>(ry.get()), (k1 - k0) * N * sizeof(T),
+                   SerialFor, &err)) {
+        failed = true;
+        std::lock_guard<std::mutex> l(mu);
+        *error = err;
+        return;
+      }
+      for (int64_t k = k0; k < k1; ++k) {
+        const T* yk = y + k * N;
+        const T* rk = ry.get() + (k - k0) * N;
+        for (int64_t i = 0; i < M; ++i) {
+          const T a = xr[i * K + k], m = xm[i * K + k];
+          T* ai = acc.get() + i * N;
+          for (int64_t j = 0; j < N; ++j) ai[j] += a * yk[j] - m * rk[j];
+        }
+      }
+    }
+    std::lock_guard<std::mutex> l(mu);
+    for (int64_t i = 0; i < M * N; ++i) z[i] += acc[i];
+  });
+  return !failed;
 }
 
 class MulMaskOp : public RingKernel<MulMaskOp> {
@@ -236,6 +328,25 @@ class MulFinishOp : public RingKernel<MulFinishOp> {
                                   z[j] = f > 0 ? TruncateShare<T>(v, p, f) : v;
                                 }
                               })));
+      return;
+    }
+
+    if (spec_.kind == BilinearKind::kMatMul && xs.dims() == 2 && nz > 0 &&
+        xs.dim_size(1) > 0 &&
+        (ys.dim_size(1) <= kSkinnyFinish || xs.dim_size(0) <= kSkinnyFinish) &&
+        !SkinnyFinishDisabled()) {
+      // z = u_p + message + the fused bilinear terms, then truncation
+      OP_REQUIRES_OK(ctx, FillMask<T>(key_t, nonce_t, 0, z, nz, pf));
+      for (int64_t j = 0; j < nz; ++j) z[j] += msg[j];
+      std::string error;
+      OP_REQUIRES(ctx,
+                  SkinnyMatMulFinish<T>(xs.dim_size(0), xs.dim_size(1), ys.dim_size(1), x,
+                                        RingData<T>(ctx->input(1)), RingData<T>(ctx->input(2)),
+                                        key12, nonce12, rx_other, ry_other, z, pf, &error),
+                  errors::Internal("AES-CTR keystream generation failed: ", error));
+      if (frac_ > 0) {
+        for (int64_t j = 0; j < nz; ++j) z[j] = TruncateShare<T>(z[j], p, f);
+      }
       return;
     }
 

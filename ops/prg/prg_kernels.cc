@@ -176,15 +176,26 @@ class ShareSplitOp : public RingKernel<ShareSplitOp> {
                 errors::Unavailable(error));
     const ParallelFor pf = TfParallelFor(ctx);
     T* r = RingData<T>(s0);
-    OP_REQUIRES(ctx,
-                PrgFill(seed, 0, 0, reinterpret_cast<uint8_t*>(r),
-                        s.num_elements() * sizeof(T), pf, &error),
-                errors::Internal(error));
     const T* v = RingData<T>(x);
     T* o = RingData<T>(s1);
-    pf(s.num_elements(), 2, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = v[i] - r[i];
+    // One pass: each chunk of share0 is generated and consumed while in cache.
+    constexpr int64_t kChunk = 2048;
+    const int64_t n = s.num_elements(), chunks = (n + kChunk - 1) / kChunk;
+    std::atomic<bool> failed{false};
+    pf(chunks, kChunk * 30, [&](int64_t cb, int64_t ce) {
+      std::string err;
+      for (int64_t c = cb; c < ce && !failed; ++c) {
+        const int64_t b = c * kChunk, e = std::min(n, b + kChunk);
+        if (!PrgFill(seed, 0, static_cast<uint64_t>(b) * sizeof(T),
+                     reinterpret_cast<uint8_t*>(r + b), (e - b) * sizeof(T), SerialFor,
+                     &err)) {
+          failed = true;
+          return;
+        }
+        for (int64_t i = b; i < e; ++i) o[i] = v[i] - r[i];
+      }
     });
+    OP_REQUIRES(ctx, !failed, errors::Internal("AES-CTR keystream generation failed"));
   }
 
 };

@@ -24,6 +24,17 @@ namespace errors = ::tensorflow::errors;
 
 namespace {
 
+// std::llround (ties away from zero) without the libm call that dominated
+// encoding: |y| < 2^62, so the truncating conversion is exact and y - q is
+// exact too (|y| < 2^52 leaves a fraction; above that y is an integer).
+inline int64_t RoundHalfAway(double y) {
+  int64_t q = static_cast<int64_t>(y);
+  const double frac = y - static_cast<double>(q);
+  if (frac >= 0.5) ++q;
+  if (frac <= -0.5) --q;
+  return q;
+}
+
 template <typename In>
 class RingEncodeOp : public RingKernel<RingEncodeOp<In>> {
   using Base = RingKernel<RingEncodeOp<In>>;
@@ -64,7 +75,7 @@ class RingEncodeOp : public RingKernel<RingEncodeOp<In>> {
           bad = std::min(bad, i);
           return;
         }
-        const int64_t q = std::llround(v * scale);
+        const int64_t q = RoundHalfAway(v * scale);
         o[i] = static_cast<T>(static_cast<typename RingTraits<T>::Signed>(q));
       }
     });

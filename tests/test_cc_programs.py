@@ -1,14 +1,24 @@
 """Standalone C++ test programs of the kernels (no TensorFlow): the ring GEMM
-against a naive reference, fast AVX-512 path and forced portable path."""
+against a naive reference, fast AVX-512 path and forced portable path; the
+AES-128-CTR PRG's VAES path against FIPS-197 / SP 800-38A vectors and its EVP
+path."""
 import os
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_ring_gemm_cc(tmp_path):
-    r = subprocess.run(["make", "-s", "-f", "ops/ring/Makefile.standalone", "test",
-                        f"OUT={tmp_path}"], cwd=ROOT, capture_output=True, text=True)
+def _run_standalone(makefile, out):
+    r = subprocess.run(["make", "-s", "-f", makefile, "test", f"OUT={out}"], cwd=ROOT,
+                       capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     last = r.stdout.strip().splitlines()[-1]
     assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
+
+
+def test_ring_gemm_cc(tmp_path):
+    _run_standalone("ops/ring/Makefile.standalone", tmp_path)
+
+
+def test_aes_ctr_cc(tmp_path):
+    _run_standalone("ops/prg/Makefile.standalone", tmp_path)

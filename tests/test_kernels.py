@@ -179,6 +179,23 @@ def test_prg_matches_aes_ctr(bits, n, offset):
     assert out.numpy().astype("<i8").tobytes() == want
 
 
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("n,block,shift", [(1, 0, 0), (3, 0, 1), (2049, 0, 7), (70001, 3, 5),
+                                           (37, 2 ** 32, -5), (301, 2 ** 40, -1)])
+def test_prg_vaes_matches_evp(bits, n, block, shift, monkeypatch):
+    """PrgFill's VAES path and its EVP path (BoringSSL inside TF) agree, also
+    across the 2^32 and 2^40 block-index carries (TF_PRIVPY_DISABLE_VAES is
+    read per call)."""
+    key = K.random_key()
+    offset = block * 128 // bits + shift
+    streams = []
+    for disable in ("1", "0"):
+        monkeypatch.setenv("TF_PRIVPY_DISABLE_VAES", disable)
+        streams.append(K.prg_ring(key, tf.constant(-3, tf.int64), [n], bits,
+                                  offset=offset).numpy())
+    np.testing.assert_array_equal(streams[0], streams[1])
+
+
 def test_random_key_is_fresh():
     keys = {key_bytes(K.random_key()) for _ in range(50)}
     assert len(keys) == 50
@@ -239,20 +256,22 @@ def test_take_once_needs_a_message():
 
 
 def test_prg_portable_path_matches():
-    """OpenSSL's portable AES (AES-NI masked off) gives the same stream."""
+    """The VAES path (where the CPU has it), OpenSSL's EVP path and EVP's portable
+    AES (AES-NI masked off) give the same stream."""
     code = ("import tensorflow as tf, sys\n"
             "from tf_privpy.protocols.mpc import kernels as K\n"
             "k = tf.constant([123456789, -987654321], tf.int64)\n"
             "sys.stdout.write(K.prg_ring(k, tf.constant(5, tf.int64), [4099], 128).numpy()"
             ".tobytes().hex())\n")
     outs = []
-    for cap in (None, "~0x200000200000000"):  # bit 57 (AES-NI) and 41 (AVX) off
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    for disable_vaes, cap in (("0", None), ("1", None),
+                              ("1", "~0x200000200000000")):  # bit 57 (AES-NI), 41 (AVX) off
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_PRIVPY_DISABLE_VAES=disable_vaes)
         if cap:
             env["OPENSSL_ia32cap"] = cap
         outs.append(subprocess.run([sys.executable, "-c", code], env=env, check=True,
                                    capture_output=True, text=True).stdout)
-    assert outs[0] == outs[1] and len(outs[0]) == 4099 * 32
+    assert outs[0] == outs[1] == outs[2] and len(outs[0]) == 4099 * 32
     want = aes_ctr_ref(np.array([123456789, -987654321], "<i8").tobytes(), 5, 4099 * 16)
     assert bytes.fromhex(outs[0]) == want
 

@@ -1,3 +1,6 @@
+// PrgFill: runtime dispatch between the AVX-512 VAES keystream
+// (aes_ctr_vaes.cc) and OpenSSL's EVP AES-128-CTR (BoringSSL inside TF).
+// Both produce the same SP 800-38A CTR keystream byte for byte.
 #include "ops/prg/aes_ctr.h"
 
 #include <openssl/crypto.h>
@@ -7,15 +10,32 @@
 #include <cerrno>
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
+#include "ops/prg/aes_ctr_internal.h"
+
 namespace tf_privpy {
+namespace aes_ctr_internal {
+
+bool VaesDisabled() {
+  const char* v = std::getenv("TF_PRIVPY_DISABLE_VAES");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+}  // namespace aes_ctr_internal
+
 namespace {
 
 constexpr uint64_t kBlock = 16;
 // Blocks per parallel shard: large enough to amortize EVP setup (~1 us).
 constexpr int64_t kBlocksPerShard = 4096;
+// Parallel-for cost hints (cycles per block) of the two paths.
+constexpr int64_t kEvpCyclesPerBlock = 40;
+constexpr int64_t kVaesCyclesPerBlock = 4;
+constexpr const char* kEvpError =
+    "AES-CTR keystream generation failed (OpenSSL EVP error)";
 
 struct CtxDeleter {
   void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
@@ -54,21 +74,20 @@ bool KeystreamBlocks(const uint8_t key[16], uint64_t nonce,
   return true;
 }
 
-}  // namespace
-
-bool PrgFill(const uint8_t key[16], uint64_t nonce, uint64_t byte_offset,
-             uint8_t* out, size_t len, const ParallelFor& parallel_for,
-             std::string* error) {
-  if (len == 0) return true;
+// Bytes [byte_offset, byte_offset + len) of the keystream, given
+// blocks(first, n, dst) writing keystream blocks [first, first + n): the
+// unaligned head and tail go through a one-block scratch, the whole blocks
+// straight into out, in shards when there are many.
+template <typename Blocks>
+bool FillBytes(const Blocks& blocks, uint64_t byte_offset, uint8_t* out,
+               size_t len, const ParallelFor& parallel_for,
+               int64_t cycles_per_block) {
   uint64_t pos = byte_offset;
   size_t written = 0;
   // Unaligned head: one block into a scratch buffer.
   if (pos % kBlock != 0) {
     uint8_t tmp[kBlock];
-    if (!KeystreamBlocks(key, nonce, pos / kBlock, 1, tmp)) {
-      *error = "AES-CTR keystream generation failed (OpenSSL EVP error)";
-      return false;
-    }
+    if (!blocks(pos / kBlock, 1, tmp)) return false;
     const size_t skip = pos % kBlock;
     const size_t n = std::min<size_t>(kBlock - skip, len);
     memcpy(out, tmp + skip, n);
@@ -77,29 +96,65 @@ bool PrgFill(const uint8_t key[16], uint64_t nonce, uint64_t byte_offset,
   }
   const uint64_t first = pos / kBlock;
   const uint64_t full = (len - written) / kBlock;
-  bool ok = true;
   if (full > 0) {
-    const int64_t shards =
-        static_cast<int64_t>((full + kBlocksPerShard - 1) / kBlocksPerShard);
-    std::atomic<bool> failed{false};
-    parallel_for(shards, kBlocksPerShard * 40,
-                 [&](int64_t b, int64_t e) {
-                   const uint64_t lo = b * kBlocksPerShard;
-                   const uint64_t hi = std::min<uint64_t>(e * kBlocksPerShard, full);
-                   if (!KeystreamBlocks(key, nonce, first + lo, hi - lo,
-                                        out + written + lo * kBlock))
-                     failed = true;
-                 });
-    ok = !failed;
+    uint8_t* dst = out + written;
+    if (full <= static_cast<uint64_t>(kBlocksPerShard)) {
+      // One shard: called directly, so small fills (the per-chunk masks of
+      // the multiplication kernels) build no std::function (no allocation).
+      if (!blocks(first, full, dst)) return false;
+    } else {
+      const int64_t shards =
+          static_cast<int64_t>((full + kBlocksPerShard - 1) / kBlocksPerShard);
+      std::atomic<bool> failed{false};
+      parallel_for(shards, kBlocksPerShard * cycles_per_block,
+                   [&](int64_t b, int64_t e) {
+                     const uint64_t lo = b * kBlocksPerShard;
+                     const uint64_t hi =
+                         std::min<uint64_t>(e * kBlocksPerShard, full);
+                     if (!blocks(first + lo, hi - lo, dst + lo * kBlock))
+                       failed = true;
+                   });
+      if (failed) return false;
+    }
     written += full * kBlock;
   }
   // Tail.
-  if (ok && written < len) {
+  if (written < len) {
     uint8_t tmp[kBlock];
-    ok = KeystreamBlocks(key, nonce, first + full, 1, tmp);
-    if (ok) memcpy(out + written, tmp, len - written);
+    if (!blocks(first + full, 1, tmp)) return false;
+    memcpy(out + written, tmp, len - written);
   }
-  if (!ok) *error = "AES-CTR keystream generation failed (OpenSSL EVP error)";
+  return true;
+}
+
+}  // namespace
+
+bool PrgFill(const uint8_t key[16], uint64_t nonce, uint64_t byte_offset,
+             uint8_t* out, size_t len, const ParallelFor& parallel_for,
+             std::string* error) {
+  namespace in = aes_ctr_internal;
+  if (len == 0) return true;
+  // getenv per call (not cached) so tests can toggle the path.
+  if (in::CpuHasVaes() && !in::VaesDisabled()) {
+    // Key schedule once per call (~100 cycles), on the stack, shared
+    // read-only by the shards; wiped afterwards like EVP wipes its context.
+    in::RoundKeys keys;
+    in::ExpandKeyAesni(key, &keys);
+    FillBytes(
+        [&](uint64_t first, uint64_t n, uint8_t* dst) {
+          in::CtrBlocksVaes(keys, nonce, first, n, dst);
+          return true;
+        },
+        byte_offset, out, len, parallel_for, kVaesCyclesPerBlock);
+    OPENSSL_cleanse(&keys, sizeof(keys));
+    return true;
+  }
+  const bool ok = FillBytes(
+      [&](uint64_t first, uint64_t n, uint8_t* dst) {
+        return KeystreamBlocks(key, nonce, first, n, dst);
+      },
+      byte_offset, out, len, parallel_for, kEvpCyclesPerBlock);
+  if (!ok) *error = kEvpError;
   return ok;
 }
 

@@ -1,0 +1,39 @@
+// Internals of PrgFill shared by aes_ctr.cc (dispatch, EVP path) and
+// aes_ctr_vaes.cc (AVX-512 VAES path), exposed for the standalone test
+// (known-answer vectors need the raw key schedule and an arbitrary 128-bit
+// initial counter). Not part of the public API.
+#ifndef TF_PRIVPY_OPS_PRG_AES_CTR_INTERNAL_H_
+#define TF_PRIVPY_OPS_PRG_AES_CTR_INTERNAL_H_
+
+#include <cstdint>
+
+namespace tf_privpy {
+namespace aes_ctr_internal {
+
+// AES-128 key schedule (FIPS-197 §5.2): 11 round keys in FIPS byte order.
+struct RoundKeys {
+  alignas(16) uint8_t rk[11][16];
+};
+
+// True when CPU and OS support AVX-512 F/BW + VAES + AES-NI (zmm state
+// enabled); only then may the functions below be called.
+bool CpuHasVaes();
+
+// TF_PRIVPY_DISABLE_VAES set to anything but "" or "0". Read per call so
+// tests can compare both paths in one process.
+bool VaesDisabled();
+
+// FIPS-197 §5.2 key expansion with AES-NI (aeskeygenassist).
+void ExpandKeyAesni(const uint8_t key[16], RoundKeys* keys);
+
+// AES-128-CTR keystream (SP 800-38A §6.5), nblocks blocks into out: block i
+// is AES_k(counter + i), the counter a 128-bit big-endian integer whose high
+// and low 64-bit halves are ctr_hi, ctr_lo (the whole 128 bits increment, as
+// OpenSSL's/BoringSSL's CTR mode does). out needs no alignment.
+void CtrBlocksVaes(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
+                   uint64_t nblocks, uint8_t* out);
+
+}  // namespace aes_ctr_internal
+}  // namespace tf_privpy
+
+#endif  // TF_PRIVPY_OPS_PRG_AES_CTR_INTERNAL_H_

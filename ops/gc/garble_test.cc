@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/common/test_check.h"
 #include "ops/common/parallel.h"
 #include "ops/gc/garble.h"
 
@@ -24,16 +25,7 @@ using tf_privpy::MakeThreadedFor;
 using tf_privpy::ParallelFor;
 using namespace tf_privpy::gc;  // NOLINT
 
-int passed = 0, failed = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using tf_privpy::testing::Check;
 
 
 struct Run {
@@ -180,6 +172,5 @@ int main() {
   Check(DeriveDelta(key, 7, &delta, &err) && (delta.lo & 1) == 1, "lsb(Delta) = 1");
   Check(!Garble(key, 7, -1, nullptr, nullptr, serial, &err), "n < 0 rejected");
 
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return tf_privpy::testing::Report();
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/test_check.h"
 #include "ops/common/parallel.h"
 #include "ops/paillier/paillier.h"
 
@@ -24,16 +25,7 @@ using pl::Mpz;
 
 namespace {
 
-int g_passed = 0, g_failed = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    if (g_failed < 30) std::printf("FAIL %s\n", what.c_str());
-  }
-}
+using tf_privpy::testing::Check;
 
 std::string Str(mpz_srcptr x) {
   char* s = mpz_get_str(nullptr, 10, x);
@@ -463,6 +455,5 @@ int main() {
   TestKey(1024);
   TestKey(2048);
   TestFallback(1024);
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return tf_privpy::testing::Report();
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/test_check.h"
 #include "ops/common/parallel.h"
 #include "ops/prg/aes_ctr.h"
 #include "ops/prg/aes_ctr_internal.h"
@@ -26,16 +27,7 @@ using tf_privpy::MakeThreadedFor;
 using tf_privpy::ParallelFor;
 using tf_privpy::PrgFill;
 
-int passed = 0, failed = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using tf_privpy::testing::Check;
 
 std::vector<uint8_t> Hex(const char* s) {
   std::vector<uint8_t> v;
@@ -83,7 +75,7 @@ std::vector<uint8_t> VaesCtr(const uint8_t key[16], const uint8_t iv[16],
     if (out[i] != 0xA5) {
       std::printf("FAILED: CtrBlocksVaes wrote past block %llu\n",
                   static_cast<unsigned long long>(nblocks));
-      ++failed;
+      ++tf_privpy::testing::tally().failed;
       break;
     }
   }
@@ -164,7 +156,7 @@ std::vector<uint8_t> Fill(const uint8_t key[16], uint64_t nonce, uint64_t off,
   std::string error;
   if (!PrgFill(key, nonce, off, out.data(), len, pf, &error)) {
     std::printf("FAILED: PrgFill: %s\n", error.c_str());
-    ++failed;
+    ++tf_privpy::testing::tally().failed;
   }
   Check(out[len] == 0xA5, "PrgFill wrote past len");
   out.resize(len);
@@ -240,6 +232,5 @@ int main() {
     std::printf("no AVX-512 VAES on this CPU: EVP path only\n");
     TestPrgFill(rng);
   }
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return tf_privpy::testing::Report();
 }

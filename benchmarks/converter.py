@@ -36,6 +36,9 @@ PRIVPY = {"ffnn": (1.48, 0.31, 0.06), "lenet5_sigmoid": (1.57, 0.23, 0.1),
           "lenet5_bn": (1.58, 0.32, 0.17)}
 #: issue 10's targets on 2 cores, 128-bit ring, embedded (ms per image)
 TARGETS = {("lenet5", 1): 40.0, ("lenet5", 100): 12.0}
+#: CrypTen's LeNet-5 on this machine, two processes (issue 10's figures, ms per
+#: image at batch 1 and 100): a peer measured here once, not re-run each time
+CRYPTEN_MS = {("lenet5", 1): 475.0, ("lenet5", 100): 55.0}
 
 
 def main(argv):
@@ -74,6 +77,7 @@ def main(argv):
                     "plaintext_ms_per_image": 1e3 * t_plain / b,
                     "privpy_ms_per_image": None if anchor is None else 1e3 * anchor,
                     "target_ms_per_image": TARGETS.get((name, b)) if bits == 128 else None,
+                    "crypten_ms_per_image": CRYPTEN_MS.get((name, b)),
                     "build_s": t_build, "first_run_s": t_first, "rounds": bill.rounds,
                     "comparisons": bill.comparisons, "MB_between_servers": sum(
                         v[1] for k, v in bill.links.items() if "client" not in k) / 1e6})
@@ -82,11 +86,12 @@ def main(argv):
     rows = [[r["ring"], r["model"], r["batch"], f"{r['private_ms_per_image']:.1f}",
              f"{r['plaintext_ms_per_image']:.3f}",
              "-" if r["privpy_ms_per_image"] is None else f"{r['privpy_ms_per_image']:.0f}",
+             "-" if r["crypten_ms_per_image"] is None else f"{r['crypten_ms_per_image']:.0f}",
              "-" if r["target_ms_per_image"] is None else f"{r['target_ms_per_image']:.0f}",
              f"{r['build_s']:.1f}", f"{r['first_run_s']:.1f}", r["rounds"], r["comparisons"],
              f"{r['MB_between_servers']:.1f}"] for r in res["rows"]]
     print_table("Private inference of converted models (embedded, ms per image)",
-                ["ring", "model", "batch", "private", "plaintext TF", "PrivPy", "target",
+                ["ring", "model", "batch", "private", "plaintext TF", "PrivPy", "CrypTen", "target",
                  "build s", "first run s", "rounds", "comparisons", "MB between servers"], rows)
     write_json(os.path.join(F.out, "converter.json"), res)
     sel = [r for r in res["rows"] if r["ring"] == int(F.rings[0])]

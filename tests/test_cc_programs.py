@@ -1,7 +1,8 @@
 """Standalone C++ test programs of the kernels (no TensorFlow): the ring GEMM
 against a naive reference, fast AVX-512 path and forced portable path; the
 AES-128-CTR PRG's VAES path against FIPS-197 / SP 800-38A vectors and its EVP
-path."""
+path; the channel AEAD (HMAC-SHA256 against RFC 4231, AES-128-GCM against the
+GCM specification's test cases, tamper rejection)."""
 import os
 import subprocess
 
@@ -22,3 +23,7 @@ def test_ring_gemm_cc(tmp_path):
 
 def test_aes_ctr_cc(tmp_path):
     _run_standalone("ops/prg/Makefile.standalone", tmp_path)
+
+
+def test_aead_cc(tmp_path):
+    _run_standalone("ops/aead/Makefile.standalone", tmp_path)

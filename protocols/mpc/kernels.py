@@ -1,4 +1,4 @@
-"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a families)."""
+"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead families)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -135,3 +135,44 @@ def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
 def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
     return _ops().tf_privpy_bit_unmask(share=share, mask=mask, ring_bits=ring_bits,
                                        frac_bits=frac_bits, party=party)
+
+
+# ---------------------------------------------------------------- aead family
+#: bytes a sealed message adds to its payload: the 8-byte counter and the
+#: 16-byte GCM tag (wire format: ops/aead/aead.h)
+AEAD_OVERHEAD = 24
+
+
+def aead_seal(key: tf.Tensor, counter_var: tf.Variable, plaintext: tf.Tensor, link: str,
+              stream: int = 0) -> tf.Tensor:
+    """Encrypts and authenticates an int64 tensor for `link` ("S1->T1").
+
+    AES-128-GCM under the link key derived from the pair key `key` (int64[2],
+    the pair's PRG key) with the SP 800-108 KDF (HMAC-SHA256, context = link).
+    The nonce is `stream` (32 bits) || the counter taken from `counter_var`
+    (an int64 scalar variable on the sender, starting at 0), which the kernel
+    advances atomically: every run, eager or traced, gets a fresh nonce. Use
+    one counter variable per (link, stream). Run it on the sender's device.
+
+    Returns the message: uint8 [8 + 8 * size + 16] = big-endian counter ||
+    ciphertext || tag. The plaintext's shape is authenticated, not sent.
+    """
+    return _ops().tf_privpy_aead_seal(key=key, counter=counter_var.handle,
+                                      plaintext=plaintext, link=link, stream=stream)
+
+
+def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,
+              link: str, stream: int = 0) -> tf.Tensor:
+    """Verifies and decrypts a message of `aead_seal` into an int64 tensor of
+    `shape` (the receiver's own static knowledge). Run it on the receiver.
+
+    `state_var` (an int64 scalar variable on the receiver, starting at 0)
+    holds the lowest counter still acceptable; a message is accepted only if
+    its counter is at least that, after which it becomes counter + 1, in the
+    same kernel. Raises InvalidArgumentError naming the link when the
+    message fails authentication (tampered, another key, link, stream or
+    shape) or is replayed or reordered; no plaintext is output then.
+    """
+    return _ops().tf_privpy_aead_open(key=key, state=state_var.handle, message=message,
+                                      shape=tf.cast(shape, tf.int64), link=link,
+                                      stream=stream)

@@ -1,0 +1,64 @@
+// Op registrations of the aead family: authenticated encryption of the
+// tensors that cross between servers (AES-128-GCM under a per-link key
+// derived from the pair key; nonces from counters in TF state). Key
+// derivation, nonce, AAD and wire format: aead.h. Kernels: aead_kernels.cc.
+#include "ops/aead/aead.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+REGISTER_OP("TfPrivpy>AeadSeal")
+    .Input("key: int64")
+    .Input("counter: resource")
+    .Input("plaintext: int64")
+    .Output("message: uint8")
+    .Attr("link: string")
+    .Attr("stream: int = 0")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      const int64_t n = c->Value(c->NumElements(c->input(2)));
+      c->set_output(0, c->Vector(n == InferenceContext::kUnknownDim
+                                     ? InferenceContext::kUnknownDim
+                                     : static_cast<int64_t>(aead::kOverhead) + 8 * n));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Encrypts and authenticates `plaintext` for `link` (\"S1->T1\") "
+         "with AES-128-GCM under the link key derived from the pair `key` "
+         "(int64[2]). Takes the message counter from the sender's `counter` "
+         "variable (int64 scalar, starts at 0), advancing it atomically, so "
+         "every run gets a fresh nonce; fails once it would overflow. "
+         "`stream` (0 <= stream < 2^32) tells apart several counters of one "
+         "link. Output: uint8 [8 + 8 * size + 16] = big-endian counter || "
+         "ciphertext || tag.");
+
+REGISTER_OP("TfPrivpy>AeadOpen")
+    .Input("key: int64")
+    .Input("state: resource")
+    .Input("message: uint8")
+    .Input("shape: int64")
+    .Output("plaintext: int64")
+    .Attr("link: string")
+    .Attr("stream: int = 0")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle s;
+      TF_RETURN_IF_ERROR(c->MakeShapeFromShapeTensor(3, &s));
+      ShapeHandle m;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &m));
+      c->set_output(0, s);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Verifies and decrypts a message of AeadSeal on the receiver of "
+         "`link`, into an int64 tensor of `shape` (which the receiver knows; "
+         "it is authenticated too). `state` (int64 scalar variable, starts "
+         "at 0) holds the lowest counter still acceptable: a message is "
+         "accepted only if its counter is at least that, and then state "
+         "becomes counter + 1, atomically, so replayed and reordered messages "
+         "are rejected. Fails with InvalidArgument naming the link on any "
+         "authentication failure or replay; nothing is output then.");
+
+}  // namespace tf_privpy

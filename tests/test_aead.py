@@ -1,0 +1,382 @@
+"""The aead kernels (ops/aead): AES-128-GCM of the tensors that cross between
+servers, under per-link keys derived from the pair keys, with nonces from
+counters in TF state and replay rejection on the receiver.
+
+The known-answer tests recompute every message independently in Python: the
+link key with `hmac` (SP 800-108 counter-mode KDF, HMAC-SHA256) and the GCM
+with the `cryptography` package (its own OpenSSL), so they also check that
+the EVP calls work against the BoringSSL inside TensorFlow. The tamper tests
+were checked against a library whose open ignored the tag (see
+test_tamper_check_detects_an_opener_without_authentication for the in-file
+version of that check, and the commit message for the library mutation).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from conftest import run
+from tf_privpy.protocols.mpc import kernels as K
+
+LINK = "S1->T1"
+KDF_LABEL = b"tf_privpy channel key AES-128-GCM v1"
+AAD_LABEL = b"tf_privpy aead v1"
+INT64_MAX = 2**63 - 1
+
+
+# ------------------------------------------------------------ references
+def link_key(pair: bytes, link: str) -> bytes:
+    """SP 800-108r1 counter mode, PRF = HMAC-SHA256, i = 1, L = 128."""
+    data = ((1).to_bytes(4, "big") + KDF_LABEL + b"\0" + link.encode()
+            + (128).to_bytes(4, "big"))
+    return hmac.new(pair, data, hashlib.sha256).digest()[:16]
+
+
+def nonce(stream: int, counter: int) -> bytes:
+    return stream.to_bytes(4, "big") + counter.to_bytes(8, "big")
+
+
+def aad(link: str, stream: int, shape: Sequence[int]) -> bytes:
+    return (AAD_LABEL + b"\0" + link.encode() + b"\0" + stream.to_bytes(4, "big")
+            + len(shape).to_bytes(4, "big") + b"".join(int(d).to_bytes(8, "big") for d in shape))
+
+
+def reference_seal(pair: bytes, link: str, stream: int, counter: int, x: np.ndarray) -> bytes:
+    """The wire message: counter (8, big-endian) || GCM ciphertext || tag."""
+    body = AESGCM(link_key(pair, link)).encrypt(
+        nonce(stream, counter), np.ascontiguousarray(x, "<i8").tobytes(),
+        aad(link, stream, x.shape))
+    return counter.to_bytes(8, "big") + body
+
+
+def unauthenticated_open(pair: bytes, link: str, stream: int, message: bytes) -> np.ndarray:
+    """A deliberately broken opener: GCM's CTR part (SP 800-38D §7.2, counter
+    blocks from inc32(J0) = nonce || 2) without looking at the tag."""
+    counter = int.from_bytes(message[:8], "big")
+    dec = Cipher(algorithms.AES(link_key(pair, link)),
+                 modes.CTR(nonce(stream, counter) + (2).to_bytes(4, "big"))).decryptor()
+    return np.frombuffer(dec.update(message[8:-16]) + dec.finalize(), "<i8")
+
+
+def key_bytes(key: tf.Tensor) -> bytes:
+    return key.numpy().astype("<i8").tobytes()
+
+
+def flip(message: np.ndarray, bit: int) -> np.ndarray:
+    m = np.array(message, np.uint8)
+    m[bit // 8] ^= np.uint8(1 << (bit % 8))
+    return m
+
+
+def expect_auth_failure(open_fn: Callable[[np.ndarray], object], message: np.ndarray,
+                        link: str = LINK) -> None:
+    pattern = re.escape(f"message on link {link}") + r" \(stream \d+\) failed authentication"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=pattern):
+        open_fn(message)
+
+
+class Chan:
+    """One link: a pair key, the sender's counter and the receiver's state."""
+
+    def __init__(self, link: str = LINK, stream: int = 0, key: Optional[tf.Tensor] = None):
+        self.link, self.stream = link, stream
+        self.key = K.random_key() if key is None else key
+        self.counter = tf.Variable(tf.constant(0, tf.int64), trainable=False)
+        self.state = tf.Variable(tf.constant(0, tf.int64), trainable=False)
+
+    def seal(self, x) -> tf.Tensor:
+        return K.aead_seal(self.key, self.counter, x, self.link, self.stream)
+
+    def open(self, m, shape, link: Optional[str] = None, stream: Optional[int] = None,
+             key: Optional[tf.Tensor] = None) -> tf.Tensor:
+        return K.aead_open(self.key if key is None else key, self.state, m, shape,
+                           self.link if link is None else link,
+                           self.stream if stream is None else stream)
+
+
+def ring_values(rng, shape) -> np.ndarray:
+    return np.asarray(rng.integers(-2**63, INT64_MAX, size=shape, dtype=np.int64,
+                                   endpoint=True))
+
+
+# ------------------------------------------------------------- round trips
+@pytest.mark.parametrize("shape", [[], [0], [3, 4, 2], [1_000_000]], ids=str)
+def test_round_trip(shape, mode, rng):
+    ch = Chan()
+    x = ring_values(rng, shape)
+
+    def fn(x):
+        m = ch.seal(x)
+        return m, ch.open(m, tf.shape(x))
+
+    m, y = run(mode, fn, tf.constant(x))
+    assert m.dtype == tf.uint8 and m.shape == [K.AEAD_OVERHEAD + 8 * x.size]
+    assert y.dtype == tf.int64 and y.shape == x.shape
+    np.testing.assert_array_equal(y.numpy(), x)
+    assert int(ch.counter.numpy()) == 1 and int(ch.state.numpy()) == 1
+
+
+def test_static_shape_inference():
+    ch = Chan()
+
+    @tf.function
+    def fn(x):
+        m = ch.seal(x)
+        assert m.shape == [K.AEAD_OVERHEAD + 8 * 12]
+        y = ch.open(m, [3, 4])
+        assert y.shape == [3, 4]
+        return y
+
+    fn(tf.zeros([3, 4], tf.int64))
+
+
+def test_counter_advances_every_run(rng):
+    """Two runs of the same tf.function: two nonces, two ciphertexts."""
+    ch = Chan()
+    x = tf.constant(ring_values(rng, [64]))
+    seal = tf.function(ch.seal)
+    m0, m1 = seal(x).numpy(), seal(x).numpy()
+    assert int.from_bytes(m0[:8].tobytes(), "big") == 0
+    assert int.from_bytes(m1[:8].tobytes(), "big") == 1
+    assert not np.array_equal(m0[8:], m1[8:])
+    assert int(ch.counter.numpy()) == 2
+    open_ = tf.function(lambda m: ch.open(m, [64]))
+    for m in (m0, m1):
+        np.testing.assert_array_equal(open_(tf.constant(m)).numpy(), x.numpy())
+    with pytest.raises(tf.errors.InvalidArgumentError, match="replayed or reordered"):
+        open_(tf.constant(m1))
+
+
+def test_concurrent_seals_take_distinct_counters():
+    ch = Chan()
+    x = tf.zeros([1000], tf.int64)
+    seal = tf.function(lambda: ch.seal(x))
+    seal()  # trace once, outside the threads
+    with ThreadPoolExecutor(4) as ex:
+        msgs = list(ex.map(lambda _: seal().numpy(), range(64)))
+    counters = sorted(int.from_bytes(m[:8].tobytes(), "big") for m in msgs)
+    assert counters == list(range(1, 65))
+    assert len({m[8:].tobytes() for m in msgs}) == 64
+
+
+def test_concurrent_opens_of_one_message_accept_it_once():
+    ch = Chan()
+    m = ch.seal(tf.range(100, dtype=tf.int64))
+    ok, replays = [], []
+    lock = threading.Lock()
+
+    def try_open(_):
+        try:
+            ch.open(m, [100])
+            with lock:
+                ok.append(1)
+        except tf.errors.InvalidArgumentError as e:
+            assert "replayed or reordered" in e.message
+            with lock:
+                replays.append(1)
+
+    with ThreadPoolExecutor(4) as ex:
+        list(ex.map(try_open, range(16)))
+    assert (len(ok), len(replays)) == (1, 15)
+
+
+# ------------------------------------------------------------ known answers
+@pytest.mark.parametrize("link,stream,shape", [
+    ("S1->T1", 0, [3, 4, 2]), ("T2->S2", 7, []), ("S2->T1", 2**32 - 1, [0]),
+    ("client->S1", 1, [1000]), ("T1->T2", 3, [1_000_000]),
+])
+def test_known_answer(link, stream, shape, rng):
+    """Byte for byte against hmac + the `cryptography` package's AES-GCM, both
+    ways: kernel-sealed messages equal the reference, and reference messages
+    open with the kernel."""
+    ch = Chan(link, stream)
+    pair = key_bytes(ch.key)
+    x = ring_values(rng, shape)
+    for counter in (0, 1):
+        assert ch.seal(tf.constant(x)).numpy().tobytes() == reference_seal(
+            pair, link, stream, counter, x)
+    for counter in (5, 9):
+        ref = np.frombuffer(reference_seal(pair, link, stream, counter, x), np.uint8)
+        np.testing.assert_array_equal(ch.open(tf.constant(ref), shape).numpy(), x)
+        assert int(ch.state.numpy()) == counter + 1
+
+
+def test_link_key_vector():
+    """The derivation of ops/aead/aead_test.cc's vector, by the same formula."""
+    pair = bytes(range(16))
+    assert link_key(pair, "S1->T1").hex() == "d8194092be79d6e111dbd1c2ba41abd3"
+    key = tf.constant(np.frombuffer(pair, "<i8"))
+    ch = Chan(key=key)
+    x = np.arange(4, dtype=np.int64)
+    assert ch.seal(tf.constant(x)).numpy().tobytes() == reference_seal(pair, LINK, 0, 0, x)
+
+
+def test_directions_and_streams_use_different_keys_or_nonces(rng):
+    key = K.random_key()
+    x = tf.constant(ring_values(rng, [16]))
+    bodies = {Chan(link, stream, key).seal(x).numpy()[8:].tobytes()
+              for link, stream in [("S1->T1", 0), ("T1->S1", 0), ("S1->T1", 1), ("S1->T2", 0)]}
+    assert len(bodies) == 4  # all at counter 0, same key and plaintext
+
+
+# ------------------------------------------------------------- tampering
+def test_every_bit_flip_is_rejected(rng):
+    ch = Chan()
+    x = ring_values(rng, [2])
+    m = ch.seal(tf.constant(x)).numpy()
+    for bit in range(8 * m.size):  # counter, ciphertext and tag
+        expect_auth_failure(lambda t: ch.open(tf.constant(t), [2]), flip(m, bit))
+    assert int(ch.state.numpy()) == 0  # failures never advance the receiver
+    np.testing.assert_array_equal(ch.open(tf.constant(m), [2]).numpy(), x)
+
+
+def test_bit_flips_in_a_large_message_are_rejected(rng):
+    n = 1_000_000
+    ch = Chan()
+    m = ch.seal(tf.constant(ring_values(rng, [n]))).numpy()
+    last = 8 * m.size - 1
+    for bit in [0, 63, 64, 65, 8 * 4_000_000 + 5, last - 128, last - 127, last]:
+        expect_auth_failure(lambda t: ch.open(tf.constant(t), [n]), flip(m, bit))
+    ch.open(tf.constant(m), [n])
+
+
+def test_truncated_or_extended_message_is_rejected():
+    ch = Chan()
+    m = ch.seal(tf.range(12, dtype=tf.int64)).numpy()
+    for bad in (m[:-1], m[:-8], np.concatenate([m, np.zeros(8, np.uint8)])):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=re.escape(f"message on link {LINK} (stream 0) has")):
+            ch.open(tf.constant(bad), [12])
+
+
+def test_wrong_key_is_rejected():
+    ch = Chan()
+    m = ch.seal(tf.range(8, dtype=tf.int64))
+    expect_auth_failure(lambda t: ch.open(t, [8], key=K.random_key()), m)
+    one_bit_off = tf.constant(np.bitwise_xor(ch.key.numpy(), np.array([1, 0], np.int64)))
+    expect_auth_failure(lambda t: ch.open(t, [8], key=one_bit_off), m)
+
+
+@pytest.mark.parametrize("link,stream", [("T1->S1", 0), ("S1->T2", 0), ("S2->T1", 0),
+                                         ("S1->T1", 1)])
+def test_message_for_another_link_or_stream_is_rejected(link, stream):
+    """An S1->T1 message opened in the other direction, on another link or
+    another stream (same pair key, same counter) fails."""
+    ch = Chan()
+    m = ch.seal(tf.range(8, dtype=tf.int64))
+    expect_auth_failure(lambda t: ch.open(t, [8], link=link, stream=stream), m, link)
+
+
+def test_message_of_another_shape_is_rejected():
+    ch = Chan()
+    m = ch.seal(tf.zeros([3, 4], tf.int64))
+    for shape in ([4, 3], [12], [2, 6, 1]):  # same bytes, another tensor
+        expect_auth_failure(lambda t: ch.open(t, shape), m)
+    ch.open(m, [3, 4])
+
+
+def test_replay_and_reorder_are_rejected():
+    ch = Chan()
+    x = tf.range(10, dtype=tf.int64)
+    m0, m1, m2, m3 = (ch.seal(x) for _ in range(4))
+    ch.open(m0, [10])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+            f"message on link {LINK} (stream 0) was replayed or reordered: its counter "
+            "is 0 but every counter below 1")):
+        ch.open(m0, [10])
+    ch.open(m2, [10])  # a gap (a run aborted before its open) is allowed
+    with pytest.raises(tf.errors.InvalidArgumentError, match="its counter is 1 but every "
+                       "counter below 3"):
+        ch.open(m1, [10])  # ... but then m1 is out of order
+    ch.open(m3, [10])
+    assert int(ch.state.numpy()) == 4
+
+
+def test_replay_inside_tf_function_is_rejected():
+    ch = Chan()
+    m = ch.seal(tf.range(5, dtype=tf.int64))
+    open_ = tf.function(lambda: ch.open(m, [5]))
+    open_()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="replayed or reordered"):
+        open_()
+
+
+def test_tamper_check_detects_an_opener_without_authentication(rng):
+    """The tamper tests can fail: a broken opener (GCM's CTR decryption with
+    the tag ignored) accepts a tampered message, and expect_auth_failure
+    reports that. It also shows that the kernel's ciphertext is exactly the
+    SP 800-38D CTR keystream XOR the plaintext."""
+    ch = Chan()
+    x = ring_values(rng, [32])
+    m = ch.seal(tf.constant(x)).numpy()
+    pair = key_bytes(ch.key)
+    broken = lambda t: unauthenticated_open(pair, LINK, 0, t.tobytes())  # noqa: E731
+    np.testing.assert_array_equal(broken(m), x)
+    tampered = flip(m, 8 * 8 + 3)  # first ciphertext byte
+    assert broken(tampered)[0] == x[0] ^ 8  # silently wrong data
+    with pytest.raises(pytest.fail.Exception):
+        expect_auth_failure(broken, tampered)
+    expect_auth_failure(lambda t: ch.open(tf.constant(t), [32]), tampered)
+
+
+# ---------------------------------------------------- limits and misuse
+def test_counter_exhaustion():
+    ch = Chan()
+    ch.counter.assign(INT64_MAX)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match=re.escape(LINK)):
+        ch.seal(tf.zeros([2], tf.int64))
+    assert int(ch.counter.numpy()) == INT64_MAX
+    ch.counter.assign(INT64_MAX - 1)  # the last usable counter
+    m = ch.seal(tf.zeros([2], tf.int64))
+    assert int.from_bytes(m.numpy()[:8].tobytes(), "big") == INT64_MAX - 1
+    ch.open(m, [2])
+    assert int(ch.state.numpy()) == INT64_MAX
+    with pytest.raises(tf.errors.ResourceExhaustedError):
+        ch.seal(tf.zeros([2], tf.int64))
+
+
+@pytest.mark.parametrize("link", ["S1T1", "S1->S1", "->T1", "S1->", "S1->T1->T2", "S 1->T1"])
+def test_bad_link_is_refused(link):
+    ch = Chan()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="link"):
+        K.aead_seal(ch.key, ch.counter, tf.zeros([1], tf.int64), link)
+    assert int(ch.counter.numpy()) == 0
+
+
+@pytest.mark.parametrize("stream", [-1, 2**32])
+def test_bad_stream_is_refused(stream):
+    ch = Chan()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="stream"):
+        K.aead_seal(ch.key, ch.counter, tf.zeros([1], tf.int64), LINK, stream)
+
+
+@pytest.mark.parametrize("value", [tf.constant(0.0), tf.constant([0, 0], tf.int64),
+                                   tf.constant(-1, tf.int64)], ids=["float", "vector", "neg"])
+def test_bad_counter_or_state_is_refused(value):
+    ch = Chan()
+    bad = tf.Variable(value, trainable=False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(LINK)):
+        K.aead_seal(ch.key, bad, tf.zeros([1], tf.int64), LINK)
+    m = ch.seal(tf.zeros([1], tf.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(LINK)):
+        K.aead_open(ch.key, bad, m, [1], LINK)
+
+
+def test_bad_key_or_message_is_refused():
+    ch = Chan()
+    with pytest.raises(tf.errors.InvalidArgumentError, match="128-bit key"):
+        K.aead_seal(tf.zeros([3], tf.int64), ch.counter, tf.zeros([1], tf.int64), LINK)
+    assert int(ch.counter.numpy()) == 0  # refused before taking a counter
+    m = ch.seal(tf.zeros([1], tf.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="uint8 vector"):
+        ch.open(tf.reshape(m, [4, 8]), [1])

@@ -1,7 +1,8 @@
 """Standalone C++ test programs of the kernels (no TensorFlow): the ring GEMM
 against a naive reference, fast AVX-512 path and forced portable path; the
 AES-128-CTR PRG's VAES path against FIPS-197 / SP 800-38A vectors and its EVP
-path."""
+path; the key exchange's X25519 / HKDF-SHA256 against RFC 7748 / RFC 5869 with
+the system's OpenSSL (tests/test_kex.py runs them inside TF, on BoringSSL)."""
 import os
 import subprocess
 
@@ -22,3 +23,7 @@ def test_ring_gemm_cc(tmp_path):
 
 def test_aes_ctr_cc(tmp_path):
     _run_standalone("ops/prg/Makefile.standalone", tmp_path)
+
+
+def test_kex_cc(tmp_path):
+    _run_standalone("ops/kex/Makefile.standalone", tmp_path)

@@ -1,8 +1,9 @@
-"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead families)."""
+"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead, kex families)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 
 from ..loader import ops as _ops
@@ -176,3 +177,58 @@ def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,
     return _ops().tf_privpy_aead_open(key=key, state=state_var.handle, message=message,
                                       shape=tf.cast(shape, tf.int64), link=link,
                                       stream=stream)
+
+
+# ----------------------------------------------------------------- kex family
+# X25519 (RFC 7748) keys are uint8[32] tensors. Run every op that takes or
+# returns a private key in a tf.device scope of the server that owns it.
+Bytes = Union[bytes, bytearray, tf.Tensor, np.ndarray]
+
+
+def _u8(x: Bytes) -> tf.Tensor:
+    """bytes -> uint8 vector; tensors pass through."""
+    if isinstance(x, (bytes, bytearray)):
+        return tf.constant(np.frombuffer(bytes(x), np.uint8))
+    return x
+
+
+def x25519_keypair() -> Tuple[tf.Tensor, tf.Tensor]:
+    """(private, public) X25519 key pair from the OS CSPRNG of the current device."""
+    return _ops().tf_privpy_x25519_keypair()
+
+
+def x25519_read_private_key(path) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(private, public) of an identity key file, read by the current device
+    (the server's own file system); refuses files readable by group/others."""
+    return _ops().tf_privpy_x25519_read_private_key(path=path)
+
+
+def x25519_public_key(private_key: Bytes) -> tf.Tensor:
+    """X25519(private_key, 9)."""
+    return _ops().tf_privpy_x25519_public_key(private_key=_u8(private_key))
+
+
+def x25519(private_key: Bytes, peer_public_key: Bytes) -> tf.Tensor:
+    """Raw X25519 (RFC 7748 §5), for known-answer tests; protocols use
+    kex_derive. Raises InvalidArgumentError for a small-order peer key."""
+    return _ops().tf_privpy_x25519(private_key=_u8(private_key),
+                                   peer_public_key=_u8(peer_public_key))
+
+
+def hkdf_sha256(ikm: Bytes, salt: Bytes, info: Bytes, length: int) -> tf.Tensor:
+    """HKDF-SHA256 (RFC 5869): `length` bytes (uint8) of Expand(Extract(salt, ikm), info)."""
+    return _ops().tf_privpy_hkdf_sha256(ikm=_u8(ikm), salt=_u8(salt), info=_u8(info),
+                                        length=length)
+
+
+def kex_derive(own_static_private, own_ephemeral_private, peer_static_public: Bytes,
+               peer_ephemeral_public, own_role: str, peer_role: str,
+               context: str = "") -> tf.Tensor:
+    """The int64[2] pair key of the authenticated X25519 exchange between
+    own_role and peer_role (formula in ops/kex/kex.h), computed on own_role's
+    device from its private keys and the peer's public keys."""
+    return _ops().tf_privpy_kex_derive(
+        own_static_private=own_static_private, own_ephemeral_private=own_ephemeral_private,
+        peer_static_public=_u8(peer_static_public),
+        peer_ephemeral_public=_u8(peer_ephemeral_public),
+        own_role=own_role, peer_role=peer_role, context=context)

@@ -11,7 +11,9 @@ the op itself must still run where the value lives. A channel message to
 the client (tp.reveal) is a deliberate declassification and ends the taint.
 
 Two checkers: `graph_violations` walks a traced tf.function graph (devices
-as placed, an unplaced op counts as the client's, where TF would run it);
+as placed, an unplaced op counts as the client's, where TF would run it: the
+Identity ops by which tf.function returns its outputs included, see
+protocols/mpc/placement.py);
 `EagerRecorder` records the device each eager op actually ran on, through
 TF's op callbacks.
 """
@@ -75,8 +77,6 @@ def graph_violations(concrete, devices: Dict[str, str],
     graph = concrete.graph
     party_of_tensor = dict(tainted_inputs)
     tainted = set(tainted_inputs)
-    # tf.function's own output plumbing: the value is returned where it lives
-    returned = {t.name for t in graph.outputs}
     for external, internal in graph.captures:
         p = parties.of(getattr(external, "device", "") or "")
         party_of_tensor[internal.name] = p
@@ -84,13 +84,17 @@ def graph_violations(concrete, devices: Dict[str, str],
             tainted.add(internal.name)  # keys, counters, tables held by a server
     bad = []
     for op in graph.get_operations():
-        if op.type == "Identity" and all(o.name in returned for o in op.outputs) \
-                and not op.device:
-            continue
         if any(op.get_attr(a.name) is not None for a in op.op_def.attr
                if a.type == "func"):
             bad.append(f"{op.name} ({op.type}) calls a function: not followed")
         where = parties.of(op.device)
+        if not op.device and op.type == "Identity" and op.inputs \
+                and op.inputs[0].op.type == "Placeholder":
+            # A function returning an argument unchanged (tp.identity): TF
+            # runs the Identity with the argument, nothing moves (measured in
+            # tests/test_distributed.py). Outputs of computations get their
+            # device from protocols/mpc/placement.py instead.
+            where = party_of_tensor.get(op.inputs[0].name, where)
         ends = _channel_ends(op)
         t_in = False
         for inp in op.inputs:

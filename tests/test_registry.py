@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import gen_supported_ops as G  # noqa: E402
 
 #: tp.* functions that are not ops: the runtime, checkpoints of tp.Variables, the converter
-RUNTIME_API = {"init", "reset", "servers", "client_devices", "get_runtime", "is_initialized",
-               "stats", "save_variables", "restore_variables", "convert"}
+RUNTIME_API = {"init", "reset", "servers", "check_servers", "client_devices", "get_runtime",
+               "is_initialized", "stats", "save_variables", "restore_variables", "convert"}
 
 
 def _functions(module):

@@ -31,8 +31,9 @@ from tf_privpy.protocols.mpc.value import PrivateTensor  # noqa: E402
 from tf_privpy.protocols.mpc.variable import PrivateVariable as Variable  # noqa: E402
 from tf_privpy.protocols.mpc.checkpoint import (CheckpointError, restore_variables,  # noqa: E402
                                                 save_variables)
-from tf_privpy.runtime import (client_devices, get_runtime, init, is_initialized,  # noqa: E402
-                               reset, servers)
+from tf_privpy.runtime import (check_servers, client_devices, get_runtime, init,  # noqa: E402
+                               is_initialized, reset, servers)
+from tf_privpy.distributed import ClusterError, ServerError  # noqa: E402
 from tf_privpy.stats import Stats, stats  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
@@ -57,8 +58,9 @@ _dispatch.register()
 __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
-    "CheckpointError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
-    "UnsupportedOpError", "Variable", "client_devices", "converters", "convert", "datasets",
+    "CheckpointError", "ClusterError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
+    "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client_devices",
+    "converters", "convert", "datasets",
     "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn",
     "reset",
     "restore_variables", "save_variables", "servers", "Stats", "stats"])

@@ -3,7 +3,8 @@
 `tp.init()` creates the runtime handle (devices, keys, backend), the one
 piece of global state, kept in protocols/mpc/context.py where the op
 implementations read it; `tp.reset()` drops it so tests and notebooks can
-start fresh with a new config and new keys.
+start fresh with a new config and new keys. `tp.init(cluster=PATH)` runs the
+same protocols on four server processes (tf_privpy/distributed.py).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
+from tf_privpy import distributed
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, context, make_backend
 from tf_privpy.protocols.mpc.context import Handle, RuntimeError_
@@ -52,7 +54,8 @@ def _embedded_devices(num_clients: int = 1) -> Dict[str, str]:
 
 
 def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = None,
-         num_clients: int = 1) -> Handle:
+         num_clients: int = 1, cluster: Optional[str] = None,
+         timeout: Optional[float] = None, allow_public_address: bool = False) -> Handle:
     """Starts (or restarts) the tf_privpy runtime.
 
     In the embedded default it splits the host CPU into logical TF devices for
@@ -67,6 +70,16 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
         "client1", "client2", ... name more data owners' devices.
       num_clients: embedded mode: how many data-owner devices to create
         (federated runs place each client's encryption on its own device).
+      cluster: path of a cluster file (docs/distributed.md): connect to four
+        tf_privpy servers (`python -m tf_privpy.server`, or all four on this
+        machine with `python -m tf_privpy.cluster local`) and run S1, S2, T1,
+        T2 there, the client here. Each server must answer as its role and run
+        this tf_privpy build, else this raises a ServerError naming it.
+      timeout: distributed mode: seconds within which a dead or hung server
+        is reported as a ServerError naming it instead of a hang (default:
+        the cluster file's timeout_s, 30).
+      allow_public_address: distributed mode: accept servers on public
+        addresses (TF's gRPC has no TLS; see docs/distributed.md).
 
     Returns:
       The runtime handle (also available as `tp.get_runtime()`).
@@ -76,22 +89,48 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
       >>> tp.init()
       >>> tp.servers()["S1"]
       '/job:localhost/replica:0/task:0/device:CPU:1'
+      >>> tp.init(cluster="cluster.json")            # a fresh process
+      >>> tp.servers()["S1"]
+      '/job:s1/replica:0/task:0/device:CPU:0'
     """
     config = config or Config()
     if not isinstance(config, Config):
         raise TypeError(f"config must be a tp.Config, got {type(config).__name__}")
     if not isinstance(num_clients, int) or num_clients < 1:
         raise ValueError(f"num_clients must be an int >= 1, got {num_clients!r}")
-    devs = devices or _embedded_devices(num_clients)
-    rt = Runtime(config, devs)
+    if cluster is not None:
+        if devices is not None or num_clients != 1:
+            raise ValueError("tp.init(cluster=...) places the parties itself: give neither "
+                             "devices nor num_clients (extra data owners are embedded-only)")
+        # Checks come first: a refused cluster file leaves the current runtime as it is.
+        devs = distributed.connect(cluster, timeout, allow_public_address)
+    elif devices:
+        devs = devices
+    elif distributed.joined():
+        raise RuntimeError_(
+            "this process has connected to a tf_privpy cluster, and TensorFlow 2.14 cannot "
+            "disconnect it: the embedded mode (tp.init() without cluster) needs a fresh "
+            "process. tp.init(cluster=...) can connect again.")
+    else:
+        devs = _embedded_devices(num_clients)
+    try:
+        rt = Runtime(config, devs)
+    except tf.errors.OpError as e:  # distributed: keys are drawn on the servers
+        translated = context.translate_error(e)
+        if translated is e:
+            raise
+        raise translated from e
     return context.set_handle(Handle(rt, make_backend(rt)))
 
 
 def reset() -> None:
     """Drops the runtime handle (keys, counters). The logical devices stay, as
     TensorFlow cannot change them once initialized; the next `tp.init()` reuses
-    them with a fresh runtime."""
+    them with a fresh runtime. A process connected to a cluster stays
+    connected (TensorFlow 2.14 cannot undo it): it can `tp.init(cluster=...)`
+    again, but the embedded mode needs a fresh process."""
     context.clear()
+    distributed.disconnect()
 
 
 def get_runtime() -> Handle:
@@ -102,6 +141,13 @@ def get_runtime() -> Handle:
 def is_initialized() -> bool:
     """Whether `tp.init()` was called (and `tp.reset()` not since)."""
     return context.is_initialized()
+
+
+def check_servers(timeout: Optional[float] = None) -> Dict[str, str]:
+    """Distributed mode: {party: address} if the four servers answer as
+    themselves and none restarted since tp.init(); else a ServerError naming
+    them (see tf_privpy/distributed.py)."""
+    return distributed.check_servers(timeout)
 
 
 def servers() -> Dict[str, str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from ..config import Config
 from .backend import Backend
@@ -17,6 +17,10 @@ from .runtime import Runtime
 
 _lock = threading.Lock()
 _handle: Optional["Handle"] = None
+# Set by the API layer in distributed mode (tf_privpy/distributed.py): turns a
+# TF error into one naming the server at fault. The protocol layer knows no
+# cluster; it only offers the hook (DESIGN §2: dependencies point down).
+_translator: Optional[Callable[[BaseException], BaseException]] = None
 
 
 class RuntimeError_(RuntimeError):
@@ -61,3 +65,17 @@ def get_handle() -> Handle:
 
 def is_initialized() -> bool:
     return _handle is not None
+
+
+def set_error_translator(fn: Optional[Callable[[BaseException], BaseException]]) -> None:
+    """Installs (or with None removes) the function every tp op passes its
+    TensorFlow errors through (registry.accepting_variables)."""
+    global _translator
+    _translator = fn
+
+
+def translate_error(error: BaseException) -> BaseException:
+    """The error a tp op should raise for `error`: the translator's, if one is
+    installed, else `error` itself."""
+    fn = _translator
+    return error if fn is None else fn(error)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from . import context, cost, shares
+from . import context, cost, placement, shares
 from .ops import array_ops, compare_ops, math_fns, math_ops, nn
 from .value import PrivateTensor
 from .variable import PrivateVariable, read_variables
@@ -221,10 +221,22 @@ _BY_TF_OP: Dict[str, OpDef] = {}
 def accepting_variables(impl: Callable) -> Callable:
     """impl, reading every tp.Variable among its arguments first (also in
     lists, as tf.concat's), so that an op takes a variable wherever it takes
-    a PrivateTensor. Keeps impl's name, doc and signature."""
+    a PrivateTensor, passing TF errors through the runtime's error
+    translator, and keeping a traced function's private results on their
+    servers (placement.py). Keeps impl's name, doc and signature."""
     @functools.wraps(impl)
     def op(*args, **kwargs):
-        return impl(*read_variables(args), **{k: read_variables(v) for k, v in kwargs.items()})
+        placement.keep_returns_in_place()  # a tf.function returns shares where they live
+        try:
+            return impl(*read_variables(args),
+                        **{k: read_variables(v) for k, v in kwargs.items()})
+        except tf.errors.OpError as e:
+            # distributed mode: an error naming the server at fault, if one is
+            # (context.set_error_translator, tf_privpy/distributed.py)
+            translated = context.translate_error(e)
+            if translated is e:
+                raise
+            raise translated from e
     return op
 
 

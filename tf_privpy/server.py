@@ -1,0 +1,210 @@
+"""One tf_privpy server process: S1, S2, T1 or T2 of a distributed deployment.
+
+    python -m tf_privpy.server --role s1 --cluster cluster.json
+
+Loads the op library (its kernels must be registered in this process: the
+driver only sends graphs and ops), checks the cluster file (addresses private,
+the same tf_privpy build), starts a `tf.distribute.Server` for its task,
+prints one ready line and serves until SIGINT or SIGTERM:
+
+    tf_privpy server s1 ready on 127.0.0.1:7101 (tf_privpy 0.1.0, ops library 3f2a9c0d1e4b)
+
+Exit codes: 0 after a signal, 2 for a bad flag or cluster file, 1 if the
+server could not start.
+
+TensorFlow 2.14 listens on every interface of the machine (its gRPC server
+binds 0.0.0.0:PORT whatever host the cluster file gives), so the host in the
+file only decides which network the peers use; the port must be firewalled on
+the other interfaces. The server says so at start when the machine has any.
+See docs/distributed.md.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import List
+
+from absl import app, flags
+
+from tf_privpy import cluster_file as cf
+
+#: test hook: "VERSION:SHA256" reported instead of the real build, to test
+#: that the driver refuses a server running another build
+FAKE_IDENTITY_ENV = "TF_PRIVPY_TESTONLY_REPORTED_LIBRARY"
+
+
+class StartError(Exception):
+    """The server cannot start; the message says why."""
+
+
+def _fail(msg: str, code: int) -> None:
+    role = flags.FLAGS.role if flags.FLAGS.is_parsed() else "?"
+    print(f"tf_privpy server {role}: error: {msg}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def _check_local(host: str, port: int, role: str) -> None:
+    """The host must be an address of this machine and the port free (TF's own
+    errors for either are obscure: 'Could not start gRPC server')."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise StartError(f"cannot resolve {role}'s host {host!r}: {e}") from None
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((addr[0], 0))  # fails for an address no interface here has
+        except OSError:
+            raise StartError(f"{role}'s address {host}:{port} is not an address of this "
+                             "machine: run this server on the machine the cluster file "
+                             "names, or fix the file") from None
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))  # TF listens on all interfaces
+        except OSError as e:
+            raise StartError(f"port {port} of {role} is in use ({e.strerror}): stop what "
+                             "uses it or give the server another port") from None
+
+
+def exposed_addresses(host: str) -> List[str]:
+    """This machine's interface addresses other than `host` (where TF's
+    all-interfaces listener is reachable too); empty if psutil is missing."""
+    try:
+        import psutil
+    except ImportError:
+        return []
+    own = {str(ip) for ip in cf._addresses_of(host)}
+    out = []
+    for ifname, addrs in psutil.net_if_addrs().items():
+        for a in addrs:
+            if a.family in (socket.AF_INET, socket.AF_INET6):
+                ip = a.address.split("%")[0]
+                if ip not in own and not ip.startswith("127.") and ip != "::1":
+                    out.append(f"{ip} ({ifname})")
+    return out
+
+
+def _register_identity(role: str, identity: dict) -> None:
+    """Lets the driver read this server's build with a remote op: an
+    EagerPyFunc with IDENTITY_TOKEN runs this function in this process.
+
+    tf.py_function keeps its Python functions in a registry keyed by token;
+    we add one under a fixed token (TF 2.14's FuncRegistry, pinned by the
+    loader), so the driver asks the process it actually talks to."""
+    import tensorflow as tf
+    from tensorflow.python.ops import script_ops
+    report = json.dumps(dict(identity, role=role, pid=os.getpid()))
+
+    def identity_fn():
+        return tf.constant(report)
+
+    _register_identity.keep = identity_fn  # the registry holds weak references
+    registry = getattr(script_ops, "_py_funcs", None)
+    if registry is None or not hasattr(registry, "_funcs"):
+        raise StartError("this TensorFlow has no py_func registry where tf_privpy expects "
+                         "it (TF 2.14): the driver could not check this server's build")
+    registry._funcs[cf.IDENTITY_TOKEN] = identity_fn
+
+
+def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool) -> int:
+    cluster = cf.load(path)
+    if role not in cf.ROLES:
+        raise cf.ClusterError(f"--role must be one of {', '.join(cf.ROLES)}, got {role!r}")
+    cf.check_addresses(cluster, allow_public, "--allow_public_address")
+    host, port = cf.parse_address(cluster.tasks[role])
+    _check_local(host, port, role)
+    identity = cf.library_identity()  # loads the op library: kernels for the driver's ops
+    if cluster.library is not None:
+        diff = cf.identity_mismatch(cluster.library, identity)
+        if diff:
+            raise cf.ClusterError(
+                f"this machine runs {cf.describe_identity(identity)}, but {path} was made for "
+                f"{cf.describe_identity(cluster.library)} ({diff}). Install the same tf_privpy "
+                "build on every machine, or regenerate the cluster file.")
+    reported = identity
+    fake = os.environ.get(FAKE_IDENTITY_ENV)
+    if fake:
+        version, _, sha = fake.partition(":")
+        reported = dict(identity, version=version, sha256=sha)
+        print(f"tf_privpy server {role}: TEST HOOK {FAKE_IDENTITY_ENV} set: reporting "
+              f"{cf.describe_identity(reported)}", file=sys.stderr, flush=True)
+    os.environ.update(cf.grpc_environment(cluster.timeout_s))  # before TF makes channels
+
+    import tensorflow as tf
+    _register_identity(role, reported)
+    spec = tf.train.ClusterSpec({job: [addr] for job, addr in cluster.tasks.items()})
+    try:
+        server = tf.distribute.Server(spec, job_name=role, task_index=0, protocol="grpc",
+                                      start=True)
+    except Exception as e:  # TF raises assorted types here
+        raise StartError(f"TensorFlow could not start the server: {e}") from None
+    others = exposed_addresses(host)
+    if others:
+        public = [a for a in others if cf.address_kind(
+            ipaddress.ip_address(a.split(" ")[0])) == "public"]
+        print(f"tf_privpy server {role}: note: TensorFlow 2.14 listens on every interface "
+              f"(port {port} on 0.0.0.0/[::]), not only on {host}; the port is also reachable "
+              f"at {', '.join(others)}. Firewall it there (docs/distributed.md)."
+              + (f" WARNING: {', '.join(public)} public." if public else ""),
+              file=sys.stderr, flush=True)
+    print(f"tf_privpy server {role} ready on {host}:{port} (tf_privpy {identity['version']}, "
+          f"ops library {identity['sha256'][:12]})", flush=True)
+
+    stop = threading.Event()
+    got = []
+
+    def on_signal(signum, _frame):
+        got.append(signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    parent = os.getppid()
+    while not stop.wait(0.5):
+        if exit_with_parent and os.getppid() != parent:
+            got.append("its launcher exited")
+            break
+    print(f"tf_privpy server {role} stopping ({got[0] if got else 'stop'})", file=sys.stderr,
+          flush=True)
+    del server
+    return 0
+
+
+def _define_flags() -> None:
+    flags.DEFINE_enum("role", None, list(cf.ROLES), "Which server this process is.")
+    flags.DEFINE_string("cluster", None, "The cluster file (JSON; see docs/distributed.md).")
+    flags.DEFINE_bool("allow_public_address", False,
+                      "Accept public addresses in the cluster file. TF's gRPC has no TLS: only "
+                      "with an encrypted tunnel, and with the ports firewalled.")
+    flags.DEFINE_bool("exit_with_parent", False,
+                      "Exit when the launching process exits (python -m tf_privpy.cluster local "
+                      "sets it, so no server outlives its launcher).")
+    flags.mark_flags_as_required(["role", "cluster"])
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        _fail(f"unexpected arguments {argv[1:]}", 2)
+    F = flags.FLAGS
+    try:
+        code = serve(F.role, F.cluster, F.allow_public_address, F.exit_with_parent)
+    except cf.ClusterError as e:
+        _fail(str(e), 2)
+    except StartError as e:
+        _fail(str(e), 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # TF 2.14 cannot stop a started server ("Clean shutdown is not currently
+    # implemented"); its threads would keep a normal exit waiting.
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _define_flags()
+    app.run(main)

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/test_check.h"
 #include "ops/aead/aead.h"
 
 namespace {
@@ -21,16 +22,7 @@ namespace {
 namespace aead = tf_privpy::aead;
 using Bytes = std::vector<uint8_t>;
 
-int passed = 0, failed = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using tf_privpy::testing::Check;
 
 Bytes Hex(const char* s) {
   Bytes v;
@@ -207,6 +199,5 @@ int main() {
   TestKdfAndLayout();
   TestShortMessage();
   TestRoundTripsAndTamper();
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return tf_privpy::testing::Report();
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/common/test_check.h"
 #include "ops/kex/kex.h"
 
 namespace {
@@ -22,16 +23,7 @@ namespace kex = tf_privpy::kex;
 using kex::kKeyBytes;
 using kex::kPairKeyBytes;
 
-int passed = 0, failed = 0;
-
-void Check(bool ok, const std::string& what) {
-  if (ok) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAILED: %s\n", what.c_str());
-  }
-}
+using tf_privpy::testing::Check;
 
 std::vector<uint8_t> Hex(const char* s) {
   std::vector<uint8_t> out;
@@ -230,6 +222,5 @@ int main() {
   TestRfc5869();
   TestDerive();
   TestKeyFile();
-  std::printf("%d passed, %d failed\n", passed, failed);
-  return failed == 0 ? 0 : 1;
+  return tf_privpy::testing::Report();
 }

@@ -230,6 +230,8 @@ def _swap_is_cheaper(a, b, transpose_a: bool, transpose_b: bool) -> bool:
         return False
     m = sa[1] if transpose_a else sa[0]
     n = sb[0] if transpose_b else sb[1]
+    if m is None or n is None:          # a public operand of unknown shape
+        return False
     out = m * n if (C.is_private(a) or C.is_private(b)) else 0
     direct = transpose_a * na + transpose_b * nb
     swapped = (not transpose_a) * na + (not transpose_b) * nb + out

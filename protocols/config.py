@@ -36,6 +36,11 @@ class Config:
         bigger batches run in chunks (garbled tables take 2 KB each).
       functions: settings of the non-linear functions (method, iterations),
         keyed by function name; missing keys take defaults.json's values.
+      encrypt_links: seal every message between two servers with AES-GCM
+        under a key of the pair (protocols/mpc/sealing.py). None (default):
+        on in the distributed mode, where messages cross a network; off in
+        the embedded mode, where they stay in one process. True embedded
+        costs time and protects nothing: it is for tests.
 
     Example:
       >>> tp.init(tp.Config(ring_bits=64))   # the fast mode
@@ -48,6 +53,7 @@ class Config:
     comparison_batch: int = DEFAULTS["comparison_batch"]
     functions: Mapping[str, Any] = dataclasses.field(
         default_factory=lambda: dict(DEFAULTS.get("functions", {})), compare=False, hash=False)
+    encrypt_links: Optional[bool] = None
 
     def __post_init__(self):
         if self.ring_bits not in RINGS:
@@ -59,6 +65,9 @@ class Config:
             object.__setattr__(self, "bound", float(ring["bound"]))
         if int(self.comparison_batch) < 2:
             raise ValueError(f"comparison_batch must be >= 2, got {self.comparison_batch}")
+        if self.encrypt_links not in (None, True, False):
+            raise ValueError(f"encrypt_links must be None, True or False, got "
+                             f"{self.encrypt_links!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not 0 <= self.frac_bits <= 40:

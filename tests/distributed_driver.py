@@ -172,6 +172,26 @@ def cmd_fault(pid: int, sig: str, delay: float, n: int) -> dict:
         return reply
 
 
+def cmd_tamper(src: str, dst: str) -> dict:
+    """The sealed links, then a multiplication while an attacker flips one
+    bit of every sealed message crossing src -> dst (the interceptor's ops run
+    on dst, between the transfer and the receiving kernel): the error."""
+    from test_sealing import flip_bit
+    rt = tp.get_runtime().runtime
+    rng = np.random.default_rng(9)
+    x, y = tp.share(rng.normal(size=1000)), tp.share(rng.normal(size=1000))
+
+    def attack(s, d, tensors):
+        return flip_bit(tensors, offset=100) if (s, d) == (src, dst) else tensors
+    reply = {"secured": rt.channels.secured()}
+    try:
+        with rt.channels.intercept(attack):
+            tp.reveal(x * y).numpy()
+    except Exception as e:
+        reply.update(error_reply(e))
+    return reply
+
+
 def cmd_embedded() -> dict:
     """tp.reset() then the embedded mode: refused in a connected process."""
     tp.reset()
@@ -192,7 +212,7 @@ def cmd_check() -> dict:
 def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
                 "bench": cmd_bench, "fault": cmd_fault,
-                "check": cmd_check, "embedded": cmd_embedded}
+                "check": cmd_check, "embedded": cmd_embedded, "tamper": cmd_tamper}
     print(REPLY + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)

@@ -26,7 +26,8 @@ import pytest
 import tf_privpy as tp
 from tf_privpy import cluster_file as cf
 from tf_privpy.cluster import LocalCluster
-from tf_privpy.server import FAKE_IDENTITY_ENV
+from tf_privpy.protocols.mpc import identity as ID
+from tf_privpy.server import FAKE_IDENTITY_ENV, FAKE_PUBLIC_KEY_ENV, default_identity_key
 from tolerances import FUNCTION_TOL, TRUNC_ULPS, matmul_tol, mul_tol, select_tol, ulp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -363,6 +364,105 @@ def test_killed_server_is_named_and_the_cluster_recovers(driver, cluster):
     assert "restarted since tp.init()" in stale["message"]
     reinit(driver, cluster)
     _same_results(before, driver.call("compute", **INPUTS))
+
+
+@pytest.mark.slow
+def test_messages_between_servers_are_sealed_and_tampering_is_rejected(driver, cluster):
+    """Every server-to-server link is sealed (AES-GCM under a key the pair
+    exchanged); a bit flipped in a message on its way from S1 to T1 is
+    rejected by T1's kernel, naming the link, and no result comes out. (The
+    same flip on an unsealed link goes unnoticed: tests/test_sealing.py.)"""
+    reinit(driver, cluster)
+    r = driver.call("tamper", src="S1", dst="T1")
+    servers = ("S1", "S2", "T1", "T2")
+    assert r["secured"] == sorted(f"{a}->{b}" for a in servers for b in servers if a != b)
+    assert r["error"] == "InvalidArgumentError", r
+    assert "S1->T1" in r["message"] and "failed authentication" in r["message"], r
+    reinit(driver, cluster)
+    assert "error" not in driver.call("compute", **INPUTS)
+
+
+def _swap_identity_key(cluster, role):
+    """Gives `role`'s server another identity key file; returns a function
+    that puts the original back."""
+    path = default_identity_key(cluster._server_file, role)
+    original = ID.read_private_key_file(path)
+    ID.generate_identity_key_file(path, overwrite=True)
+
+    def restore():
+        ID.write_private_key_file(path, original, overwrite=True)
+    return restore
+
+
+@pytest.mark.slow
+def test_a_server_with_another_identity_key_is_refused(driver, cluster):
+    """T1 restarted with a key file other than the one the cluster file names:
+    tp.init refuses it, naming T1 and both keys, before any exchange."""
+    restore = _swap_identity_key(cluster, "t1")
+    try:
+        cluster.restart("t1")
+        r = driver.call("init", cluster=cluster.path, timeout=TIMEOUT)
+        assert r["error"] == "ServerError" and r["server"] == "T1", r
+        assert "holds the identity key" in r["message"] and cluster.cluster.identity["t1"][:16] \
+            in r["message"], r
+    finally:
+        restore()
+    cluster.restart("t1")
+    reinit(driver, cluster)
+
+
+@pytest.mark.slow
+def test_a_server_claiming_a_key_it_does_not_hold_fails_the_exchange(driver, cluster):
+    """T1 reports the cluster file's public key (test hook) but holds another
+    private key: the check of reports passes, the authenticated exchange
+    does not. tp.init raises a ServerError naming T1, found as the server in
+    every failed pair (S1-T1, S2-T1, T1-T2)."""
+    restore = _swap_identity_key(cluster, "t1")
+    try:
+        cluster.restart("t1", env={FAKE_PUBLIC_KEY_ENV: cluster.cluster.identity["t1"]})
+        r = driver.call("init", cluster=cluster.path, timeout=TIMEOUT)
+        assert r["error"] == "ServerError" and r["server"] == "T1", r
+        assert "failed the authenticated key exchange" in r["message"], r
+        assert "S1-T1, S2-T1, T1-T2" in r["message"] and "most likely T1" in r["message"], r
+    finally:
+        restore()
+    cluster.restart("t1")
+    reinit(driver, cluster)
+    assert "error" not in driver.call("compute", **INPUTS)
+
+
+def test_a_cluster_file_without_identity_keys_is_refused(tmp_path):
+    from tf_privpy import distributed
+    path = cf.from_json({"version": 1, "tasks": _tasks()}).save(tmp_path / "c.json")
+    with pytest.raises(cf.ClusterError, match="names no identity key for s1, s2, t1, t2"):
+        distributed.connect(path)
+    assert distributed.connection() is None and not distributed.joined()
+
+
+def test_keygen_and_new_write_identity_keys(tmp_path, capsys):
+    """keygen (its CLI once, then its function) makes 0600 key files and
+    prints their public keys; new refuses to write a cluster file without
+    the four public keys and records them."""
+    from tf_privpy.cluster import run_keygen, run_new
+    out = subprocess.run([sys.executable, "-m", "tf_privpy.cluster", "keygen", "--out",
+                          str(tmp_path / "s1.key")], capture_output=True, text=True,
+                         env=_env(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    keys = {"s1": out.stdout.strip().splitlines()[-1]}
+    for role in cf.ROLES[1:]:
+        assert run_keygen(str(tmp_path / f"{role}.key"), overwrite=False) == 0
+        keys[role] = capsys.readouterr().out.strip().splitlines()[-1]
+    for role in cf.ROLES:
+        assert os.stat(tmp_path / f"{role}.key").st_mode & 0o777 == 0o600
+        assert ID.read_identity_key_file(str(tmp_path / f"{role}.key")).public_hex == keys[role]
+    assert run_keygen(str(tmp_path / "s1.key"), overwrite=False) == 1
+    assert "already exists" in capsys.readouterr().err
+    c = str(tmp_path / "c.json")
+    assert run_new(c, _tasks(), {}, 5.0, False) == 2
+    assert "--s1_key --s2_key --t1_key --t2_key" in capsys.readouterr().err
+    assert not os.path.exists(c)
+    assert run_new(c, _tasks(), keys, 5.0, False) == 0
+    assert cf.load(c).identity == keys
 
 
 @pytest.mark.slow

@@ -6,10 +6,15 @@
         Ctrl-C or SIGTERM, which stop all four; if one dies, it stops the
         others and exits 1 with that server's stderr. Connect a driver with
         tp.init(cluster="cluster.json").
+    python -m tf_privpy.cluster keygen --out s1.key
+        On a server's machine: makes its long-term identity key (X25519, file
+        mode 0600) and prints the public key for the cluster file.
     python -m tf_privpy.cluster new --out cluster.json --s1 10.0.0.11:7101 \\
-        --s2 10.0.0.12:7102 --t1 10.0.0.13:7103 --t2 10.0.0.14:7104 --client 10.0.0.10:7100
+        --s2 10.0.0.12:7102 --t1 10.0.0.13:7103 --t2 10.0.0.14:7104 --client 10.0.0.10:7100 \\
+        --s1_key HEX --s2_key HEX --t1_key HEX --t2_key HEX
         Writes a cluster file for four machines, recording this machine's
-        tf_privpy build (every machine must run the same).
+        tf_privpy build (every machine must run the same) and the servers'
+        identity public keys (from keygen on each machine).
     python -m tf_privpy.cluster check --cluster cluster.json
         From the driver's machine: connects, checks that every server answers
         as its role and runs this build, and prints them.
@@ -97,9 +102,17 @@ class LocalCluster:
         file exists), or stops them and raises ClusterError naming the one
         that failed, with its stderr."""
         ports = _free_ports(len(cf.ROLES))
+        from tf_privpy.protocols.mpc import identity
+        from tf_privpy.server import default_identity_key
+        keys = {}  # each server's identity key, beside the file it reads
+        for role in cf.ROLES:
+            path = default_identity_key(self._server_file, role)
+            if not os.path.exists(path):
+                identity.generate_identity_key_file(path)
+            keys[role] = identity.read_identity_key_file(path).public_hex
         self.cluster = cf.Cluster(
             tasks={r: f"{self.host}:{p}" for r, p in zip(cf.ROLES, ports)},
-            library=cf.library_identity(), timeout_s=self.timeout_s)
+            library=cf.library_identity(), timeout_s=self.timeout_s, identity=keys)
         self.cluster.save(self._server_file)  # what the servers read
         try:
             for role in cf.ROLES:
@@ -230,7 +243,8 @@ class LocalCluster:
 
 # ------------------------------------------------------------------ the CLI
 def _define_flags() -> None:
-    flags.DEFINE_string("out", "cluster.json", "local, new: the cluster file to write.")
+    flags.DEFINE_string("out", "cluster.json",
+                        "local, new: the cluster file to write; keygen: the key file.")
     flags.DEFINE_string("cluster", "cluster.json", "check: the cluster file to check.")
     flags.DEFINE_float("timeout_s", cf.DEFAULT_TIMEOUT_S,
                        "local, new: seconds within which a dead or hung server is reported.")
@@ -240,6 +254,11 @@ def _define_flags() -> None:
                       "new, check: accept public addresses (TF's gRPC has no TLS).")
     for role in cf.ROLES + (cf.CLIENT_JOB,):
         flags.DEFINE_string(role, None, f"new: host:port of {cf.party(role)}'s TF task.")
+    for role in cf.ROLES:
+        flags.DEFINE_string(f"{role}_key", None,
+                            f"new: {cf.party(role)}'s identity public key (64 hex digits, "
+                            "printed by keygen on its machine).")
+    flags.DEFINE_bool("overwrite", False, "keygen: replace an existing key file.")
 
 
 def _exit_status(code: int) -> str:
@@ -286,15 +305,34 @@ def run_local(out: str, timeout_s: float, start_timeout_s: float, keep_logs: boo
         c.stop()
 
 
-def run_new(out: str, tasks: Mapping[str, Optional[str]], timeout_s: float,
-            allow_public: bool) -> int:
+def run_keygen(out: str, overwrite: bool) -> int:
+    """`keygen`: an identity key file here; prints its public key."""
+    from tf_privpy.protocols.mpc import identity
+    try:
+        key = identity.generate_identity_key_file(out, overwrite=overwrite)
+    except (OSError, identity.IdentityKeyError) as e:
+        _say(f"error: {e}")
+        return 1
+    print(f"wrote the identity key {os.path.abspath(out)} (mode 0600: keep it on this "
+          f"machine only). Its public key, for the cluster file:\n{key.public_hex}")
+    return 0
+
+
+def run_new(out: str, tasks: Mapping[str, Optional[str]], keys: Mapping[str, Optional[str]],
+            timeout_s: float, allow_public: bool) -> int:
     """`new`: a cluster file for four machines, with this machine's build."""
     missing = [r for r in cf.ROLES if not tasks.get(r)]
     if missing:
         _say(f"error: give --{' --'.join(missing)} (host:port of each server)")
         return 2
+    missing = [r for r in cf.ROLES if not keys.get(r)]
+    if missing:
+        _say(f"error: give --{'_key --'.join(missing)}_key (the public key that python -m "
+             "tf_privpy.cluster keygen printed on each server's machine)")
+        return 2
     obj = {"version": cf.FORMAT_VERSION, "tasks": {r: a for r, a in tasks.items() if a},
-           "library": cf.library_identity(), "timeout_s": timeout_s}
+           "library": cf.library_identity(), "timeout_s": timeout_s,
+           "identity": {r: keys[r].strip().lower() for r in cf.ROLES}}
     cluster = cf.from_json(obj, "the given addresses")
     cf.check_addresses(cluster, allow_public, "--allow_public_address")
     path = cluster.save(out)
@@ -323,14 +361,17 @@ def run_check(path: str, allow_public: bool) -> int:
 def main(argv) -> None:
     F = flags.FLAGS
     logging.set_verbosity(logging.WARNING)  # TF's connect logs its session config at INFO
-    if len(argv) != 2 or argv[1] not in ("local", "new", "check"):
-        _say("usage: python -m tf_privpy.cluster {local|new|check} [flags] (--help)")
+    if len(argv) != 2 or argv[1] not in ("local", "keygen", "new", "check"):
+        _say("usage: python -m tf_privpy.cluster {local|keygen|new|check} [flags] (--help)")
         sys.exit(2)
     try:
         if argv[1] == "local":
             code = run_local(F.out, F.timeout_s, F.start_timeout_s, F.keep_logs)
+        elif argv[1] == "keygen":
+            code = run_keygen(F.out, F.overwrite)
         elif argv[1] == "new":
             code = run_new(F.out, {r: getattr(F, r) for r in cf.ROLES + (cf.CLIENT_JOB,)},
+                           {r: getattr(F, f"{r}_key") for r in cf.ROLES},
                            F.timeout_s, F.allow_public_address)
         else:
             code = run_check(F.cluster, F.allow_public_address)

@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from tf_privpy import cluster_file as cf
 from tf_privpy.cluster_file import ClusterError
-from tf_privpy.protocols.mpc import context
+from tf_privpy.protocols.mpc import context, keying
 from tf_privpy.protocols.mpc.context import RuntimeError_
 
 __all__ = ["ClusterError", "ServerError", "check_servers", "connect", "joined"]
@@ -160,6 +160,14 @@ def connect(path: str, timeout: Optional[float] = None,
                 f"{cluster.path} was made for {cf.describe_identity(cluster.library)}, but this "
                 f"driver runs {cf.describe_identity(mine)} ({diff}). Every machine, the driver's "
                 "included, needs the same tf_privpy build.")
+    missing = [r for r in cf.ROLES if r not in cluster.identity]
+    if missing:
+        raise ClusterError(
+            f"{cluster.path} names no identity key for {', '.join(missing)}: the servers' "
+            "pair keys are made by an authenticated exchange between their identity keys. "
+            "Make a key on each server's machine (python -m tf_privpy.cluster keygen --out "
+            "ROLE.key) and give the public halves to python -m tf_privpy.cluster new "
+            "(--s1_key HEX ...); python -m tf_privpy.cluster local makes them itself.")
     tasks = dict(cluster.tasks)
     if cf.CLIENT_JOB not in tasks:
         if not cf.all_loopback(cluster):
@@ -216,6 +224,10 @@ def connect(path: str, timeout: Optional[float] = None,
             wrong[role] = (f"runs {cf.describe_identity(ident)}, this driver "
                            f"{cf.describe_identity(mine)} ({diff}): install the same tf_privpy "
                            "build on every machine")
+        else:
+            problem = _identity_key_problem(role, ident, cluster)
+            if problem:
+                wrong[role] = problem
     if wrong:
         raise _server_error(wrong, tasks, "tp.init() refused the cluster.")
     _conn = conn
@@ -223,6 +235,48 @@ def connect(path: str, timeout: Optional[float] = None,
     devices = {cf.CLIENT_JOB: cf.device(cf.CLIENT_JOB)}
     devices.update({cf.party(r): cf.device(r) for r in cf.ROLES})
     return devices
+
+
+def _identity_key_problem(role: str, ident: Mapping[str, str],
+                          cluster: cf.Cluster) -> Optional[str]:
+    """Why the identity key the server of `role` reports is not the one the
+    cluster file names (None if it is). The exchange itself then proves the
+    server holds the private key (protocols/mpc/keying.py)."""
+    named = cluster.identity.get(role)
+    got = ident.get("identity_public")
+    if not got:
+        return ("reports no identity key: it runs a tf_privpy server without one (start it "
+                "with --identity_key)")
+    if got != named:
+        return (f"holds the identity key {got[:16]}... (file {ident.get('identity_key')} on "
+                f"its machine), but {cluster.path} names {named[:16]}... for {role}: start "
+                "it with the key file the cluster file was made with, or put this key's "
+                "public half into the cluster file")
+    return None
+
+
+def server_keys() -> Dict[str, keying.ServerKey]:
+    """party -> the identity key of its server: the file the server reported
+    and the public key the cluster file names (checked equal at connect)."""
+    conn = _conn
+    if conn is None:
+        raise RuntimeError_("not connected to a cluster")
+    return {cf.party(r): keying.ServerKey(conn.identities[r]["identity_key"],
+                                          bytes.fromhex(conn.cluster.identity[r]))
+            for r in cf.ROLES}
+
+
+def key_exchange_error(e: keying.KeyExchangeError) -> ServerError:
+    """The ServerError of a failed key confirmation, naming the servers."""
+    conn = _conn
+    tasks = conn.tasks if conn else {}
+    parties = sorted({p for pair in e.pairs for p in pair},
+                     key=lambda p: -sum(p in pair for pair in e.pairs))
+    if not tasks:
+        return ServerError(str(e), {p: "failed the authenticated key exchange"
+                                    for p in parties})
+    return _server_error({p.lower(): "failed the authenticated key exchange"
+                          for p in parties}, tasks, str(e))
 
 
 def disconnect() -> None:

@@ -16,6 +16,7 @@ from tf_privpy import distributed
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, context, make_backend
 from tf_privpy.protocols.mpc.context import Handle, RuntimeError_
+from tf_privpy.protocols.mpc.keying import KeyExchangeError
 
 _N_DEVICES = 1 + len(PARTIES)
 
@@ -99,6 +100,11 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
     if not isinstance(num_clients, int) or num_clients < 1:
         raise ValueError(f"num_clients must be an int >= 1, got {num_clients!r}")
     if cluster is not None:
+        if config.encrypt_links is False:
+            raise ValueError(
+                "tp.Config(encrypt_links=False) with a cluster would send shares between "
+                "servers in the clear over TensorFlow's gRPC (no TLS): tf_privpy refuses. "
+                "Leave encrypt_links at None.")
         if devices is not None or num_clients != 1:
             raise ValueError("tp.init(cluster=...) places the parties itself: give neither "
                              "devices nor num_clients (extra data owners are embedded-only)")
@@ -113,13 +119,17 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
             "process. tp.init(cluster=...) can connect again.")
     else:
         devs = _embedded_devices(num_clients)
+    server_keys = distributed.server_keys() if cluster is not None else None
+    encrypt = cluster is not None if config.encrypt_links is None else config.encrypt_links
     try:
-        rt = Runtime(config, devs)
-    except tf.errors.OpError as e:  # distributed: keys are drawn on the servers
+        rt = Runtime(config, devs, server_keys=server_keys, encrypt_links=encrypt)
+    except tf.errors.OpError as e:  # distributed: keys are made on the servers
         translated = context.translate_error(e)
         if translated is e:
             raise
         raise translated from e
+    except KeyExchangeError as e:
+        raise distributed.key_exchange_error(e) from None
     return context.set_handle(Handle(rt, make_backend(rt)))
 
 

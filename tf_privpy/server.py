@@ -27,7 +27,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import List
+from typing import List, Optional
 
 from absl import app, flags
 
@@ -36,6 +36,41 @@ from tf_privpy import cluster_file as cf
 #: test hook: "VERSION:SHA256" reported instead of the real build, to test
 #: that the driver refuses a server running another build
 FAKE_IDENTITY_ENV = "TF_PRIVPY_TESTONLY_REPORTED_LIBRARY"
+#: test hook: a public key (hex) reported instead of the identity key file's,
+#: to test that the key exchange itself catches a server that claims a key it
+#: does not hold
+FAKE_PUBLIC_KEY_ENV = "TF_PRIVPY_TESTONLY_REPORTED_PUBLIC_KEY"
+
+
+def default_identity_key(cluster_path: str, role: str) -> str:
+    """Where a server looks for its identity key by default: ROLE.key beside
+    the cluster file."""
+    return os.path.join(os.path.dirname(os.path.abspath(cluster_path)), f"{role}.key")
+
+
+def _identity_public(path: str, role: str, cluster: "cf.Cluster") -> str:
+    """The public key (hex) of this server's identity key file, read by the
+    kernel (mode 0600 enforced); a missing or bad file stops the server."""
+    import tensorflow as tf
+    from tf_privpy.protocols.mpc import kernels
+    if not os.path.exists(path):
+        raise StartError(
+            f"no identity key at {path}. Make one on this machine with python -m "
+            f"tf_privpy.cluster keygen --out {path} and put the public key it prints into "
+            f"the cluster file (--{role}_key of python -m tf_privpy.cluster new), or give "
+            "--identity_key PATH.")
+    try:
+        with tf.device("/device:CPU:0"):
+            _, public = kernels.x25519_read_private_key(tf.constant(path))
+    except tf.errors.OpError as e:
+        raise StartError(f"cannot use the identity key {path}: {e.message}") from None
+    hexed = public.numpy().tobytes().hex()
+    named = cluster.identity.get(role)
+    if named and named != hexed:
+        print(f"tf_privpy server {role}: WARNING: the identity key {path} has the public key "
+              f"{hexed[:16]}..., but the cluster file names {named[:16]}... for {role}: the "
+              "driver will refuse this server", file=sys.stderr, flush=True)
+    return hexed
 
 
 class StartError(Exception):
@@ -112,7 +147,8 @@ def _register_identity(role: str, identity: dict) -> None:
     registry._funcs[cf.IDENTITY_TOKEN] = identity_fn
 
 
-def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool) -> int:
+def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
+          identity_key: Optional[str] = None) -> int:
     cluster = cf.load(path)
     if role not in cf.ROLES:
         raise cf.ClusterError(f"--role must be one of {', '.join(cf.ROLES)}, got {role!r}")
@@ -127,11 +163,18 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool) -> i
                 f"this machine runs {cf.describe_identity(identity)}, but {path} was made for "
                 f"{cf.describe_identity(cluster.library)} ({diff}). Install the same tf_privpy "
                 "build on every machine, or regenerate the cluster file.")
-    reported = identity
+    key_path = os.path.abspath(identity_key or default_identity_key(path, role))
+    reported = dict(identity, identity_key=key_path,
+                    identity_public=_identity_public(key_path, role, cluster))
+    fake_public = os.environ.get(FAKE_PUBLIC_KEY_ENV)
+    if fake_public:
+        reported["identity_public"] = fake_public
+        print(f"tf_privpy server {role}: TEST HOOK {FAKE_PUBLIC_KEY_ENV} set: reporting the "
+              f"public key {fake_public[:16]}...", file=sys.stderr, flush=True)
     fake = os.environ.get(FAKE_IDENTITY_ENV)
     if fake:
         version, _, sha = fake.partition(":")
-        reported = dict(identity, version=version, sha256=sha)
+        reported = dict(reported, version=version, sha256=sha)
         print(f"tf_privpy server {role}: TEST HOOK {FAKE_IDENTITY_ENV} set: reporting "
               f"{cf.describe_identity(reported)}", file=sys.stderr, flush=True)
     os.environ.update(cf.grpc_environment(cluster.timeout_s))  # before TF makes channels
@@ -185,6 +228,9 @@ def _define_flags() -> None:
     flags.DEFINE_bool("exit_with_parent", False,
                       "Exit when the launching process exits (python -m tf_privpy.cluster local "
                       "sets it, so no server outlives its launcher).")
+    flags.DEFINE_string("identity_key", None,
+                        "This server's identity key file (0600; python -m tf_privpy.cluster "
+                        "keygen makes one). Default: ROLE.key beside the cluster file.")
     flags.mark_flags_as_required(["role", "cluster"])
 
 
@@ -193,7 +239,8 @@ def main(argv) -> None:
         _fail(f"unexpected arguments {argv[1:]}", 2)
     F = flags.FLAGS
     try:
-        code = serve(F.role, F.cluster, F.allow_public_address, F.exit_with_parent)
+        code = serve(F.role, F.cluster, F.allow_public_address, F.exit_with_parent,
+                     F.identity_key)
     except cf.ClusterError as e:
         _fail(str(e), 2)
     except StartError as e:

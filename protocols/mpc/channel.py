@@ -6,7 +6,10 @@ send is a pinned copy on the receiver (an IdentityN under the receiver's
 device scope, so TF's Send/Recv pair is the only cross-device edge) plus
 message and byte counters kept in TF state on the receiver: a tf.function
 counts per run, not per trace. The distributed mode adds authenticated
-encryption at this same point.
+encryption at this same point: a link given to `secure` carries a message as
+one AES-GCM ciphertext sealed on the sender and opened on the receiver
+(sealing.py), and the counters still count the plaintext bytes, which the
+cost model predicts (each sealed message adds sealing.OVERHEAD bytes).
 
 A message may carry header tensors (stream nonces, batch indices) beside its
 payload: they travel in the same message and are counted in its bytes. The
@@ -24,7 +27,11 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
+from . import sealing
+
 Observer = Callable[[str, str, Sequence[tf.Tensor]], None]
+#: (src, dst, tensors on the wire) -> the tensors delivered instead
+Interceptor = Callable[[str, str, List[tf.Tensor]], List[tf.Tensor]]
 
 #: the name scope of every channel copy: graph tests recognise the one
 #: allowed kind of cross-device edge by it
@@ -57,6 +64,8 @@ class Channels:
         self._lock = threading.Lock()
         self._observers: List[Observer] = []
         self._counters: Dict[Tuple[str, str], tf.Variable] = {}
+        self._links: Dict[Tuple[str, str], sealing.Link] = {}
+        self._interceptors: List[Interceptor] = []
         with tf.init_scope():
             for src, dst in itertools.permutations(self.devices, 2):
                 with tf.device(self.devices[dst]):
@@ -77,8 +86,15 @@ class Channels:
         if (src, dst) not in self._counters:
             raise ValueError(f"no channel from {src!r} to {dst!r}")
         tensors = [tf.convert_to_tensor(t) for t in list(payload) + list(headers)]
+        link = self._links.get((src, dst))
+        if link is not None:
+            with tf.device(self.devices[src]), tf.name_scope(f"tp_seal_{src}_to_{dst}"):
+                message = sealing.seal(link, tensors)
         with tf.device(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}"):
-            out = tf.raw_ops.IdentityN(input=tensors)
+            wire = tf.raw_ops.IdentityN(input=tensors if link is None else [message])
+            for intercept in list(self._interceptors):
+                wire = intercept(src, dst, list(wire))
+            out = wire if link is None else sealing.open_(link, wire[0], tensors)
             static = [_static_bytes(t) for t in tensors]
             if all(b is not None for b in static):
                 nbytes = tf.constant(sum(static), tf.int64)
@@ -93,9 +109,32 @@ class Channels:
             obs(src, dst, out[:len(payload)])
         return list(out[:len(payload)]), list(out[len(payload):])
 
+    def secure(self, link: sealing.Link) -> None:
+        """From now on, messages on link.name ("S1->T1") are sealed."""
+        src, dst = link.name.split("->")
+        if (src, dst) not in self._counters:
+            raise ValueError(f"no channel from {src!r} to {dst!r}")
+        self._links[(src, dst)] = link
+
+    def secured(self) -> List[str]:
+        """The links whose messages are sealed, as "S1->T1"."""
+        return sorted(link.name for link in self._links.values())
+
     def send1(self, src: str, dst: str, x: tf.Tensor) -> tf.Tensor:
         """send() of a single tensor with no header."""
         return self.send(src, dst, x)[0][0]
+
+    @contextlib.contextmanager
+    def intercept(self, interceptor: Interceptor):
+        """Tests only: while active, interceptor(src, dst, tensors) may replace
+        what arrives on dst, as an attacker on the network could (the sealed
+        message on a sealed link, the payload and headers otherwise). Its ops
+        run on dst, between the transfer and the receiving kernels."""
+        self._interceptors.append(interceptor)
+        try:
+            yield
+        finally:
+            self._interceptors.remove(interceptor)
 
     # ------------------------------------------------------------ counting
     def counts(self) -> Dict[Tuple[str, str], Tuple[int, int]]:

@@ -1,7 +1,8 @@
 """The four-server runtime: devices, pairwise PRG keys, nonce counters, channels.
 
-A Runtime owns, for every pair of servers, a 128-bit AES key drawn from the
-OS CSPRNG on one server of the pair at setup and held by both, and on each of
+A Runtime owns, for every pair of servers, a 128-bit AES key held by both
+(made as keying.py describes: drawn by one of them in the embedded mode,
+exchanged by the pair in the distributed mode), and on each of
 the two servers a nonce counter that lives in TF state (a resource variable
 advanced in the graph). Each protocol call takes a fresh nonce from those
 counters, so re-running an op, eagerly or as the same tf.function, never
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from . import kernels
+from . import kernels, keying
 from ..config import Config
 from ..loader import load_library
 from .channel import Channels, check_stream
@@ -42,12 +43,13 @@ class Runtime:
       devices: maps "client", "S1", "S2", "T1", "T2" to TF device names.
     """
 
-    def __init__(self, config: Config, devices: Dict[str, str]):
+    def __init__(self, config: Config, devices: Dict[str, str],
+                 server_keys: Optional[Mapping[str, keying.ServerKey]] = None,
+                 encrypt_links: bool = False):
         check_devices(devices)
         self.config = config
         self.devices = dict(devices)
         self.id = next(_ids)
-        self._keys: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
         self._counters: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
         load_library()
         # Channels between the client and the four servers; extra data owners
@@ -58,23 +60,25 @@ class Runtime:
                 self._protocol_counters = tf.Variable(
                     tf.zeros([len(PROTOCOL_COUNTERS)], tf.int64), trainable=False,
                     name="tp_protocol_counters")
-            for a, b in itertools.combinations(PARTIES, 2):
-                with tf.device(self.devices[a]):
-                    # Drawn by server a's OS CSPRNG; b receives it once at setup.
-                    key_a = tf.Variable(kernels.random_key(), trainable=False,
-                                        name=f"tp_key_{a}{b}_at_{a}")
-                    ctr_a = tf.Variable(tf.constant(0, tf.int64), trainable=False,
-                                        name=f"tp_nonce_{a}{b}_at_{a}")
-                    key_read = key_a.read_value()
-                # The one setup message of the pair: a hands the key to b.
-                key_at_b = self.channels.send1(a, b, key_read)
-                with tf.device(self.devices[b]):
-                    key_b = tf.Variable(key_at_b, trainable=False,
-                                        name=f"tp_key_{a}{b}_at_{b}")
-                    ctr_b = tf.Variable(tf.constant(0, tf.int64), trainable=False,
-                                        name=f"tp_nonce_{a}{b}_at_{b}")
-                self._keys[(a, b)] = {a: key_a, b: key_b}
-                self._counters[(a, b)] = {a: ctr_a, b: ctr_b}
+            key_sets = {"prg": keying.key_variables(PARTIES, self.devices, "prg")}
+            if encrypt_links:
+                key_sets["link"] = keying.key_variables(PARTIES, self.devices, "link")
+            if server_keys is None:
+                for keys in key_sets.values():
+                    keying.random_keys(keys, self.devices, self.channels.send1)
+            else:
+                keying.exchanged_keys(key_sets, server_keys, self.devices,
+                                      self.channels.send1, CLIENT)
+            self._keys = key_sets["prg"]
+            for a, b in self._keys:
+                self._counters[(a, b)] = {}
+                for p in (a, b):
+                    with tf.device(self.devices[p]):
+                        self._counters[(a, b)][p] = tf.Variable(
+                            tf.constant(0, tf.int64), trainable=False,
+                            name=f"tp_nonce_{a}{b}_at_{p}")
+            for link in keying.links(key_sets.get("link", {}), self.devices):
+                self.channels.secure(link)
 
     # ------------------------------------------------------------ devices
     def device(self, party: str) -> str:

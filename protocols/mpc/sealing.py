@@ -1,0 +1,152 @@
+"""Authenticated encryption of channel messages between servers (issue 11).
+
+TensorFlow's gRPC runtime has no TLS and runs graphs for anyone who reaches
+its port, so in the distributed mode every message from one server to another
+is sealed on the sender with AES-128-GCM under the pair's link key (ops/aead:
+per-link key by HMAC-SHA256 from the pair key, nonce = stream || counter taken
+from a variable on the sender) and opened on the receiver, which rejects a
+tampered, misdirected, replayed or reordered message with an error naming the
+link and delivers no plaintext.
+
+A message's tensors are packed into ONE plaintext: first, for each tensor
+whose shape the receiver cannot know statically, its dimensions (so that
+they are authenticated too), then each tensor's bytes padded to 8. The
+receiver derives the plaintext length from the ciphertext's length and checks
+every length against what it expects.
+
+Ordering: one counter (sender) and one state (receiver) variable per link.
+The receiver accepts counters that only go up. Inside a tf.function the
+automatic control dependencies run the seals of a link in program order (they
+share the counter variable) and its opens too (they share the state
+variable), so one traced function delivers in order; eager code runs in
+order anyway. Two runs on one runtime that overlap in time (two Python threads
+calling private functions at once) may open out of order and then fail with
+the replay error rather than compute anything wrong.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from . import kernels
+
+#: bytes a sealed message adds to its plaintext: 8-byte counter + 16-byte tag
+OVERHEAD = kernels.AEAD_OVERHEAD
+
+
+@dataclasses.dataclass
+class Link:
+    """The crypto state of one directed link src -> dst."""
+
+    name: str                 # "S1->T1": bound into the link key and the AAD
+    key_at_src: tf.Variable   # the pair's link key (int64[2]) on src
+    key_at_dst: tf.Variable   # the same key on dst
+    counter: tf.Variable      # int64 scalar on src: the next nonce counter
+    state: tf.Variable        # int64 scalar on dst: the lowest counter accepted
+
+
+def _byte_view(t: tf.Tensor) -> tf.Tensor:
+    """t's bytes as a flat uint8 vector (bool as one byte per element)."""
+    if t.dtype == tf.bool:
+        return tf.reshape(tf.cast(t, tf.uint8), [-1])
+    if t.dtype == tf.uint8:
+        return tf.reshape(t, [-1])
+    return tf.reshape(tf.bitcast(t, tf.uint8), [-1])
+
+
+def _to_words(t: tf.Tensor) -> tf.Tensor:
+    """t as int64 words: a bitcast when its elements are 8 bytes, else its
+    bytes padded with zeros to a multiple of 8."""
+    if t.dtype.size == 8 and t.dtype != tf.bool:
+        return tf.reshape(tf.bitcast(t, tf.int64), [-1])
+    b = _byte_view(t)
+    pad = (-tf.size(b)) % 8
+    b = tf.pad(b, [[0, pad]])
+    return tf.bitcast(tf.reshape(b, [-1, 8]), tf.int64)
+
+
+def _elem_bytes(dtype: tf.DType) -> int:
+    return 1 if dtype == tf.bool else dtype.size
+
+
+def _from_words(words: tf.Tensor, dtype: tf.DType, shape: tf.Tensor) -> tf.Tensor:
+    """The inverse of _to_words for a tensor of `dtype` and `shape`."""
+    if dtype.size == 8 and dtype != tf.bool:
+        return tf.reshape(tf.bitcast(words, dtype), shape)
+    n = tf.reduce_prod(shape) * _elem_bytes(dtype)
+    b = tf.reshape(tf.bitcast(words, tf.uint8), [-1])[:n]
+    if dtype == tf.bool:
+        return tf.reshape(tf.cast(b, tf.bool), shape)
+    if dtype == tf.uint8:
+        return tf.reshape(b, shape)
+    return tf.reshape(tf.bitcast(tf.reshape(b, [-1, dtype.size]), dtype), shape)
+
+
+def _n_words(n_elems, dtype: tf.DType):
+    return (n_elems * _elem_bytes(dtype) + 7) // 8
+
+
+def check_sealable(tensors: Sequence[tf.Tensor], name: str) -> None:
+    for t in tensors:
+        if t.dtype == tf.string or t.dtype.is_complex or t.dtype == tf.resource \
+                or t.dtype == tf.variant:
+            raise TypeError(f"the {name} channel seals numeric and bool tensors only, "
+                            f"got {t.dtype.name}")
+        if t.shape.rank is None:
+            raise ValueError(f"the {name} channel needs tensors of known rank")
+
+
+def seal(link: Link, tensors: Sequence[tf.Tensor]) -> tf.Tensor:
+    """The sealed message (uint8 vector) of `tensors`. Build it under the
+    sender's device scope."""
+    check_sealable(tensors, link.name)
+    parts = [tf.shape(t, out_type=tf.int64) for t in tensors
+             if not t.shape.is_fully_defined()]
+    parts += [_to_words(t) for t in tensors]
+    plaintext = parts[0] if len(parts) == 1 else tf.concat(parts, 0)
+    return kernels.aead_seal(link.key_at_src.read_value(), link.counter, plaintext, link.name)
+
+
+def _assert(cond: tf.Tensor, message: str, *data: tf.Tensor) -> tf.Operation:
+    # a plain Assert kernel: tf.debugging.Assert would add a cond per message
+    return tf.raw_ops.Assert(condition=cond, data=[message, *data])
+
+
+def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.Tensor]:
+    """The tensors of a sealed message, shaped and typed as `like` (the
+    sender's tensors: only their static dtype and shape are used). Build it
+    under the receiver's device scope."""
+    n_words = (tf.size(message, out_type=tf.int64) - OVERHEAD) // 8
+    words = kernels.aead_open(link.key_at_dst.read_value(), link.state, message, tf.reshape(n_words, [1]),
+                              link.name)
+    # positions and sizes stay Python ints while every shape is static
+    pos, shapes, checks = 0, [], []
+    for t in like:
+        if t.shape.is_fully_defined():
+            shapes.append(t.shape.as_list())
+            continue
+        s = words[pos:pos + t.shape.rank]
+        known = tf.constant([-1 if d is None else d for d in t.shape.as_list()], tf.int64)
+        checks.append(_assert(
+            tf.reduce_all(((known < 0) | tf.equal(s, known)) & (s >= 0)),
+            f"tf_privpy: a message on {link.name} carries a shape that does not fit the "
+            "receiver's", s))
+        shapes.append(s)
+        pos += t.shape.rank
+    sizes = [_n_words(tf.reduce_prod(s) if isinstance(s, tf.Tensor) else
+                      int(np.prod(s, dtype=np.int64)), t.dtype) for s, t in zip(shapes, like)]
+    needed = pos + sum(sizes)
+    needed = tf.convert_to_tensor(needed, tf.int64)
+    checks.append(_assert(tf.equal(needed, n_words),
+                          f"tf_privpy: a message on {link.name} does not have the length "
+                          "its tensors need (words received, words needed):",
+                          n_words, needed))
+    out = []
+    with tf.control_dependencies(checks):
+        for s, t, n in zip(shapes, like, sizes):
+            out.append(_from_words(words[pos:pos + n], t.dtype, s))
+            pos = pos + n
+    return out

@@ -1,0 +1,196 @@
+"""Sealed links (protocols/mpc/sealing.py, keying.py): every message between
+two servers as one AES-GCM ciphertext, opened on the receiver (issue 11).
+
+Here in the embedded runtime with tp.Config(encrypt_links=True); the
+distributed runtime turns it on by itself (tests/test_distributed.py runs a
+tampered message across real processes).
+
+The attack tests show both sides: an interceptor that flips one bit of what
+crosses S1 -> T1 silently changes the result when links are not sealed, and
+is rejected by the receiving kernel, naming the link, when they are.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_privpy as tp
+from tf_privpy.protocols.mpc.runtime import canonical_device
+from tolerances import mul_tol
+
+F = 20
+
+
+@pytest.fixture
+def sealed():
+    tp.reset()
+    tp.init(tp.Config(encrypt_links=True))
+    yield tp.get_runtime().runtime
+    tp.reset()
+    tp.init()
+
+
+def _grid(a):
+    return np.round(np.asarray(a, np.float64) * 2.0 ** F) / 2.0 ** F
+
+
+RNG = np.random.default_rng(5)
+X = _grid(RNG.normal(0, 3, (4, 5)))
+Y = _grid(RNG.normal(0, 3, (4, 5)))
+
+
+def test_every_server_link_is_sealed_and_client_links_are_not(sealed):
+    servers = ("S1", "S2", "T1", "T2")
+    assert sealed.channels.secured() == sorted(
+        f"{a}->{b}" for a in servers for b in servers if a != b)
+
+
+def test_sealed_results_and_traffic_equal_the_unsealed(sealed):
+    """Sealing changes no result and no counted byte: the counters count the
+    plaintext, which the cost model predicts."""
+    def run():
+        x, y = tp.share(X), tp.share(Y)
+        before = tp.get_runtime().runtime.channels.counts()
+        out = {"mul": tp.reveal(x * y).numpy(), "less": tp.reveal(tp.less(x, y)).numpy(),
+               "relu": tp.reveal(tp.nn.relu(x)).numpy(),
+               "matmul": tp.reveal(tp.matmul(x, tp.transpose(y))).numpy()}
+        after = tp.get_runtime().runtime.channels.counts()
+        return out, {k: (after[k][0] - before[k][0], after[k][1] - before[k][1])
+                     for k in after}
+    got, traffic = run()
+    np.testing.assert_array_less(np.abs(got["mul"] - X * Y), mul_tol(X, Y, F))
+    np.testing.assert_array_equal(got["less"], X < Y)
+    tp.reset()
+    tp.init()
+    plain, plain_traffic = run()
+    assert traffic == plain_traffic
+    np.testing.assert_array_equal(got["less"], plain["less"])
+
+
+@pytest.mark.parametrize("dtype", [tf.int64, tf.int32, tf.uint8, tf.bool, tf.float32,
+                                   tf.float64, tf.uint64, tf.int16])
+def test_seal_open_roundtrip_of_every_dtype_and_dynamic_shapes(sealed, dtype):
+    """Tensors of any numeric dtype, static or unknown shape, several per
+    message, come out bit for bit as they went in."""
+    ch = sealed.channels
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 2 ** 15, (3, 7)).astype(dtype.as_numpy_dtype)
+    b = rng.integers(0, 2 ** 15, (5,)).astype(dtype.as_numpy_dtype)
+    c = np.zeros((0, 2), dtype.as_numpy_dtype)  # empty tensors too
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 7], dtype), tf.TensorSpec(None, dtype),
+                                  tf.TensorSpec([0, 2], dtype)])
+    def dynamic(a, b, c):
+        b = tf.reshape(b, [-1])
+        return ch.send("S1", "T1", a, b, headers=[c])
+
+    eager = ch.send("S2", "T2", a, b, headers=[c])
+    assert canonical_device(eager[0][0].device) == canonical_device(sealed.devices["T2"])
+    for payload, headers in (eager, dynamic(a, b, c)):
+        np.testing.assert_array_equal(payload[0].numpy(), a)
+        np.testing.assert_array_equal(payload[1].numpy(), b)
+        np.testing.assert_array_equal(headers[0].numpy(), c)
+
+
+def test_strings_are_refused(sealed):
+    with pytest.raises(TypeError, match="seals numeric and bool tensors only"):
+        sealed.channels.send1("S1", "T1", tf.constant(["a"]))
+
+
+def _mul_with_attacker(target, offset=8):
+    """x * y with the attacker active; flips bit 0 of the byte at `offset` of
+    the sealed message (after the 8-byte counter: inside the ciphertext)."""
+    x, y = tp.share(X), tp.share(Y)
+    ch = tp.get_runtime().runtime.channels
+
+    def intercept(src, dst, tensors):
+        if (src, dst) != target:
+            return tensors
+        return flip_bit(tensors, offset)
+    with ch.intercept(intercept):
+        return tp.reveal(x * y).numpy()
+
+
+def flip_bit(tensors, offset):
+    """Flips bit 0 of byte `offset` of a sealed message (of element 0 of an
+    unsealed payload); tests/distributed_driver.py uses it too."""
+    t = tensors[0]
+    flat = tf.reshape(t, [-1])
+    if t.dtype != tf.uint8:
+        offset = 0
+    one = tf.one_hot(offset, tf.size(flat), on_value=tf.constant(1, t.dtype),
+                     off_value=tf.constant(0, t.dtype), dtype=t.dtype)
+    return [tf.reshape(tf.bitwise.bitwise_xor(flat, one), tf.shape(t))] + tensors[1:]
+
+
+def _traffic_links():
+    """The server links a multiplication uses (where the attacker can sit)."""
+    seen = set()
+    rt = tp.get_runtime().runtime
+
+    def record(src, dst, _t):
+        seen.add((src, dst))
+    x, y = tp.share(X), tp.share(Y)
+    with rt.observe(record):
+        tp.reveal(x * y)
+    return sorted(p for p in seen if "client" not in p)
+
+
+def test_a_flipped_bit_is_rejected_naming_the_link(sealed):
+    """On every link a multiplication uses. A rejection may leave a pair's
+    PRG streams out of step (the next call then fails: DESIGN §4), so each
+    attack gets fresh keys."""
+    links = _traffic_links()
+    assert len(links) >= 4, links
+    for src, dst in links:
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=f"{src}->{dst}.*failed authentication"):
+            _mul_with_attacker((src, dst))
+        tp.reset()
+        tp.init(tp.Config(encrypt_links=True))
+    got = tp.reveal(tp.share(X) * tp.share(Y)).numpy()
+    np.testing.assert_array_less(np.abs(got - X * Y), mul_tol(X, Y, F))
+
+
+def test_without_sealing_the_same_attack_goes_unnoticed():
+    """The deliberately broken variant: the same bit flip on an unsealed link
+    changes the product and nothing notices (why links are sealed)."""
+    tp.reset()
+    tp.init()
+    src, dst = _traffic_links()[0]
+    got = _mul_with_attacker((src, dst))
+    assert np.max(np.abs(got - X * Y)) > 1e-3 or not np.all(np.isfinite(got))
+
+
+def test_a_replayed_message_is_rejected(sealed):
+    """An attacker who records a sealed S1 -> T1 message and delivers it again
+    in place of the next one: the receiver's counter state refuses it."""
+    rt = sealed
+    recorded = {}
+
+    def record(src, dst, tensors):
+        if (src, dst) == ("S1", "T1") and "m" not in recorded:
+            recorded["m"] = tf.Variable(tensors[0], trainable=False)
+        return tensors
+
+    def replay(src, dst, tensors):
+        if (src, dst) == ("S1", "T1"):
+            return [recorded["m"].read_value()] + tensors[1:]
+        return tensors
+    x, y = tp.share(X), tp.share(Y)
+    with rt.channels.intercept(record):
+        tp.reveal(x * y)
+    assert "m" in recorded
+    with rt.channels.intercept(replay):
+        with pytest.raises(tf.errors.InvalidArgumentError, match="S1->T1.*(replay|order)"):
+            tp.reveal(x * y)
+
+
+def test_encrypt_links_false_is_refused_with_a_cluster(tmp_path):
+    with pytest.raises(ValueError, match="in the clear"):
+        tp.init(tp.Config(encrypt_links=False), cluster=str(tmp_path / "none.json"))
+    assert tp.get_runtime() is not None  # the current runtime is kept
+
+
+def test_config_rejects_non_bool():
+    with pytest.raises(ValueError, match="encrypt_links"):
+        tp.Config(encrypt_links="yes")

@@ -374,8 +374,8 @@ def test_messages_between_servers_are_sealed_and_tampering_is_rejected(driver, c
     same flip on an unsealed link goes unnoticed: tests/test_sealing.py.)"""
     reinit(driver, cluster)
     r = driver.call("tamper", src="S1", dst="T1")
-    servers = ("S1", "S2", "T1", "T2")
-    assert r["secured"] == sorted(f"{a}->{b}" for a in servers for b in servers if a != b)
+    parties = ("client", "S1", "S2", "T1", "T2")
+    assert r["secured"] == sorted(f"{a}->{b}" for a in parties for b in parties if a != b)
     assert r["error"] == "InvalidArgumentError", r
     assert "S1->T1" in r["message"] and "failed authentication" in r["message"], r
     reinit(driver, cluster)

@@ -15,6 +15,11 @@ randomness, and the link key under which their channel messages are sealed
   other, which compares and tells the driver only whether they agree. They
   disagree exactly when a server does not hold the identity private key the
   cluster file names for it, or a public key was substituted in transit.
+  The driver's own links to the servers are keyed the same way, with a key
+  pair the driver draws afresh for each runtime in place of an identity key:
+  a server is authenticated to the driver (like Noise NK), the driver to no
+  one (it has no long-term identity; anyone who can reach the servers' ports
+  can act as a driver, which the firewall must prevent: docs/distributed.md).
 
 Everything runs as one tf.function, so the exchange of all six pairs costs
 one graph run, not a few hundred remote eager ops.
@@ -62,8 +67,8 @@ class KeyExchangeError(RuntimeError):
 
 
 def key_variables(parties, devices: Mapping[str, str], what: str) -> KeyVars:
-    """Zeroed int64[2] key variables, one per pair and server; create them
-    eagerly (tf.init_scope)."""
+    """Zeroed int64[2] key variables, one per pair of `parties` and per side;
+    create them eagerly (tf.init_scope)."""
     out: KeyVars = {}
     for a, b in itertools.combinations(parties, 2):
         out[(a, b)] = {}
@@ -95,25 +100,28 @@ def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, Se
                    devices: Mapping[str, str],
                    send: Callable[[str, str, tf.Tensor], tf.Tensor],
                    client: str = "client") -> None:
-    """Distributed mode: every pair of servers runs the authenticated
-    exchange once per key set (context = the set's name: "prg", "link") and
-    assigns the results to the variables on its two servers; then the key
+    """Distributed mode: every pair of a key set runs the authenticated
+    exchange once per set it is in (context = the set's name: "prg", "link")
+    and assigns the results to the variables on its two sides; then the key
     confirmation. Raises KeyExchangeError naming the pairs that disagree.
 
     Args:
-      key_sets: name -> the variables to fill (key_variables); every set has
-        the same pairs.
+      key_sets: name -> the variables to fill (key_variables); pairs with
+        the client get its fresh key pair as their identity.
       server_keys: party -> its identity key (cluster file + server report).
       devices: party -> TF device.
       send: the channel (Channels.send1): carries public values only here.
     """
     names = sorted(key_sets)
-    pairs = list(key_sets[names[0]])
+    pairs = list(dict.fromkeys(pair for keys in key_sets.values() for pair in keys))
     publics = {p: k.public for p, k in server_keys.items()}
+    with tf.device(devices[client]):  # the driver's key for this runtime only
+        client_private, client_public = kernels.x25519_keypair()
+    publics[client] = client_public.numpy().tobytes()
 
     @tf.function(autograph=False)
     def run():
-        statics = {}
+        statics = {client: client_private}
         for p, k in server_keys.items():
             with tf.device(devices[p]):  # read on the server's own file system
                 statics[p] = kernels.x25519_read_private_key(tf.constant(k.path))[0]
@@ -123,6 +131,8 @@ def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, Se
                      identity.KexParty(b, devices[b], statics[b]))
             derived = {a: [], b: []}
             for name in names:
+                if (a, b) not in key_sets[name]:
+                    continue  # the driver has link keys, no PRG keys
                 ka, kb = identity.pair_key_exchange(*sides, publics, send, context=name)
                 for p, k in ((a, ka), (b, kb)):
                     with tf.device(devices[p]):
@@ -133,7 +143,7 @@ def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, Se
             confirm_a_at_b = send(a, b, confirm_a)
             with tf.device(devices[b]):
                 same = tf.reduce_all(tf.equal(_confirmation(derived[b]), confirm_a_at_b))
-            agree.append(send(b, client, same))  # one public bit per pair
+            agree.append(same if b == client else send(b, client, same))
         with tf.device(devices[client]):
             return tf.stack(agree)
 

@@ -62,7 +62,8 @@ class Runtime:
                     name="tp_protocol_counters")
             key_sets = {"prg": keying.key_variables(PARTIES, self.devices, "prg")}
             if encrypt_links:
-                key_sets["link"] = keying.key_variables(PARTIES, self.devices, "link")
+                key_sets["link"] = keying.key_variables((CLIENT,) + PARTIES, self.devices,
+                                                        "link")
             if server_keys is None:
                 for keys in key_sets.values():
                     keying.random_keys(keys, self.devices, self.channels.send1)

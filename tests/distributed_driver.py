@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -209,10 +210,123 @@ def cmd_check() -> dict:
         return error_reply(e)
 
 
+# ------------------------------------------------------------------------
+# Derived functions, LeNet-5 inference and a logistic-regression training
+# step (tests/test_distributed_models.py). Each computation is a plain
+# function of its inputs, so that the test runs the very same code embedded.
+
+def functions(x, p) -> dict:
+    """The derived functions on x (any sign) and p (positive), run eagerly
+    (the models below run traced), revealed."""
+    a, b = tp.share(np.array(x)), tp.share(np.array(p))
+    ops = {"exp": lambda: tp.exp(a), "log": lambda: tp.math.log(b),
+           "reciprocal": lambda: tp.math.reciprocal(b), "sqrt": lambda: tp.sqrt(b),
+           "rsqrt": lambda: tp.math.rsqrt(b), "divide": lambda: tp.divide(a, b),
+           "tanh": lambda: tp.tanh(a), "sigmoid": lambda: tp.sigmoid(a),
+           "softmax": lambda: tp.nn.softmax(a), "log_softmax": lambda: tp.nn.log_softmax(a),
+           "reduce_max": lambda: tp.reduce_max(a, axis=-1),
+           "argmax": lambda: tp.argmax(a, axis=-1), "maximum": lambda: tp.maximum(a, b),
+           "less": lambda: tp.less(a, b), "multiply": lambda: a * b}
+    out, seconds = {}, {}
+    for name, fn in ops.items():
+        t = time.perf_counter()
+        out[name] = tp.reveal(fn()).numpy().tolist()
+        seconds[name] = round(time.perf_counter() - t, 3)
+    return {"values": out, "seconds": seconds}
+
+
+def lenet5(model, x) -> dict:
+    """A converted Keras model's private scores on x and the private arg-max
+    of those scores (comparisons on the servers), both revealed."""
+    private = tp.keras.convert(model)
+    scores = private.predict(np.asarray(x, np.float32))
+    return {"scores": scores.reveal().numpy().tolist(),
+            "classes": tp.argmax(scores, axis=-1).reveal().numpy().tolist()}
+
+
+def logistic_model(w, b):
+    """tp.models.logistic_regression with the given weights."""
+    model = tp.models.logistic_regression(len(w))
+    model.set_weights([np.asarray(w, np.float32), np.asarray(b, np.float32)])
+    return model
+
+
+def lr_step(x, y, w, b, lr) -> dict:
+    """One converted SGD step of logistic regression (binary cross-entropy)
+    from the weights (w, b) on the batch (x, y): the new weights, revealed."""
+    trainer = tp.keras.convert_training(logistic_model(w, b),
+                                        tf.keras.losses.BinaryCrossentropy(),
+                                        tf.keras.optimizers.SGD(lr))
+    trainer.step(np.asarray(x, np.float32), np.asarray(y, np.float32))
+    return {"weights": [v.tolist() for v in trainer.weights(reveal=True)]}
+
+
+def cmd_lenet5(model_path: str, x) -> dict:
+    return lenet5(tf.keras.models.load_model(model_path), x)
+
+
+def _leaky(private):
+    """predict with one op that reads S1's share of the scores placed on
+    the client: the leak the placement check exists to catch."""
+    def run(x):
+        out = private._run(x)
+        return out, tf.reduce_sum(out.share0)  # no device scope: the client
+    return run
+
+
+def cmd_lenet5_placement(model_path: str, x, server_pids: Optional[dict]) -> dict:
+    """Where every op of a converted LeNet-5's predict runs (graphcheck), as
+    cmd_placement does for a multiplication and a comparison: predict (the
+    scores stay private), predict then tp.reveal, and a deliberately leaky
+    predict; and (given server_pids) the bytes each process received while
+    predict ran."""
+    devices = tp.servers()
+    parties = graphcheck.Parties(devices)
+    private = tp.keras.convert(tf.keras.models.load_model(model_path))
+    x = np.asarray(x, np.float32)
+    spec = tf.TensorSpec(x.shape, tf.float32)
+    fns = {"predict": private.concrete(len(x)),
+           "predict_reveal": tf.function(lambda v: private._run(v).reveal(),
+                                         autograph=False).get_concrete_function(spec),
+           "leaky": tf.function(_leaky(private), autograph=False).get_concrete_function(spec)}
+    out = {k: {} for k in ("violations", "channels_to_client", "outputs", "ops", "client_ops",
+                           "captures")}
+    for name, concrete in fns.items():
+        ops = concrete.graph.get_operations()
+        out["violations"][name] = graphcheck.graph_violations(concrete, devices, {})
+        ends = {graphcheck._channel_ends(op) for op in ops}
+        out["channels_to_client"][name] = sorted(
+            f"{e[0]}->{e[1]}" for e in ends if e and e[1] == "client")
+        out["outputs"][name] = [parties.of(t.op.device) for t in concrete.graph.outputs]
+        # every op by party, and what the client runs
+        where = [parties.of(op.device) for op in ops]
+        out["ops"][name] = {p: where.count(p) for p in sorted(set(where))}
+        out["client_ops"][name] = sorted({op.type for op, p in zip(ops, where)
+                                          if p == "client"})
+        # the captured tensors (the weights' shares, the servers' keys), by holder
+        held = [f"{parties.of(getattr(e, 'device', '') or '')} {e.dtype.name}"
+                for e, _ in concrete.graph.captures]
+        out["captures"][name] = {h: held.count(h) for h in sorted(set(held))}
+    if server_pids is None:  # no byte counts (no ss)
+        return out
+    pids = {"driver": os.getpid(), **{r: int(p) for r, p in server_pids.items()}}
+    private.predict(x)  # traced and run once: measure a steady run
+    before = socket_bytes(pids.values())
+    private.predict(x)  # returns when the servers are done (synchronous)
+    time.sleep(0.2)
+    after = socket_bytes(pids.values())
+    out["bytes"] = {k: [after[p][0] - before[p][0], after[p][1] - before[p][1]]
+                    for k, p in pids.items()}
+    return out
+
+
 def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
                 "bench": cmd_bench, "fault": cmd_fault,
-                "check": cmd_check, "embedded": cmd_embedded, "tamper": cmd_tamper}
+                "check": cmd_check, "embedded": cmd_embedded, "tamper": cmd_tamper,
+                # tests/test_distributed_models.py
+                "functions": functions, "lenet5": cmd_lenet5, "lr_step": lr_step,
+                "lenet5_placement": cmd_lenet5_placement}
     print(REPLY + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)

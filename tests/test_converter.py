@@ -57,6 +57,24 @@ def test_layer_coverage(ring, case):
     assert np.all(np.abs(got - want) <= tol), (np.abs(got - want).max(), tol.min())
 
 
+@pytest.mark.parametrize("case", ["batchnorm", "avg_pool", "rescaling", "conv2d"])
+def test_two_runs_differ_by_their_truncations_only(case):
+    """Two predicts of one converted model on one input (fresh masks each)
+    differ by at most twice keras_tol(encoded=True): the bound
+    tests/test_distributed_models.py uses between embedded and distributed
+    runs, here on the layers LeNet-5 does not have."""
+    model = randomize_batchnorm(seeded(lambda: tf.keras.Sequential(SEQUENTIAL[case]())))
+    lo, hi = (0, 255) if case == "rescaling" else (-2, 2)
+    x = np.random.default_rng(1).uniform(lo, hi, (3,) + model.input_shape[1:])
+    private = tp.keras.convert(model)
+    a, b = (private.predict(x.astype(np.float32), reveal=True).numpy() for _ in range(2))
+    cfg = tp.get_runtime().config
+    runs = keras_tol(model, x, cfg.frac_bits, cfg.ring_bits, encoded=True)
+    assert np.all(np.abs(a - b) <= 2 * runs), (np.abs(a - b).max(), runs.min())
+    # the truncations are part of what keras_tol bounds against plaintext
+    assert np.all(runs <= keras_tol(model, x, cfg.frac_bits, cfg.ring_bits))
+
+
 def functional(kind):
     inp = tf.keras.Input((5,))
     a = L.Dense(3, activation="relu")(inp)

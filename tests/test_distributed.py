@@ -66,7 +66,8 @@ class Driver:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
             env=_env())
         self.replies = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
         assert self._reply(120).get("ready")
 
     def _read(self):
@@ -103,6 +104,7 @@ class Driver:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        self.reader.join(10)  # it reads the log once the driver's stdout ends
         self.log.close()
 
 

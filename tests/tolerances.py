@@ -79,15 +79,19 @@ def composed_tol(ring_bits: int, frac_bits: int, n_functions: int, levels: int =
 ACTIVATION_TOL = {128: {"sigmoid": 1e-4, "tanh": 1e-4, "softmax": 1e-4},
                   64: {"sigmoid": 1.5e-3, "tanh": 4e-3, "softmax": 1e-4}}
 
-def _abs_apply(layer, v):
-    """The layer's linear part applied with |weights| to a non-negative v."""
+def _abs_apply(layer, v, frac_bits: int = None):
+    """The layer's linear part applied with |weights| to a non-negative v
+    (with frac_bits: the weights as encoded, rounded to that grid)."""
     import tensorflow as tf
     kind = type(layer).__name__
+
+    def mag(w):
+        w = np.abs(w.numpy()).astype(np.float64)
+        return w if frac_bits is None else np.round(w * 2.0 ** frac_bits) / 2.0 ** frac_bits
     if kind == "Dense":
-        return v @ np.abs(layer.kernel.numpy())
+        return v @ mag(layer.kernel)
     if kind in ("Conv2D", "DepthwiseConv2D"):
-        w = np.abs((layer.depthwise_kernel if kind == "DepthwiseConv2D" else layer.kernel
-                    ).numpy()).astype(np.float64)
+        w = mag(layer.depthwise_kernel if kind == "DepthwiseConv2D" else layer.kernel)
         v = np.asarray(v, np.float64)
         pad = layer.padding.upper()
         if kind == "Conv2D":
@@ -96,18 +100,29 @@ def _abs_apply(layer, v):
     raise ValueError(kind)
 
 
-def keras_tol(model, x, frac_bits: int, ring_bits: int) -> np.ndarray:
+def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -> np.ndarray:
     """An error bound for the outputs of a converted Sequential model on x,
     propagated layer by layer from the bounds above: a linear layer maps an
     input error e to |W|·e plus its own product rounding (matmul_tol with the
     plaintext activations and weights) plus the bias' encoding; ReLU and
     max-pooling are 1-Lipschitz plus their selections' truncations; BatchNorm
     is folded to x·a + b; sigmoid is 1/4-Lipschitz, tanh and softmax
-    1-Lipschitz, each plus its ACTIVATION_TOL."""
+    1-Lipschitz, each plus its ACTIVATION_TOL.
+
+    encoded=True bounds the distance to the exact computation on the
+    *encoded* input and weights instead: what remains are the local
+    truncations (TRUNC_ULPS ulps each: one per output of a linear layer, of
+    a product by a public constant and of a selection) and the activations'
+    approximations, propagated by the encoded weights. Two private runs of
+    one converted model on one input (embedded and distributed, say) encode
+    both identically, so they differ by at most twice this bound."""
     import tensorflow as tf
     u = ulp(frac_bits)
+    enc = 0.0 if encoded else encode_tol(frac_bits)
+    trunc = TRUNC_ULPS * u
+    grid = frac_bits if encoded else None
     act = np.asarray(x, np.float64)
-    err = np.full(act.shape, encode_tol(frac_bits))
+    err = np.full(act.shape, enc)
     for layer in model.layers:
         kind = type(layer).__name__
         out = layer(act.astype(np.float32), training=False).numpy().astype(np.float64)
@@ -115,15 +130,18 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int) -> np.ndarray:
             w = np.abs((layer.depthwise_kernel if kind == "DepthwiseConv2D"
                         else layer.kernel).numpy())
             k = int(np.prod(w.shape[:-1])) if kind != "Dense" else w.shape[0]
-            rounding = (_abs_apply(layer, np.abs(act)) + _abs_apply(layer, np.ones_like(act))
-                        ) * u / 2 + k * u * u / 4 + TRUNC_ULPS * u
-            err = _abs_apply(layer, err) + rounding + (encode_tol(frac_bits)
-                                                         if layer.use_bias else 0)
+            rounding = trunc if encoded else (
+                _abs_apply(layer, np.abs(act)) + _abs_apply(layer, np.ones_like(act))
+            ) * u / 2 + k * u * u / 4 + trunc
+            err = _abs_apply(layer, err, grid) + rounding + (enc if layer.use_bias else 0)
             act_name = layer.get_config().get("activation", "linear")
         elif kind == "BatchNormalization":
             g, b, m, var = (v.numpy().astype(np.float64) for v in layer.weights)
             a = g / np.sqrt(var + layer.epsilon)
-            err = np.abs(a) * err + mul_tol(act, a, frac_bits) + encode_tol(frac_bits)
+            if encoded:  # the folded scale as encoded: |ã| <= |a| + ulp/2
+                err = (np.abs(a) + u / 2) * err + trunc
+            else:
+                err = np.abs(a) * err + mul_tol(act, a, frac_bits) + enc
             act_name = "linear"
         elif kind == "MaxPooling2D":
             p = layer.pool_size
@@ -137,7 +155,10 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int) -> np.ndarray:
             pooled = (tf.nn.avg_pool2d(err, layer.pool_size, layer.strides,
                                        layer.padding.upper()) if kind == "AveragePooling2D"
                       else tf.reduce_mean(err, [1, 2])).numpy()
-            err = pooled + public_mul_tol(out * n, 1.0 / n, frac_bits)
+            if encoded:  # the sum times the encoded 1/n, |1/n~| <= 1/n + ulp/2
+                err = pooled * (1 + n * u / 2) + trunc
+            else:
+                err = pooled + public_mul_tol(out * n, 1.0 / n, frac_bits)
             act_name = "linear"
         elif kind == "GlobalMaxPooling2D":
             n = act.shape[1] * act.shape[2]
@@ -148,8 +169,10 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int) -> np.ndarray:
                 if kind != "InputLayer" else err
             act_name = "linear"
         elif kind == "Rescaling":
-            err = err * abs(layer.scale) + public_mul_tol(act, layer.scale, frac_bits) + \
-                encode_tol(frac_bits)
+            if encoded:
+                err = err * (abs(layer.scale) + u / 2) + trunc
+            else:
+                err = err * abs(layer.scale) + public_mul_tol(act, layer.scale, frac_bits) + enc
             act_name = "linear"
         elif kind in ("Activation", "ReLU"):
             act_name = "relu" if kind == "ReLU" else layer.get_config()["activation"]

@@ -233,14 +233,17 @@ def test_lenet5_shares_stay_on_the_servers(driver, cluster, lenet):
     assert r["outputs"]["predict"] == ["S1", "S2"]
     assert r["outputs"]["predict_reveal"] == ["client"]
     assert set(r["ops"]["predict"]) == {"client", "S1", "S2", "T1", "T2"}
-    # the client only encodes and splits its own (plaintext) input
-    assert set(r["client_ops"]["predict"]) <= {"Placeholder", "NoOp", "TfPrivpy>RingEncode",
-                                               "TfPrivpy>ShareSplit", "Const"}, r["client_ops"]
+    # the client only encodes, splits and seals its own (plaintext) input
+    assert set(r["client_ops"]["predict"]) <= {
+        "Placeholder", "NoOp", "TfPrivpy>RingEncode", "TfPrivpy>ShareSplit", "Const",
+        "TfPrivpy>AeadSeal", "Bitcast", "Reshape", "Identity", "ReadVariableOp"}, r["client_ops"]
     # each weight's two shares on S1 and S2 (int64 limbs), the keys and
-    # nonce counters (resources) on the servers; nothing on the client
+    # nonce counters (resources) on the servers; on the client only the
+    # link keys and message counters of its links to S1 and S2
     held = r["captures"]["predict"]
     assert held["S1 int64"] == held["S2 int64"] == len(model.weights), held
-    assert not any(h.startswith("client") for h in held), held
+    assert [h for h in held if h.startswith("client")] == ["client resource"], held
+    assert held["client resource"] == 4, held
     if not count_bytes:
         print("  no byte counts: ss (iproute2) is not installed")
         return

@@ -76,18 +76,21 @@ def test_seal_open_roundtrip_of_every_dtype_and_dynamic_shapes(sealed, dtype):
     a = rng.integers(0, 2 ** 15, (3, 7)).astype(dtype.as_numpy_dtype)
     b = rng.integers(0, 2 ** 15, (5,)).astype(dtype.as_numpy_dtype)
     c = np.zeros((0, 2), dtype.as_numpy_dtype)  # empty tensors too
+    d = np.array(a.flat[3])  # and scalars
 
     @tf.function(input_signature=[tf.TensorSpec([None, 7], dtype), tf.TensorSpec(None, dtype),
                                   tf.TensorSpec([0, 2], dtype)])
     def dynamic(a, b, c):
         b = tf.reshape(b, [-1])
-        return ch.send("S1", "T1", a, b, headers=[c])
+        return ch.send("S1", "T1", a, b, tf.reshape(b[3], []), headers=[c])
 
-    eager = ch.send("S2", "T2", a, b, headers=[c])
+    eager = ch.send("S2", "T2", a, b, d, headers=[c])
     assert canonical_device(eager[0][0].device) == canonical_device(sealed.devices["T2"])
     for payload, headers in (eager, dynamic(a, b, c)):
         np.testing.assert_array_equal(payload[0].numpy(), a)
         np.testing.assert_array_equal(payload[1].numpy(), b)
+        assert payload[2].shape == () and payload[2].numpy() == (d if payload is eager[0]
+                                                                 else b[3])
         np.testing.assert_array_equal(headers[0].numpy(), c)
 
 

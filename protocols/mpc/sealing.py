@@ -72,11 +72,12 @@ def _elem_bytes(dtype: tf.DType) -> int:
     return 1 if dtype == tf.bool else dtype.size
 
 
-def _from_words(words: tf.Tensor, dtype: tf.DType, shape: tf.Tensor) -> tf.Tensor:
-    """The inverse of _to_words for a tensor of `dtype` and `shape`."""
+def _from_words(words: tf.Tensor, dtype: tf.DType, shape, n_elems) -> tf.Tensor:
+    """The inverse of _to_words for a tensor of `dtype` and `shape` (a list,
+    or an int64 tensor) with n_elems elements (an int, or a tensor)."""
     if dtype.size == 8 and dtype != tf.bool:
         return tf.reshape(tf.bitcast(words, dtype), shape)
-    n = tf.reduce_prod(shape) * _elem_bytes(dtype)
+    n = n_elems * _elem_bytes(dtype)
     b = tf.reshape(tf.bitcast(words, tf.uint8), [-1])[:n]
     if dtype == tf.bool:
         return tf.reshape(tf.cast(b, tf.bool), shape)
@@ -136,8 +137,9 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
             "receiver's", s))
         shapes.append(s)
         pos += t.shape.rank
-    sizes = [_n_words(tf.reduce_prod(s) if isinstance(s, tf.Tensor) else
-                      int(np.prod(s, dtype=np.int64)), t.dtype) for s, t in zip(shapes, like)]
+    elems = [tf.reduce_prod(s) if isinstance(s, tf.Tensor) else int(np.prod(s, dtype=np.int64))
+             for s in shapes]
+    sizes = [_n_words(n, t.dtype) for n, t in zip(elems, like)]
     needed = pos + sum(sizes)
     needed = tf.convert_to_tensor(needed, tf.int64)
     checks.append(_assert(tf.equal(needed, n_words),
@@ -146,7 +148,7 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
                           n_words, needed))
     out = []
     with tf.control_dependencies(checks):
-        for s, t, n in zip(shapes, like, sizes):
-            out.append(_from_words(words[pos:pos + n], t.dtype, s))
+        for s, t, n, e in zip(shapes, like, sizes, elems):
+            out.append(_from_words(words[pos:pos + n], t.dtype, s, e))
             pos = pos + n
     return out

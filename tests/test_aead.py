@@ -9,6 +9,13 @@ the EVP calls work against the BoringSSL inside TensorFlow. The tamper tests
 were checked against a library whose open ignored the tag (see
 test_tamper_check_detects_an_opener_without_authentication for the in-file
 version of that check, and the commit message for the library mutation).
+
+Messages of more than K.AEAD_CHUNK_BYTES plaintext bytes are sealed in
+chunks (aead.h): the tests around chunk boundaries check sizes, counters,
+known answers against a chunk-by-chunk reference, and that chunks cannot be
+changed, moved, dropped, cut or taken from another message. The window
+splice test was checked against a library whose chunk AAD left out the
+index (the commit message has that run).
 """
 from __future__ import annotations
 
@@ -32,6 +39,8 @@ LINK = "S1->T1"
 KDF_LABEL = b"tf_privpy channel key AES-128-GCM v1"
 AAD_LABEL = b"tf_privpy aead v1"
 INT64_MAX = 2**63 - 1
+C = K.AEAD_CHUNK_BYTES
+CW = C // 8  # int64 words of one chunk
 
 
 # ------------------------------------------------------------ references
@@ -51,12 +60,31 @@ def aad(link: str, stream: int, shape: Sequence[int]) -> bytes:
             + len(shape).to_bytes(4, "big") + b"".join(int(d).to_bytes(8, "big") for d in shape))
 
 
-def reference_seal(pair: bytes, link: str, stream: int, counter: int, x: np.ndarray) -> bytes:
-    """The wire message: counter (8, big-endian) || GCM ciphertext || tag."""
+def reference_seal_single(pair: bytes, link: str, stream: int, counter: int,
+                          x: np.ndarray) -> bytes:
+    """The format from before chunking, one GCM invocation: counter (8,
+    big-endian) || GCM ciphertext || tag. Single-chunk messages still are
+    exactly this."""
     body = AESGCM(link_key(pair, link)).encrypt(
         nonce(stream, counter), np.ascontiguousarray(x, "<i8").tobytes(),
         aad(link, stream, x.shape))
     return counter.to_bytes(8, "big") + body
+
+
+def chunk_aad(base: bytes, i: int, k: int) -> bytes:
+    return base if k == 1 else base + i.to_bytes(8, "big") + k.to_bytes(8, "big")
+
+
+def reference_seal(pair: bytes, link: str, stream: int, counter: int, x: np.ndarray) -> bytes:
+    """The wire message (aead.h): counter (8, big-endian) || ct_0 || tag_0 ||
+    ... || ct_{K-1} || tag_{K-1}, chunk i sealed under counter + i and the AAD
+    extended by [i]_64 || [K]_64 (K = 1: no extension)."""
+    p = np.ascontiguousarray(x, "<i8").tobytes()
+    gcm, base = AESGCM(link_key(pair, link)), aad(link, stream, x.shape)
+    k = max(1, -(-len(p) // C))
+    return counter.to_bytes(8, "big") + b"".join(
+        gcm.encrypt(nonce(stream, counter + i), p[i * C:(i + 1) * C], chunk_aad(base, i, k))
+        for i in range(k))
 
 
 def unauthenticated_open(pair: bytes, link: str, stream: int, message: bytes) -> np.ndarray:
@@ -110,7 +138,12 @@ def ring_values(rng, shape) -> np.ndarray:
 
 
 # ------------------------------------------------------------- round trips
-@pytest.mark.parametrize("shape", [[], [0], [3, 4, 2], [1_000_000]], ids=str)
+# Around the chunk boundaries: C - 8, C, C + 8, 3C + 8 bytes (1, 1, 2, 4 chunks).
+BOUNDARY_SHAPES = [[CW - 1], [CW], [CW + 1], [3 * CW + 1], [2, CW]]
+
+
+@pytest.mark.parametrize("shape", [[], [0], [3, 4, 2], [1_000_000]] + BOUNDARY_SHAPES,
+                         ids=str)
 def test_round_trip(shape, mode, rng):
     ch = Chan()
     x = ring_values(rng, shape)
@@ -120,24 +153,70 @@ def test_round_trip(shape, mode, rng):
         return m, ch.open(m, tf.shape(x))
 
     m, y = run(mode, fn, tf.constant(x))
-    assert m.dtype == tf.uint8 and m.shape == [K.AEAD_OVERHEAD + 8 * x.size]
+    n, k = 8 * x.size, K.aead_chunk_count(8 * x.size)
+    assert m.dtype == tf.uint8 and m.shape == [8 + n + 16 * k] == [K.aead_message_bytes(n)]
+    if n <= C:
+        assert k == 1 and m.shape == [K.AEAD_OVERHEAD + n]
     assert y.dtype == tf.int64 and y.shape == x.shape
     np.testing.assert_array_equal(y.numpy(), x)
-    assert int(ch.counter.numpy()) == 1 and int(ch.state.numpy()) == 1
+    # K counters taken on the sender, K consumed on the receiver
+    assert int(ch.counter.numpy()) == k and int(ch.state.numpy()) == k
+
+
+def test_size_helpers():
+    """aead_message_bytes / aead_plaintext_words / aead_chunk_count: the
+    formulas of aead.h, inverse to each other, on ints and on tensors (as
+    sealing.py uses them, inside a tf.function)."""
+    words = sorted({w for b in range(5) for w in range(max(0, b * CW - 3), b * CW + 4)})
+    sizes = [K.aead_message_bytes(8 * w) for w in words]
+    for w, m in zip(words, sizes):
+        k = max(1, -(-8 * w // C))
+        assert K.aead_chunk_count(8 * w) == k and m == 8 + 8 * w + 16 * k
+        assert K.aead_plaintext_words(m) == w
+        assert K.aead_plaintext_words(np.int64(m)) == w
+    assert K.aead_message_bytes(C) == C + K.AEAD_OVERHEAD
+    assert K.aead_message_bytes(C + 8) == C + 8 + 8 + 32
+    # as before chunking up to one chunk, even for sizes no message has
+    for m in range(0, C + 25, 8191):
+        assert K.aead_plaintext_words(m) == (m - K.AEAD_OVERHEAD) // 8
+    fn = tf.function(lambda m: (K.aead_plaintext_words(m), K.aead_message_bytes(8 * m)))
+    for m_dtype in (tf.int64, tf.int32):
+        got_words, _ = fn(tf.constant(sizes, m_dtype))
+        np.testing.assert_array_equal(got_words.numpy(), words)
+    _, got_sizes = fn(tf.constant(words, tf.int64))
+    np.testing.assert_array_equal(got_sizes.numpy(), sizes)
+
+
+def test_words_from_the_message_size_open_it(rng):
+    """What sealing.py does: the receiver knows only the message's length."""
+    ch = Chan()
+
+    @tf.function
+    def fn(x):
+        m = ch.seal(x)
+        n = K.aead_plaintext_words(tf.size(m, out_type=tf.int64))
+        return ch.open(m, tf.reshape(n, [1]))
+
+    for w in (0, 5, CW, CW + 1, 2 * CW, 3 * CW + 1):
+        x = ring_values(rng, [w])
+        np.testing.assert_array_equal(fn(tf.constant(x)).numpy(), x)
 
 
 def test_static_shape_inference():
     ch = Chan()
 
     @tf.function
-    def fn(x):
+    def fn(x, big):
         m = ch.seal(x)
         assert m.shape == [K.AEAD_OVERHEAD + 8 * 12]
         y = ch.open(m, [3, 4])
         assert y.shape == [3, 4]
+        mb = ch.seal(big)
+        assert mb.shape == [8 + 3 * C + 8 + 16 * 4]
+        assert ch.open(mb, [3 * CW + 1]).shape == [3 * CW + 1]
         return y
 
-    fn(tf.zeros([3, 4], tf.int64))
+    fn(tf.zeros([3, 4], tf.int64), tf.zeros([3 * CW + 1], tf.int64))
 
 
 def test_counter_advances_every_run(rng):
@@ -202,13 +281,40 @@ def test_known_answer(link, stream, shape, rng):
     ch = Chan(link, stream)
     pair = key_bytes(ch.key)
     x = ring_values(rng, shape)
-    for counter in (0, 1):
+    k = K.aead_chunk_count(8 * x.size)
+    for counter in (0, k):  # the second seal takes the counters after the first's
         assert ch.seal(tf.constant(x)).numpy().tobytes() == reference_seal(
             pair, link, stream, counter, x)
-    for counter in (5, 9):
+    for counter in (5, 9 + k):
         ref = np.frombuffer(reference_seal(pair, link, stream, counter, x), np.uint8)
         np.testing.assert_array_equal(ch.open(tf.constant(ref), shape).numpy(), x)
-        assert int(ch.state.numpy()) == counter + 1
+        assert int(ch.state.numpy()) == counter + k
+
+
+@pytest.mark.parametrize("shape", [[3, 4, 2], [CW - 1], [CW]], ids=str)
+def test_single_chunk_messages_are_unchanged(shape, rng):
+    """Up to one chunk, byte for byte the format from before chunking (one
+    GCM invocation, the plain AAD, one tag)."""
+    ch = Chan("T1->S2", 9)
+    pair = key_bytes(ch.key)
+    x = ring_values(rng, shape)
+    for counter in (0, 1):
+        assert ch.seal(tf.constant(x)).numpy().tobytes() == reference_seal_single(
+            pair, "T1->S2", 9, counter, x)
+
+
+@pytest.mark.parametrize("shape", [[CW + 1], [3 * CW + 1], [3, CW]], ids=str)
+def test_known_answer_chunked(shape, rng):
+    ch = Chan("S2->T2", 4)
+    pair = key_bytes(ch.key)
+    x = ring_values(rng, shape)
+    k = K.aead_chunk_count(8 * x.size)
+    for counter in (0, k):
+        assert ch.seal(tf.constant(x)).numpy().tobytes() == reference_seal(
+            pair, "S2->T2", 4, counter, x)
+    ref = np.frombuffer(reference_seal(pair, "S2->T2", 4, 100, x), np.uint8)
+    np.testing.assert_array_equal(ch.open(tf.constant(ref), shape).numpy(), x)
+    assert int(ch.state.numpy()) == 100 + k
 
 
 def test_link_key_vector():
@@ -248,6 +354,107 @@ def test_bit_flips_in_a_large_message_are_rejected(rng):
     for bit in [0, 63, 64, 65, 8 * 4_000_000 + 5, last - 128, last - 127, last]:
         expect_auth_failure(lambda t: ch.open(tf.constant(t), [n]), flip(m, bit))
     ch.open(tf.constant(m), [n])
+
+
+class ChunkedPair:
+    """Two 3-chunk messages a and b (3 full chunks each, so whole chunks can
+    be moved), b sealed right after a: counters 0..2 and 3..5."""
+
+    def __init__(self, rng):
+        self.ch = Chan()
+        self.x = ring_values(rng, [3 * CW])
+        self.a = self.ch.seal(tf.constant(self.x)).numpy()
+        self.b = self.ch.seal(tf.constant(ring_values(rng, [3 * CW]))).numpy()
+        assert int(self.ch.counter.numpy()) == 6
+
+    @staticmethod
+    def at(i: int) -> int:
+        return 8 + i * (C + 16)
+
+    def chunk(self, m: np.ndarray, i: int) -> np.ndarray:
+        return m[self.at(i):self.at(i + 1)]
+
+    def open(self, m: np.ndarray, shape=None):
+        return self.ch.open(tf.constant(m), [3 * CW] if shape is None else shape)
+
+    def rejected(self, m: np.ndarray, shape=None) -> None:
+        expect_auth_failure(lambda t: self.open(t, shape), m)
+        assert int(self.ch.state.numpy()) == 0  # failures never advance the receiver
+
+
+def test_every_chunk_and_tag_tampered_is_rejected(rng):
+    ch = Chan()
+    x = ring_values(rng, [3 * CW + 1])  # 4 chunks, the last of 8 bytes
+    m = ch.seal(tf.constant(x)).numpy()
+    for i in range(4):
+        start, n = 8 + i * (C + 16), min(C, 8 * x.size - i * C)
+        for pos in (0, n // 2, n - 1, n, n + 15):  # ciphertext, then tag
+            expect_auth_failure(lambda t: ch.open(tf.constant(t), x.shape),
+                                flip(m, 8 * (start + pos) + 2))
+    assert int(ch.state.numpy()) == 0
+    np.testing.assert_array_equal(ch.open(tf.constant(m), x.shape).numpy(), x)
+
+
+def test_swapped_chunks_are_rejected(rng):
+    p = ChunkedPair(rng)
+    for i, j in ((0, 1), (1, 2), (0, 2)):
+        m = p.a.copy()
+        m[p.at(i):p.at(i + 1)], m[p.at(j):p.at(j + 1)] = p.chunk(p.a, j), p.chunk(p.a, i)
+        p.rejected(m)
+    np.testing.assert_array_equal(p.open(p.a).numpy(), p.x)
+
+
+def test_chunk_of_another_message_is_rejected(rng):
+    p = ChunkedPair(rng)
+    for i in range(3):
+        m = p.a.copy()
+        m[p.at(i):p.at(i + 1)] = p.chunk(p.b, i)
+        p.rejected(m)
+
+
+def test_window_splice_is_rejected(rng):
+    """Chunks 1, 2 of a and chunk 0 of b were sealed under the counters 1, 2,
+    3: behind the header counter 1 their nonces fit. Only the chunk index in
+    the AAD rejects them (a library without it accepts this message)."""
+    p = ChunkedPair(rng)
+    m = np.concatenate([np.frombuffer((1).to_bytes(8, "big"), np.uint8),
+                        p.chunk(p.a, 1), p.chunk(p.a, 2), p.chunk(p.b, 0)])
+    assert m.size == p.a.size
+    p.rejected(m)
+
+
+def test_dropped_or_cut_chunks_are_rejected(rng):
+    p = ChunkedPair(rng)
+    dropped = p.a[:p.at(2)]  # two whole chunks: a 2-chunk message's size
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+            f"message on link {LINK} (stream 0) has {dropped.size} bytes")):
+        p.open(dropped)
+    p.rejected(dropped, [2 * CW])  # a receiver that expects the smaller shape
+    # the last chunk cut to 8 bytes (its tag kept): the size of 2 C + 8 bytes
+    cut = np.concatenate([p.a[:p.at(2) + 8], p.a[-16:]])
+    assert cut.size == K.aead_message_bytes(2 * C + 8)
+    p.rejected(cut, [2 * CW + 1])
+    p.rejected(p.a[:p.at(1)], [CW])  # the first chunk alone
+    np.testing.assert_array_equal(p.open(p.a).numpy(), p.x)
+
+
+def test_multi_chunk_counters_and_replay(rng):
+    """A K-chunk message takes K counters; the receiver then accepts only
+    counters from first + K on."""
+    ch = Chan()
+    small, big = tf.range(3, dtype=tf.int64), tf.constant(ring_values(rng, [3 * CW + 1]))
+    m0, m1, m2 = ch.seal(small), ch.seal(big), ch.seal(small)
+    first = [int.from_bytes(m.numpy()[:8].tobytes(), "big") for m in (m0, m1, m2)]
+    assert first == [0, 1, 5] and int(ch.counter.numpy()) == 6
+    ch.open(m0, [3])
+    ch.open(m1, [3 * CW + 1])
+    assert int(ch.state.numpy()) == 5
+    with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+            f"message on link {LINK} (stream 0) was replayed or reordered: its counter "
+            "is 1 but every counter below 5")):
+        ch.open(m1, [3 * CW + 1])
+    ch.open(m2, [3])
+    assert int(ch.state.numpy()) == 6
 
 
 def test_truncated_or_extended_message_is_rejected():
@@ -343,6 +550,29 @@ def test_counter_exhaustion():
     assert int(ch.state.numpy()) == INT64_MAX
     with pytest.raises(tf.errors.ResourceExhaustedError):
         ch.seal(tf.zeros([2], tf.int64))
+
+
+def test_counter_exhaustion_of_multi_chunk_messages():
+    """A 2-chunk message needs two counters below INT64_MAX."""
+    ch = Chan()
+    x = tf.zeros([CW + 1], tf.int64)
+    ch.counter.assign(INT64_MAX - 1)
+    with pytest.raises(tf.errors.ResourceExhaustedError, match=re.escape(LINK)):
+        ch.seal(x)
+    assert int(ch.counter.numpy()) == INT64_MAX - 1
+    ch.seal(tf.zeros([2], tf.int64))  # a single chunk still fits
+    ch.counter.assign(INT64_MAX - 2)
+    m = ch.seal(x)
+    assert int(ch.counter.numpy()) == INT64_MAX
+    ch.open(m, [CW + 1])
+    assert int(ch.state.numpy()) == INT64_MAX
+    # a receiver never accepts a message whose counters pass INT64_MAX - 1
+    rx = Chan(key=ch.key)
+    ref = reference_seal(key_bytes(ch.key), LINK, 0, INT64_MAX - 1,
+                         np.zeros([CW + 1], np.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="replayed or reordered"):
+        rx.open(tf.constant(np.frombuffer(ref, np.uint8)), [CW + 1])
+    assert int(rx.state.numpy()) == 0
 
 
 @pytest.mark.parametrize("link", ["S1T1", "S1->S1", "->T1", "S1->", "S1->T1->T2", "S 1->T1"])

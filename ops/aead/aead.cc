@@ -13,8 +13,10 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace tf_privpy {
@@ -227,31 +229,132 @@ OpenStatus GcmOpen(const uint8_t key[kKeyBytes], const uint8_t iv[kNonceBytes],
   return status;
 }
 
+uint64_t ChunkCount(uint64_t len) {
+  return len <= kChunkBytes ? 1 : (len - 1) / kChunkBytes + 1;
+}
+
+uint64_t MessageBytes(uint64_t len) {
+  return kCounterBytes + len + kTagBytes * ChunkCount(len);
+}
+
+bool PlaintextBytes(uint64_t msg_len, uint64_t* len) {
+  if (msg_len < kOverhead) return false;
+  // msg_len - 8 = len + 16 K with (K - 1) C < len <= K C (K > 1), so
+  // K = ceil((msg_len - 8) / (C + 16)); K = 1 covers len = 0 too.
+  const uint64_t body = msg_len - kCounterBytes;
+  const uint64_t k = (body - 1) / (kChunkBytes + kTagBytes) + 1;
+  *len = body - kTagBytes * k;
+  return MessageBytes(*len) == msg_len;
+}
+
+std::string ChunkAad(const std::string& aad, uint64_t index, uint64_t count) {
+  if (count == 1) return aad;
+  std::string a = aad;
+  AppendBe(&a, index, 8);
+  AppendBe(&a, count, 8);
+  return a;
+}
+
+namespace {
+
+// Where chunk i of a len-byte plaintext lies: plaintext [*off, *off + *n),
+// its ciphertext at msg + *at, its tag at msg + *at + *n.
+void ChunkSpan(uint64_t i, size_t len, size_t* off, size_t* n, size_t* at) {
+  *off = i * kChunkBytes;
+  *n = std::min<size_t>(kChunkBytes, len - *off);
+  *at = kCounterBytes + i * (kChunkBytes + kTagBytes);
+}
+
+// Runs chunk(i, &error) for i in [0, count) on parallel_for (directly when
+// count == 1) until one fails; returns the worst status, *error that chunk's.
+template <typename Chunk>
+OpenStatus ForEachChunk(uint64_t count, const ParallelFor& parallel_for,
+                        const Chunk& chunk, std::string* error) {
+  if (count == 1) return chunk(0, error);
+  std::atomic<int> worst{static_cast<int>(OpenStatus::kOk)};
+  std::mutex mu;
+  // GCM runs at ~1-2 cycles per byte: a chunk is worth a thread.
+  parallel_for(static_cast<int64_t>(count), static_cast<int64_t>(2 * kChunkBytes),
+               [&](int64_t b, int64_t e) {
+                 std::string err;
+                 for (int64_t i = b; i < e; ++i) {
+                   // Once a chunk has failed the message is lost: stop.
+                   if (worst.load(std::memory_order_relaxed) != 0) return;
+                   const OpenStatus s = chunk(static_cast<uint64_t>(i), &err);
+                   if (s == OpenStatus::kOk) continue;
+                   std::lock_guard<std::mutex> l(mu);
+                   if (static_cast<int>(s) > worst.load()) {
+                     worst.store(static_cast<int>(s));
+                     *error = err + " (chunk " + std::to_string(i) + " of " +
+                              std::to_string(count) + ")";
+                   }
+                   return;
+                 }
+               });
+  return static_cast<OpenStatus>(worst.load());
+}
+
+}  // namespace
+
 bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
           const std::string& aad, const uint8_t* in, size_t len, uint8_t* msg,
-          std::string* error) {
-  uint8_t nonce[kNonceBytes];
-  MakeNonce(stream, counter, nonce);
+          std::string* error, const ParallelFor& parallel_for) {
+  const uint64_t count = ChunkCount(len);
+  if (count - 1 > ~uint64_t{0} - counter) {
+    *error = "the message's counters would wrap around";
+    return false;
+  }
   PutBe64(counter, msg);
-  return GcmSeal(link_key, nonce, reinterpret_cast<const uint8_t*>(aad.data()),
-                 aad.size(), in, len, msg + kCounterBytes,
-                 msg + kCounterBytes + len, error);
+  auto chunk = [&](uint64_t i, std::string* err) {
+    size_t off, n, at;
+    ChunkSpan(i, len, &off, &n, &at);
+    uint8_t nonce[kNonceBytes];
+    MakeNonce(stream, counter + i, nonce);
+    const std::string a = ChunkAad(aad, i, count);
+    return GcmSeal(link_key, nonce, reinterpret_cast<const uint8_t*>(a.data()),
+                   a.size(), in + off, n, msg + at, msg + at + n, err)
+               ? OpenStatus::kOk
+               : OpenStatus::kError;
+  };
+  return ForEachChunk(count, parallel_for, chunk, error) == OpenStatus::kOk;
 }
 
 OpenStatus Open(const uint8_t link_key[kKeyBytes], uint32_t stream,
                 const std::string& aad, const uint8_t* msg, size_t msg_len,
-                uint8_t* out, uint64_t* counter, std::string* error) {
+                uint8_t* out, uint64_t* counter, std::string* error,
+                const ParallelFor& parallel_for) {
   if (msg_len < kOverhead) {
     *error = "message shorter than its 24-byte header and tag";
     return OpenStatus::kAuthFailed;
   }
-  const size_t len = msg_len - kOverhead;
   *counter = GetBe64(msg);
-  uint8_t nonce[kNonceBytes];
-  MakeNonce(stream, *counter, nonce);
-  return GcmOpen(link_key, nonce, reinterpret_cast<const uint8_t*>(aad.data()),
-                 aad.size(), msg + kCounterBytes, len, msg + kCounterBytes + len,
-                 out, error);
+  uint64_t len = 0;
+  if (!PlaintextBytes(msg_len, &len)) {
+    *error = "no plaintext length makes a message of " + std::to_string(msg_len) +
+             " bytes";
+    return OpenStatus::kAuthFailed;
+  }
+  const uint64_t count = ChunkCount(len);
+  // Nonces past 2^64 would wrap: no sender makes them (it reserves its
+  // counters below 2^63), so such a message is a forgery.
+  if (count - 1 > ~uint64_t{0} - *counter) {
+    *error = "the message's counters would wrap around";
+    Wipe(out, len);
+    return OpenStatus::kAuthFailed;
+  }
+  auto chunk = [&](uint64_t i, std::string* err) {
+    size_t off, n, at;
+    ChunkSpan(i, len, &off, &n, &at);
+    uint8_t nonce[kNonceBytes];
+    MakeNonce(stream, *counter + i, nonce);
+    const std::string a = ChunkAad(aad, i, count);
+    return GcmOpen(link_key, nonce, reinterpret_cast<const uint8_t*>(a.data()),
+                   a.size(), msg + at, n, msg + at + n, out + off, err);
+  };
+  const OpenStatus status = ForEachChunk(count, parallel_for, chunk, error);
+  // Chunks verified before the failing one hold plaintext: none leaves.
+  if (status != OpenStatus::kOk) Wipe(out, len);
+  return status;
 }
 
 }  // namespace aead

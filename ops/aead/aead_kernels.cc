@@ -1,8 +1,9 @@
 // Kernels of the aead family (registrations in aead_ops.cc; the crypto and
-// formats in aead.h). CPU kernels: GCM runs in one EVP pass per message,
-// straight from the plaintext tensor into the message tensor and back, with
-// no intermediate copy. One message cannot be parallelised (GHASH is a chain);
-// different messages run concurrently.
+// formats in aead.h). CPU kernels: GCM runs straight from the plaintext
+// tensor into the message tensor and back, with no intermediate copy, one EVP
+// pass per chunk of aead::kChunkBytes, the chunks of a message on TF's CPU
+// worker pool (one GCM invocation is a GHASH chain, so a single-chunk message
+// runs on one core); different messages run concurrently too.
 #include <limits>
 #include <string>
 
@@ -110,13 +111,15 @@ class AeadSealOp : public AeadKernel {
                 errors::InvalidArgument("tf_privpy: a message on link ", where_,
                                         " holds at most 2^36 - 32 bytes "
                                         "(SP 800-38D), got ", len));
+    const uint64_t chunks = aead::ChunkCount(len);
     Tensor* msg;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape({static_cast<int64_t>(aead::kOverhead + len)}),
+                            0, TensorShape({static_cast<int64_t>(aead::MessageBytes(len))}),
                             &msg));
-    // Take the counter last, once nothing but the cipher itself can fail: a
+    // Take the counters last, once nothing but the cipher itself can fail: a
     // taken counter is never given back (SP 800-38D §8.2.1 wants each
     // invocation field used once), so failures must not burn them needlessly.
+    // One counter per chunk, all in this one locked step.
     uint64_t counter = 0;
     {
       ::tensorflow::core::RefCountPtr<Var> var;
@@ -125,13 +128,13 @@ class AeadSealOp : public AeadKernel {
       const Tensor& t = *var->tensor();
       OP_REQUIRES_OK(ctx, CheckCounter(*var, t, "counter", link_));
       const int64_t n = t.scalar<int64_t>()();
-      // The receiver stores counter + 1, so the largest usable counter is
-      // INT64_MAX - 1; past it the link needs a fresh pair key.
-      OP_REQUIRES(ctx, n < kInt64Max,
+      // The receiver stores counter + chunks, so the largest usable last
+      // counter is INT64_MAX - 1; past it the link needs a fresh pair key.
+      OP_REQUIRES(ctx, n <= kInt64Max - static_cast<int64_t>(chunks),
                   errors::ResourceExhausted("tf_privpy: the message counter of link ",
                                             where_, " is exhausted; re-key the pair "
                                             "(tp.init() draws fresh keys)"));
-      SetScalar(var.get(), n + 1);
+      SetScalar(var.get(), n + static_cast<int64_t>(chunks));
       counter = static_cast<uint64_t>(n);
     }
     aead::DeriveLinkKey(pair_key.data(), link_, link_key.data());
@@ -141,7 +144,7 @@ class AeadSealOp : public AeadKernel {
     std::string error;
     OP_REQUIRES(ctx,
                 aead::Seal(link_key.data(), stream_, counter, aad, Bytes(plain), len,
-                           Bytes(msg), &error),
+                           Bytes(msg), &error, TfParallelFor(ctx)),
                 errors::Internal("tf_privpy: sealing a message on link ", where_,
                                  " failed: ", error));
   }
@@ -162,11 +165,17 @@ class AeadOpenOp : public AeadKernel {
     TensorShape shape;
     OP_REQUIRES_OK(ctx, ::tensorflow::tensor::MakeShape(ctx->input(3), &shape));
     const uint64_t len = static_cast<uint64_t>(shape.num_elements()) * sizeof(int64_t);
-    OP_REQUIRES(ctx, static_cast<uint64_t>(msg.NumElements()) == aead::kOverhead + len,
+    OP_REQUIRES(ctx, len <= aead::kMaxPlaintextBytes,
+                errors::InvalidArgument("tf_privpy: a message on link ", where_,
+                                        " holds at most 2^36 - 32 bytes "
+                                        "(SP 800-38D), but the shape ",
+                                        shape.DebugString(), " has ", len));
+    const uint64_t chunks = aead::ChunkCount(len);
+    OP_REQUIRES(ctx, static_cast<uint64_t>(msg.NumElements()) == aead::MessageBytes(len),
                 errors::InvalidArgument(
                     "tf_privpy: message on link ", where_, " has ", msg.NumElements(),
                     " bytes, but an int64 tensor of shape ", shape.DebugString(),
-                    " travels in ", aead::kOverhead + len,
+                    " travels in ", aead::MessageBytes(len),
                     " (truncated in flight, or the two ends disagree on the "
                     "shape); the run is aborted, no data was used"));
     Tensor* out;
@@ -175,14 +184,15 @@ class AeadOpenOp : public AeadKernel {
     const auto dims = ShapeDims(shape);
     const std::string aad = aead::MakeAad(link_, stream_, dims.data(),
                                           static_cast<int>(dims.size()));
-    // Authenticate first, then check the (now trusted) counter: the errors
-    // then say what happened, and the receiver's state only ever advances on
-    // an authentic message, so forged counters cannot block the link.
+    // Authenticate first (every chunk), then check the (now trusted) counter:
+    // the errors then say what happened, and the receiver's state only ever
+    // advances on an authentic message, so forged counters cannot block the
+    // link.
     uint64_t counter = 0;
     std::string error;
     const aead::OpenStatus status =
         aead::Open(link_key.data(), stream_, aad, Bytes(msg), msg.NumElements(),
-                   Bytes(out), &counter, &error);
+                   Bytes(out), &counter, &error, TfParallelFor(ctx));
     OP_REQUIRES(ctx, status != aead::OpenStatus::kError,
                 errors::Internal("tf_privpy: opening a message on link ", where_,
                                  " failed: ", error));
@@ -197,7 +207,8 @@ class AeadOpenOp : public AeadKernel {
     // would turn every run aborted between a seal and its open (the sender's
     // counter advanced, the receiver's did not) into a link dead for good;
     // TF state is not transactional across devices. A gap loses nothing:
-    // the run whose message was dropped fails on its own.
+    // the run whose message was dropped fails on its own. A message of K
+    // chunks used the counters counter .. counter + K - 1: all are consumed.
     ::tensorflow::core::RefCountPtr<Var> var;
     Status s = LookupResource(ctx, HandleFromInput(ctx, 1), &var);
     if (s.ok()) {
@@ -206,7 +217,7 @@ class AeadOpenOp : public AeadKernel {
       s = CheckCounter(*var, t, "receiver state", link_);
       if (s.ok()) {
         const int64_t next = t.scalar<int64_t>()();
-        if (counter >= static_cast<uint64_t>(kInt64Max) ||
+        if (counter > static_cast<uint64_t>(kInt64Max - static_cast<int64_t>(chunks)) ||
             counter < static_cast<uint64_t>(next)) {
           s = errors::InvalidArgument(
               "tf_privpy: message on link ", where_,
@@ -215,7 +226,7 @@ class AeadOpenOp : public AeadKernel {
               " was already accepted or skipped (a link accepts increasing "
               "counters only); the run is aborted, no data was used");
         } else {
-          SetScalar(var.get(), static_cast<int64_t>(counter) + 1);
+          SetScalar(var.get(), static_cast<int64_t>(counter + chunks));
         }
       }
     }

@@ -21,9 +21,12 @@ REGISTER_OP("TfPrivpy>AeadSeal")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
       const int64_t n = c->Value(c->NumElements(c->input(2)));
-      c->set_output(0, c->Vector(n == InferenceContext::kUnknownDim
-                                     ? InferenceContext::kUnknownDim
-                                     : static_cast<int64_t>(aead::kOverhead) + 8 * n));
+      // Unknown, too (the kernel refuses it), past the size limit.
+      const bool known = n != InferenceContext::kUnknownDim &&
+                         static_cast<uint64_t>(n) <= aead::kMaxPlaintextBytes / 8;
+      c->set_output(0, c->Vector(known ? static_cast<int64_t>(aead::MessageBytes(
+                                             8 * static_cast<uint64_t>(n)))
+                                       : InferenceContext::kUnknownDim));
       return ::tensorflow::OkStatus();
     })
     .Doc("Encrypts and authenticates `plaintext` for `link` (\"S1->T1\") "
@@ -33,7 +36,10 @@ REGISTER_OP("TfPrivpy>AeadSeal")
          "every run gets a fresh nonce; fails once it would overflow. "
          "`stream` (0 <= stream < 2^32) tells apart several counters of one "
          "link. Output: uint8 [8 + 8 * size + 16] = big-endian counter || "
-         "ciphertext || tag.");
+         "ciphertext || tag for plaintexts of up to 1 MiB (kChunkBytes); a "
+         "larger one is sealed as K = ceil(8 * size / 1 MiB) chunks on the "
+         "CPU thread pool, taking K counters at once: uint8 [8 + 8 * size + "
+         "16 K] = first counter || chunk 0 || tag 0 || ... (aead.h).");
 
 REGISTER_OP("TfPrivpy>AeadOpen")
     .Input("key: int64")
@@ -56,9 +62,11 @@ REGISTER_OP("TfPrivpy>AeadOpen")
          "`link`, into an int64 tensor of `shape` (which the receiver knows; "
          "it is authenticated too). `state` (int64 scalar variable, starts "
          "at 0) holds the lowest counter still acceptable: a message is "
-         "accepted only if its counter is at least that, and then state "
-         "becomes counter + 1, atomically, so replayed and reordered messages "
-         "are rejected. Fails with InvalidArgument naming the link on any "
-         "authentication failure or replay; nothing is output then.");
+         "accepted only if its (first) counter is at least that, and then "
+         "state becomes counter + K (K = its number of chunks, 1 up to 1 MiB), "
+         "atomically, so replayed and reordered messages are rejected. Every "
+         "chunk's tag is verified before any plaintext is output. Fails with "
+         "InvalidArgument naming the link on any authentication failure or "
+         "replay; nothing is output then.");
 
 }  // namespace tf_privpy

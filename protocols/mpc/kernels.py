@@ -139,9 +139,60 @@ def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
 
 
 # ---------------------------------------------------------------- aead family
-#: bytes a sealed message adds to its payload: the 8-byte counter and the
-#: 16-byte GCM tag (wire format: ops/aead/aead.h)
+# Wire format (ops/aead/aead.h): a plaintext of n bytes is sealed as
+# K = max(1, ceil(n / AEAD_CHUNK_BYTES)) chunks, each its own GCM invocation
+# (the chunks of one message run in parallel), into
+#   [first counter]_64 || ct_0 || tag_0 || ... || ct_{K-1} || tag_{K-1},
+# i.e. 8 + n + 16 K bytes. Up to AEAD_CHUNK_BYTES (K = 1) that is the
+# single-invocation format counter || ciphertext || tag, 24 bytes more than
+# the plaintext. The helpers below take Python ints or integer tensors.
+
+#: plaintext bytes of one chunk (ops/aead/aead.h kChunkBytes; the size
+#: tests in tests/test_aead.py pin the two together)
+AEAD_CHUNK_BYTES = 1 << 20
+#: bytes a single-chunk message (plaintext of at most AEAD_CHUNK_BYTES) adds
+#: to its payload: the 8-byte counter and the 16-byte GCM tag. A K-chunk
+#: message adds 8 + 16 K: use aead_message_bytes / aead_plaintext_words.
 AEAD_OVERHEAD = 24
+_AEAD_COUNTER_BYTES, _AEAD_TAG_BYTES = 8, 16
+
+
+def _int_or_int64(n):
+    return n if isinstance(n, (int, np.integer)) else tf.cast(n, tf.int64)
+
+
+def _at_least_one(k):
+    return max(k, 1) if isinstance(k, (int, np.integer)) else tf.maximum(k, 1)
+
+
+def aead_chunk_count(n_plain_bytes):
+    """K, the number of chunks (and of counters taken) of a sealed plaintext
+    of `n_plain_bytes` bytes: max(1, ceil(n / AEAD_CHUNK_BYTES))."""
+    n = _int_or_int64(n_plain_bytes)
+    return _at_least_one((n + AEAD_CHUNK_BYTES - 1) // AEAD_CHUNK_BYTES)
+
+
+def aead_message_bytes(n_plain_bytes):
+    """The size of the sealed message of `n_plain_bytes` plaintext bytes:
+    8 + n + 16 K (n + AEAD_OVERHEAD when n <= AEAD_CHUNK_BYTES)."""
+    n = _int_or_int64(n_plain_bytes)
+    return _AEAD_COUNTER_BYTES + n + _AEAD_TAG_BYTES * aead_chunk_count(n)
+
+
+def aead_plaintext_words(message_bytes):
+    """The number of int64 words of the plaintext whose sealed message has
+    `message_bytes` bytes: the exact inverse of aead_message_bytes(8 * words).
+
+    K = max(1, ceil((m - 8) / (AEAD_CHUNK_BYTES + 16))) and words =
+    (m - 8 - 16 K) // 8, so up to AEAD_CHUNK_BYTES + 24 bytes this is
+    (m - AEAD_OVERHEAD) // 8 as before chunking. A size that no plaintext has
+    (cut or padded in flight) still gives a number; the open kernel then
+    finds that the message does not have the size of that shape and fails
+    naming the link."""
+    m = _int_or_int64(message_bytes)
+    k = _at_least_one((m - _AEAD_COUNTER_BYTES + AEAD_CHUNK_BYTES + _AEAD_TAG_BYTES - 1)
+                      // (AEAD_CHUNK_BYTES + _AEAD_TAG_BYTES))
+    return (m - _AEAD_COUNTER_BYTES - _AEAD_TAG_BYTES * k) // 8
 
 
 def aead_seal(key: tf.Tensor, counter_var: tf.Variable, plaintext: tf.Tensor, link: str,
@@ -156,7 +207,11 @@ def aead_seal(key: tf.Tensor, counter_var: tf.Variable, plaintext: tf.Tensor, li
     one counter variable per (link, stream). Run it on the sender's device.
 
     Returns the message: uint8 [8 + 8 * size + 16] = big-endian counter ||
-    ciphertext || tag. The plaintext's shape is authenticated, not sent.
+    ciphertext || tag when 8 * size <= AEAD_CHUNK_BYTES. A larger plaintext
+    is sealed as K = aead_chunk_count(8 * size) chunks on the CPU thread
+    pool, taking the K counters counter .. counter + K - 1 at once: uint8
+    [aead_message_bytes(8 * size)] = first counter || chunk 0 || tag 0 ||
+    ... . The plaintext's shape is authenticated, not sent.
     """
     return _ops().tf_privpy_aead_seal(key=key, counter=counter_var.handle,
                                       plaintext=plaintext, link=link, stream=stream)
@@ -169,10 +224,14 @@ def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,
 
     `state_var` (an int64 scalar variable on the receiver, starting at 0)
     holds the lowest counter still acceptable; a message is accepted only if
-    its counter is at least that, after which it becomes counter + 1, in the
-    same kernel. Raises InvalidArgumentError naming the link when the
-    message fails authentication (tampered, another key, link, stream or
-    shape) or is replayed or reordered; no plaintext is output then.
+    its (first) counter is at least that, after which it becomes counter + K
+    (K = aead_chunk_count(8 * size), 1 up to AEAD_CHUNK_BYTES), in the same
+    kernel. Every chunk's tag is verified before any plaintext is output.
+    Raises InvalidArgumentError naming the link when the message fails
+    authentication (tampered, another key, link, stream or shape; a chunk
+    changed, moved, dropped or taken from another message) or is replayed
+    or reordered; no plaintext is output then. The number of int64 words a
+    message of unknown shape carries is aead_plaintext_words(its size).
     """
     return _ops().tf_privpy_aead_open(key=key, state=state_var.handle, message=message,
                                       shape=tf.cast(shape, tf.int64), link=link,

@@ -38,7 +38,7 @@ demo: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/lenet5_private_inference.py
 
 test: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"

@@ -94,6 +94,21 @@ def test_seal_open_roundtrip_of_every_dtype_and_dynamic_shapes(sealed, dtype):
         np.testing.assert_array_equal(headers[0].numpy(), c)
 
 
+def test_multi_chunk_messages_of_every_shape(sealed):
+    """Messages above the kernel's 1 MiB chunk (several GCM chunks): sizes
+    around the chunk boundaries, statically and dynamically shaped."""
+    ch = sealed.channels
+    rng = np.random.default_rng(2)
+    f = tf.function(lambda a: ch.send1("S1", "T2", a),
+                    input_signature=[tf.TensorSpec([None], tf.int64)])
+    for n in (2 ** 17 - 1, 2 ** 17, 2 ** 17 + 1, 3 * 2 ** 17 + 5):
+        a = rng.integers(-2 ** 62, 2 ** 62, n)
+        np.testing.assert_array_equal(ch.send1("S1", "T2", a).numpy(), a)
+        np.testing.assert_array_equal(f(a).numpy(), a)
+    b = rng.integers(0, 255, 2 ** 20 + 3).astype(np.uint8)  # a uint8 tail to pad
+    np.testing.assert_array_equal(ch.send1("T2", "S2", b).numpy(), b)
+
+
 def test_strings_are_refused(sealed):
     with pytest.raises(TypeError, match="seals numeric and bool tensors only"):
         sealed.channels.send1("S1", "T1", tf.constant(["a"]))

@@ -9,7 +9,8 @@ counts per run, not per trace. The distributed mode adds authenticated
 encryption at this same point: a link given to `secure` carries a message as
 one AES-GCM ciphertext sealed on the sender and opened on the receiver
 (sealing.py), and the counters still count the plaintext bytes, which the
-cost model predicts (each sealed message adds sealing.OVERHEAD bytes).
+cost model predicts (a sealed message adds 8 bytes and a 16-byte tag per
+MiB: kernels.aead_message_bytes).
 
 A message may carry header tensors (stream nonces, batch indices) beside its
 payload: they travel in the same message and are counted in its bytes. The

@@ -33,7 +33,8 @@ import tensorflow as tf
 
 from . import kernels
 
-#: bytes a sealed message adds to its plaintext: 8-byte counter + 16-byte tag
+#: bytes a sealed message of up to 1 MiB adds to its plaintext (8-byte counter
+#: + 16-byte tag); larger ones add a tag per 1 MiB chunk (kernels.aead_message_bytes)
 OVERHEAD = kernels.AEAD_OVERHEAD
 
 
@@ -120,7 +121,7 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
     """The tensors of a sealed message, shaped and typed as `like` (the
     sender's tensors: only their static dtype and shape are used). Build it
     under the receiver's device scope."""
-    n_words = (tf.size(message, out_type=tf.int64) - OVERHEAD) // 8
+    n_words = kernels.aead_plaintext_words(tf.size(message, out_type=tf.int64))
     words = kernels.aead_open(link.key_at_dst.read_value(), link.state, message, tf.reshape(n_words, [1]),
                               link.name)
     # positions and sizes stay Python ints while every shape is static

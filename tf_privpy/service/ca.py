@@ -1,0 +1,260 @@
+"""The cluster's small certificate authority for the share service.
+
+A certificate folder holds:
+
+    ca.pem, ca.key              the CA (ECDSA P-256, self-signed)
+    s1.pem, s1.key, s2.pem ...  the servers' TLS certificates (serverAuth, SANs = their hosts)
+    owners/NAME.pem, NAME.key   one client certificate per data owner (clientAuth, CN = NAME)
+    revoked.json                {"serials": {"<hex serial>": "NAME", ...}}
+    crl.pem                     the same list as an X.509 CRL signed by the CA
+
+Revocation: grpcio's Python `ssl_server_credentials` takes no CRL, so a revoked
+certificate still completes the TLS handshake (a certificate the CA did not
+sign, or no certificate, does not). The service refuses revoked certificates
+in a server interceptor that runs before any handler (server.py), reading
+revoked.json again whenever it changes. crl.pem is written for other TLS
+terminators (a proxy in front of the service can enforce it in the handshake).
+
+Keys are written with mode 0600. Example:
+
+    >>> make_ca("certs", hosts={"s1": ["s1.example", "10.0.0.11"]})
+    >>> issue_cert("certs", "hospital-a")
+    >>> revoke("certs", "hospital-a")
+
+As a command (the cluster tool's `issue-cert` wraps these):
+    python -m tf_privpy.service.ca make-ca DIR [--host s1=HOST,...]
+    python -m tf_privpy.service.ca issue-cert DIR NAME
+    python -m tf_privpy.service.ca revoke DIR NAME
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import ipaddress
+import json
+import os
+import re
+import sys
+from typing import Dict, Iterable, Mapping, Optional, Sequence
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+SERVER_ROLES = ("s1", "s2")
+DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")
+#: an owner name: also a file name, and the CN the service authorises by
+OWNER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+VALID_DAYS = 825
+SERVER_CN_PREFIX = "tf_privpy-"
+REVOKED = "revoked.json"
+
+
+class CAError(ValueError):
+    pass
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _write(path: str, data: bytes, private: bool = False) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def _load_ca(cert_dir: str):
+    try:
+        with open(os.path.join(cert_dir, "ca.pem"), "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+        with open(os.path.join(cert_dir, "ca.key"), "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), None)
+    except FileNotFoundError as e:
+        raise CAError(f"{cert_dir} has no CA (ca.pem, ca.key): run make_ca first") from e
+    return cert, key
+
+
+def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
+    names = []
+    for h in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(h)))
+        except ValueError:
+            names.append(x509.DNSName(h))
+    return x509.SubjectAlternativeName(names)
+
+
+def _sign(cert_dir: str, cn: str, usage, hosts: Sequence[str] = ()) -> tuple:
+    ca_cert, ca_key = _load_ca(cert_dir)
+    key = ec.generate_private_key(ec.SECP256R1())
+    b = (x509.CertificateBuilder()
+         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+         .issuer_name(ca_cert.subject)
+         .public_key(key.public_key())
+         .serial_number(x509.random_serial_number())
+         .not_valid_before(_now() - datetime.timedelta(minutes=5))
+         .not_valid_after(_now() + datetime.timedelta(days=VALID_DAYS))
+         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+         .add_extension(x509.ExtendedKeyUsage([usage]), critical=False))
+    if hosts:
+        b = b.add_extension(_san(hosts), critical=False)
+    cert = b.sign(ca_key, hashes.SHA256())
+    return cert, key
+
+
+def make_ca(cert_dir: str, hosts: Optional[Mapping[str, Sequence[str]]] = None,
+            overwrite: bool = False) -> Dict[str, str]:
+    """Creates the CA and the certificates of S1 and S2 in cert_dir.
+
+    hosts: each server's DNS names and IP addresses for its SANs (default:
+    localhost, 127.0.0.1, ::1). Refuses to replace an existing CA unless
+    overwrite. Returns the paths written by name."""
+    os.makedirs(os.path.join(cert_dir, "owners"), exist_ok=True)
+    ca_pem = os.path.join(cert_dir, "ca.pem")
+    if os.path.exists(ca_pem) and not overwrite:
+        raise CAError(f"{ca_pem} exists: pass overwrite=True to make a new CA (every "
+                      f"certificate it signed stops working)")
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tf_privpy share service CA")])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(_now() - datetime.timedelta(minutes=5))
+            .not_valid_after(_now() + datetime.timedelta(days=VALID_DAYS + 30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, key_cert_sign=True, crl_sign=True,
+                                         encipher_only=False, decipher_only=False),
+                           critical=True)
+            .sign(key, hashes.SHA256()))
+    _write(os.path.join(cert_dir, "ca.key"), _key_pem(key), private=True)
+    _write(ca_pem, cert.public_bytes(serialization.Encoding.PEM))
+    _write(os.path.join(cert_dir, REVOKED), b'{"serials": {}}\n')
+    out = {"ca": ca_pem}
+    for role in SERVER_ROLES:
+        h = list((hosts or {}).get(role) or DEFAULT_HOSTS)
+        c, k = _sign(cert_dir, SERVER_CN_PREFIX + role, ExtendedKeyUsageOID.SERVER_AUTH, h)
+        out[role] = _save(cert_dir, role, c, k)
+    _write_crl(cert_dir, {})
+    return out
+
+
+def _save(cert_dir: str, stem: str, cert, key) -> str:
+    _write(os.path.join(cert_dir, stem + ".key"), _key_pem(key), private=True)
+    path = os.path.join(cert_dir, stem + ".pem")
+    _write(path, cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def owner_paths(cert_dir: str, name: str) -> Dict[str, str]:
+    """The files a data owner's client needs: its cert, its key and the CA."""
+    return {"cert": os.path.join(cert_dir, "owners", name + ".pem"),
+            "key": os.path.join(cert_dir, "owners", name + ".key"),
+            "ca": os.path.join(cert_dir, "ca.pem")}
+
+
+def issue_cert(cert_dir: str, name: str, overwrite: bool = False) -> Dict[str, str]:
+    """Issues the client certificate of owner `name` (CN=name, clientAuth).
+    Returns owner_paths(cert_dir, name). Hand the owner its .pem, .key and
+    ca.pem; the key should not leave the owner's machine afterwards."""
+    if not OWNER_NAME.match(name) or name.startswith(SERVER_CN_PREFIX):
+        raise CAError(f"owner name {name!r}: 1-64 of letters, digits, '.', '_', '-', "
+                      f"starting with a letter or digit, not {SERVER_CN_PREFIX}*")
+    paths = owner_paths(cert_dir, name)
+    if os.path.exists(paths["cert"]) and not overwrite:
+        raise CAError(f"{name} already has a certificate ({paths['cert']}); revoke it and "
+                      f"pass overwrite=True to issue a new one")
+    cert, key = _sign(cert_dir, name, ExtendedKeyUsageOID.CLIENT_AUTH)
+    _save(os.path.join(cert_dir, "owners"), name, cert, key)
+    return paths
+
+
+def revoked_serials(cert_dir: str) -> Dict[int, str]:
+    """The revoked serial numbers -> owner names (revoked.json)."""
+    try:
+        with open(os.path.join(cert_dir, REVOKED)) as f:
+            return {int(s, 16): n for s, n in json.load(f)["serials"].items()}
+    except FileNotFoundError:
+        return {}
+
+
+def revoke(cert_dir: str, name: str) -> int:
+    """Revokes owner `name`'s current certificate: adds its serial to
+    revoked.json and crl.pem. A running service refuses it from its next call
+    on. Returns the serial."""
+    path = owner_paths(cert_dir, name)["cert"]
+    try:
+        with open(path, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+    except FileNotFoundError as e:
+        raise CAError(f"no certificate for owner {name!r} in {cert_dir}") from e
+    serials = revoked_serials(cert_dir)
+    serials[cert.serial_number] = name
+    _write_crl(cert_dir, serials)
+    _write(os.path.join(cert_dir, REVOKED), json.dumps(
+        {"serials": {format(s, "x"): n for s, n in sorted(serials.items())}}, indent=1).encode())
+    return cert.serial_number
+
+
+def _write_crl(cert_dir: str, serials: Mapping[int, str]) -> None:
+    ca_cert, ca_key = _load_ca(cert_dir)
+    b = (x509.CertificateRevocationListBuilder().issuer_name(ca_cert.subject)
+         .last_update(_now()).next_update(_now() + datetime.timedelta(days=30)))
+    for s in sorted(serials):
+        b = b.add_revoked_certificate(x509.RevokedCertificateBuilder().serial_number(s)
+                                      .revocation_date(_now()).build())
+    _write(os.path.join(cert_dir, "crl.pem"),
+           b.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tf_privpy.service.ca", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make-ca", help="the CA and the certificates of S1 and S2")
+    m.add_argument("dir")
+    m.add_argument("--host", action="append", default=[],
+                   help="ROLE=HOST[,HOST...]: SANs of s1 or s2 (default: loopback)")
+    m.add_argument("--overwrite", action="store_true")
+    i = sub.add_parser("issue-cert", help="a data owner's client certificate")
+    i.add_argument("dir")
+    i.add_argument("name")
+    i.add_argument("--overwrite", action="store_true")
+    r = sub.add_parser("revoke", help="revoke a data owner's certificate")
+    r.add_argument("dir")
+    r.add_argument("name")
+    a = p.parse_args(argv)
+    try:
+        if a.cmd == "make-ca":
+            hosts = {}
+            for spec in a.host:
+                role, _, hs = spec.partition("=")
+                if role not in SERVER_ROLES or not hs:
+                    raise CAError(f"--host {spec!r}: expected s1=HOST[,HOST] or s2=...")
+                hosts[role] = hs.split(",")
+            for what, path in make_ca(a.dir, hosts, a.overwrite).items():
+                print(f"{what}: {path}")
+        elif a.cmd == "issue-cert":
+            for what, path in issue_cert(a.dir, a.name, a.overwrite).items():
+                print(f"{what}: {path}")
+        else:
+            print(f"revoked {a.name}: serial {revoke(a.dir, a.name):x}")
+    except CAError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

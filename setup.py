@@ -192,7 +192,9 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildOps, "build_py": BuildPy},
-    install_requires=["tensorflow" + ",".join(TF_RANGE), "numpy>=1.25,<2"],
+    # grpcio, protobuf and cryptography: the share service (tf_privpy/service).
+    install_requires=["tensorflow" + ",".join(TF_RANGE), "numpy>=1.25,<2", "grpcio>=1.62",
+                      "protobuf>=4.21,<5", "cryptography>=41"],
     extras_require=EXTRAS,
     zip_safe=False,
 )

@@ -194,6 +194,31 @@ def test_encoding_matches_ring_encode_and_shares_reconstruct():
         client.encode(np.array([1.0, 2.0**23]), 128, 20, 2.0**23)
     with pytest.raises(ValueError, match="out of the fixed-point range"):
         client.encode(np.array([np.nan]), 128, 20, 2.0**23)
+    with pytest.raises(ValueError, match="numbers only"):
+        client.encode(np.array(["1.0"]), 128, 20, 2.0**23)
+
+
+@pytest.mark.slow
+def test_python_m_entry_point(certs, tmp_path):
+    """`python -m tf_privpy.service.server` (which imports all of tf_privpy)
+    serves, and stops on SIGTERM."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tf_privpy.service.server", "--role", "s2", "--port", str(port),
+         "--cert-dir", certs, "--store-dir", str(tmp_path / "s2")],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        line = proc.stdout.readline()
+        assert json.loads(line) == {"share_service": "s2", "host": "127.0.0.1", "port": port}
+        paths = ca.owner_paths(certs, "alice")
+        with ShareClient(ServiceCluster(s1="127.0.0.1:1", s2=f"127.0.0.1:{port}", **paths),
+                         timeout=30) as c:
+            assert c.stat(1, "nothing-here") is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        proc.stdout.close()
 
 
 # --- round trip and idempotency --------------------------------------------
@@ -448,6 +473,9 @@ def test_service_killed_during_upload_then_restarted(certs, tmp_path):
         t.join(60)
         assert result["error"].server == "S1"
         assert not s1.has("big")
+        # S2 finished its share: the retry below completes the interrupted
+        # sharing with the complementary share for S1
+        assert pair[1].has("big")
         s1.start()
         assert not s1.pending()  # the half-written temp file is gone
         with ShareClient(cluster, timeout=60) as c:

@@ -270,6 +270,30 @@ def test_idempotent_retry_and_conflicting_content(alice, services):
     np.testing.assert_array_equal(alice.fetch("idem"), grid(x + 1))
 
 
+def test_published_result_reaches_its_owner_only(alice, certs, services):
+    """What tp.load and tp.publish will do on S1 and S2 (store.read_share,
+    store.write_share): the servers read alice's upload as two shares, store
+    a result computed share-wise for bob, and bob fetches it; alice cannot."""
+    from tf_privpy.service.store import Store, read_share, write_share
+    x = np.random.default_rng(3).normal(size=(4, 3))
+    alice.upload("input-x", x)
+    uid = os.urandom(16).hex()
+    metas = []
+    for party, s in enumerate(services):
+        store = Store(s.store_dir, 128, 20)  # the server's own store, as its process opens it
+        meta, share = read_share(store, "input-x", party)
+        metas.append(meta)
+        # a linear function computed share-wise: 2x (each server doubles its share)
+        doubled = client._add(share, share, 128)
+        write_share(store, "result-2x", doubled, party, owner="bob", upload_id=uid)
+    client.check_pair("input-x", *metas)
+    with ShareClient(owner_cluster(certs, services, "bob"), timeout=30) as bob:
+        np.testing.assert_array_equal(bob.fetch("result-2x"), 2 * grid(x))
+    assert_refused(grpc.StatusCode.PERMISSION_DENIED, alice.fetch, "result-2x")
+    with pytest.raises(Exception, match="party 0's share, not party 1's"):
+        read_share(Store(services[0].store_dir, 128, 20), "input-x", 1)
+
+
 # --- bad input: a clear status, nothing stored -------------------------------
 def _raw_upload(c, party, info, data, overwrite=False):
     def msgs():

@@ -6,7 +6,12 @@ upload_id, kind, created) and the share's bytes (int64, little-endian; in the
 128-bit ring two limbs lo, hi per element). A record is written to tmp/ first,
 fsync'd, checked against its SHA-256 and renamed into records/ (then the
 folder is fsync'd): a reader, or the service after a crash, sees the whole
-record or none of it. tmp/ is emptied when a store opens.
+record or none of it. Opening a store removes the temp files of processes
+that are gone (a restarted service's interrupted uploads). Several processes
+may open one folder (the service, and tp.load/tp.publish in the server's TF
+process); a name is written by whole-file rename, so they never see a torn
+record, and the check-then-rename of a commit holds a lock on the folder
+(flock on records/.lock), so two writers of one name are serialised.
 
 Rules (StoreError.code names the gRPC status the service answers with):
 - a name is 1-128 of letters, digits, '.', '_', '-' (INVALID_ARGUMENT);
@@ -25,6 +30,7 @@ is in the fixed-point range: the owner's client checks that before sharing.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import math
@@ -75,7 +81,7 @@ class Pending:
         self.store, self.meta, self.overwrite = store, meta, overwrite
         self.received = 0
         self._hash = hashlib.sha256()
-        self.path = os.path.join(store.tmp, f"{uuid.uuid4().hex}.part")
+        self.path = os.path.join(store.tmp, f"{os.getpid()}-{uuid.uuid4().hex}.part")
         self._f = open(self.path, "wb")
         head = json.dumps(meta, sort_keys=True).encode()
         self._f.write(MAGIC + len(head).to_bytes(4, "little") + head)
@@ -130,9 +136,27 @@ class Store:
         self.tmp = os.path.join(root, "tmp")
         os.makedirs(self.records, exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
-        for leftover in os.listdir(self.tmp):  # interrupted uploads: never visible
-            os.unlink(os.path.join(self.tmp, leftover))
+        self._clean_tmp()
         self._lock = threading.Lock()
+
+    def _clean_tmp(self) -> None:
+        """Removes the temp files of interrupted uploads (never visible): those
+        of processes that are gone. Another live process's (a service sharing
+        the folder with tp.load's reader) are left alone."""
+        for leftover in os.listdir(self.tmp):
+            try:
+                pid = int(leftover.split("-", 1)[0])
+                os.kill(pid, 0)
+                alive = pid != os.getpid()
+            except (ValueError, ProcessLookupError):
+                alive = False
+            except PermissionError:
+                alive = True
+            if not alive:
+                try:
+                    os.unlink(os.path.join(self.tmp, leftover))
+                except FileNotFoundError:
+                    pass
 
     # --- validation -------------------------------------------------------
     def check_name(self, name: str) -> None:
@@ -215,7 +239,8 @@ class Store:
 
     def _install(self, tmp_path: str, meta: dict, overwrite: bool) -> Tuple[dict, bool]:
         path = self._path(meta["name"])
-        with self._lock:
+        with self._lock, open(os.path.join(self.records, ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
             old = self.info(meta["name"])
             if old is not None and self._check_replace(old, meta, overwrite):
                 return old, True
@@ -282,3 +307,41 @@ class Store:
     def names(self) -> Dict[str, dict]:
         return {n[:-4]: self.info(n[:-4]) for n in sorted(os.listdir(self.records))
                 if n.endswith(".rec")}
+
+
+# --- the servers' own side: what tp.load and tp.publish run on S1 and S2 ------
+def read_share(store: Store, name: str, party: int):
+    """(metadata, share) of `name` on this server, the share an int64 numpy
+    array in storage layout (logical shape, plus [2] limbs in the 128-bit
+    ring): what tp.load's op on S1 (party 0) or S2 (party 1) returns. The
+    caller checks S1's and S2's metadata agree (client.check_pair) before
+    using the two as one PrivateTensor."""
+    import numpy as np
+
+    meta, data = store.read(name)
+    if meta["party"] != party:
+        raise StoreError("FAILED_PRECONDITION", f"{name!r} here is party {meta['party']}'s "
+                         f"share, not party {party}'s")
+    shape = meta["shape"] + ([2] if meta["ring_bits"] == 128 else [])
+    return meta, np.frombuffer(data, dtype="<i8").astype(np.int64).reshape(shape)
+
+
+def write_share(store: Store, name: str, share, party: int, owner: str, upload_id: str,
+                overwrite: bool = False):
+    """Stores this server's share of a result for `owner` (kind "result"):
+    what tp.publish's op runs on S1 and S2, with the same upload_id (32 hex
+    digits, chosen by the driver) on both. The owner then fetches it with
+    client.fetch; nobody else can. Returns (metadata, existed)."""
+    import numpy as np
+
+    limbs = store.ring_bits // 64
+    a = np.ascontiguousarray(share, dtype="<i8")
+    shape = list(a.shape[:-1] if limbs == 2 else a.shape)
+    if limbs == 2 and (a.ndim == 0 or a.shape[-1] != 2):
+        raise StoreError("INVALID_ARGUMENT", f"a 128-bit share has a trailing limb "
+                         f"dimension of 2, got shape {list(a.shape)}")
+    data = a.tobytes()
+    info = {"name": name, "shape": shape, "dtype": DTYPE, "ring_bits": store.ring_bits,
+            "frac_bits": store.frac_bits, "party": party, "kind": "result",
+            "sha256": hashlib.sha256(data).hexdigest(), "upload_id": upload_id}
+    return store.put(info, data, owner, overwrite)

@@ -4,10 +4,10 @@ S1's and S2's services run as separate processes on loopback with the
 certificates of a CA made by tf_privpy.service.ca; the owners are clients in
 this process, each with its own TLS channels.
 
-The services are started through a launcher that imports tf_privpy.service
-without the TensorFlow import of tf_privpy/__init__ (the service needs none,
-and each start would cost ~10 s), then runs the same main() as
-`python -m tf_privpy.service.server`.
+The services are started by tf_privpy.service.local, whose launcher imports
+tf_privpy.service without the TensorFlow import of tf_privpy/__init__ (the
+service needs none, and each start would cost ~10 s), then runs the same
+main() as `python -m tf_privpy.service.server` (test_python_m_entry_point).
 
 test_broken_variant_admits_revoked_certificate is the security tests' own
 check: against a deliberately broken service (its revocation check patched
@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,7 +28,7 @@ import numpy as np
 import pytest
 
 from tf_privpy.protocols.config import Config
-from tf_privpy.service import ca, client
+from tf_privpy.service import ca, client, local
 from tf_privpy.service import server as service_server
 from tf_privpy.service._proto import pb, pb_grpc
 from tf_privpy.service.client import ServiceCluster, ShareClient, ShareServiceError
@@ -37,79 +36,16 @@ from tf_privpy.service.client import ServiceCluster, ShareClient, ShareServiceEr
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_RECORD = 4 << 20
 
-LAUNCH = """
-import sys, types
-root = sys.argv.pop(1)
-pkg = types.ModuleType("tf_privpy")
-pkg.__path__ = [root + "/tf_privpy"]
-sys.modules["tf_privpy"] = pkg
-broken = sys.argv[1:2] == ["--broken-no-revocation"]
-if broken:
-    del sys.argv[1]
-from tf_privpy.service import server
-if broken:
-    server.Authenticator._revoked_now = lambda self: {}
-sys.exit(server.main(sys.argv[1:]))
-"""
+class BrokenService(local.LocalService):
+    """A deliberately broken service: its revocation check patched out."""
+    launcher = local.LAUNCHER.replace(
+        "from tf_privpy.service import server\n",
+        "from tf_privpy.service import server\n"
+        "server.Authenticator._revoked_now = lambda self: {}\n")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Service:
-    """One share service process (S1 or S2)."""
-
-    def __init__(self, role, cert_dir, store_dir, broken=False, max_record=MAX_RECORD):
-        self.role, self.cert_dir, self.store_dir = role, cert_dir, store_dir
-        self.port, self.broken, self.max_record = free_port(), broken, max_record
-        self.proc = None
-
-    def start(self, timeout=60):
-        args = [sys.executable, "-c", LAUNCH, ROOT] + (
-            ["--broken-no-revocation"] if self.broken else []) + [
-            "--role", self.role, "--port", str(self.port), "--cert-dir", self.cert_dir,
-            "--store-dir", self.store_dir, "--max-record-bytes", str(self.max_record)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        ready = {}
-        t = threading.Thread(target=lambda: ready.update(line=self.proc.stdout.readline()),
-                             daemon=True)
-        t.start()
-        t.join(timeout)
-        line = ready.get("line", "")
-        if not line:
-            self.stop()
-            raise RuntimeError(f"{self.role} did not start: {self.proc.stderr.read()[-2000:]}")
-        assert json.loads(line)["port"] == self.port
-        return self
-
-    def kill(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        if self.proc:
-            self.proc.stdout.close()
-            self.proc.stderr.close()
-
-    @property
-    def address(self):
-        return f"127.0.0.1:{self.port}"
-
-    def has(self, name):
-        return os.path.exists(os.path.join(self.store_dir, "records", name + ".rec"))
-
-    def pending(self):
-        return os.listdir(os.path.join(self.store_dir, "tmp"))
+class BrokenServices(local.LocalShareServices):
+    service_class = BrokenService
 
 
 @pytest.fixture(scope="module")
@@ -122,16 +58,16 @@ def certs(tmp_path_factory):
     return d
 
 
-def start_pair(certs, tmp, **kw):
-    return [Service(r, certs, os.path.join(tmp, r), **kw).start() for r in ("s1", "s2")]
+def start_pair(certs, tmp, broken=False, max_record=MAX_RECORD):
+    cls = BrokenServices if broken else local.LocalShareServices
+    return cls(certs, tmp, max_record_bytes=max_record).start()
 
 
 @pytest.fixture(scope="module")
 def services(certs, tmp_path_factory):
     pair = start_pair(certs, str(tmp_path_factory.mktemp("stores")))
     yield pair
-    for s in pair:
-        s.stop()
+    pair.stop()
 
 
 def owner_cluster(certs, services, owner, **kw):
@@ -202,7 +138,7 @@ def test_encoding_matches_ring_encode_and_shares_reconstruct():
 def test_python_m_entry_point(certs, tmp_path):
     """`python -m tf_privpy.service.server` (which imports all of tf_privpy)
     serves, and stops on SIGTERM."""
-    port = free_port()
+    port = local.free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tf_privpy.service.server", "--role", "s2", "--port", str(port),
          "--cert-dir", certs, "--store-dir", str(tmp_path / "s2")],
@@ -440,8 +376,7 @@ def test_broken_variant_admits_revoked_certificate(certs, tmp_path):
             _mallory_attempts(certs, pair)
         assert pair[0].has("mallory-x")
     finally:
-        for s in pair:
-            s.stop()
+        pair.stop()
 
 
 def test_tampered_chunk_is_refused_and_nothing_stored(alice, services):
@@ -512,38 +447,18 @@ def test_service_killed_during_upload_then_restarted(certs, tmp_path):
             np.testing.assert_array_equal(c.fetch("big"), grid(big))
             assert c.upload("big", big)["existed"]
     finally:
-        for s in pair:
-            s.stop()
+        pair.stop()
 
 
 # --- load --------------------------------------------------------------------------
 @pytest.mark.slow
 def test_fifty_concurrent_uploads_of_one_megabyte(certs, services):
     """50 owners' clients (separate TLS channels) upload 1 MiB shares (65536
-    values in the 128-bit ring) at once: none lost, none mixed up."""
-    n, size = 50, 1 << 16
-    arrays = {f"load-{i}": np.random.default_rng(100 + i).normal(size=size) for i in range(n)}
-    cluster = owner_cluster(certs, services, "alice")
-    errors = []
-    barrier = threading.Barrier(n)
-
-    def one(name):
-        try:
-            with ShareClient(cluster, timeout=120) as c:
-                barrier.wait(60)
-                c.upload(name, arrays[name])
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append((name, e))
-    threads = [threading.Thread(target=one, args=(name,)) for name in arrays]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    dt = time.perf_counter() - t0
-    assert not errors, errors[:3]
-    mb = n * 2 * size * 16 / 2**20
-    print(f"\n50 concurrent uploads: {mb:.0f} MiB of shares in {dt:.1f} s, {mb / dt:.1f} MiB/s")
-    with ShareClient(cluster, timeout=120) as c:
-        for name, x in arrays.items():
-            np.testing.assert_array_equal(c.fetch(name), grid(x))
+    values in the 128-bit ring) at once: none lost, none mixed up (each is
+    fetched back and compared)."""
+    r = local.concurrent_uploads(owner_cluster(certs, services, "alice"), n=50,
+                                 share_bytes=1 << 20)
+    assert not r["errors"], r["errors"][:3]
+    assert r["mib"] == 100
+    print(f"\n50 concurrent uploads: {r['mib']:.0f} MiB of shares in {r['seconds']:.1f} s, "
+          f"{r['mib_per_s']:.1f} MiB/s")

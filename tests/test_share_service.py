@@ -14,6 +14,7 @@ check: against a deliberately broken service (its revocation check patched
 out), the revoked certificate gets through, so test_revoked_certificate_refused
 fails there: the refusal it sees is the revocation check's doing.
 """
+import dataclasses
 import hashlib
 import json
 import os
@@ -333,6 +334,20 @@ def test_server_certificate_is_no_owner(certs, services):
         assert_refused((grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED),
                        c.upload, "as-server", np.ones(3))
     assert_nothing_stored(services, "as-server")
+
+
+def test_misdirected_address_sends_no_share(certs, services):
+    """Both addresses leading to S1 (a wrong cluster file, or a hijacked
+    name): S2's channel fails the role check of S1's certificate, before
+    any share is sent, so S1 never gets both shares."""
+    good = owner_cluster(certs, services, "alice")
+    for s1, s2 in ((good.s1, good.s1), (good.s2, good.s1)):
+        bad = dataclasses.replace(good, s1=s1, s2=s2)
+        with ShareClient(bad, timeout=10) as c:
+            assert_refused(grpc.StatusCode.UNAVAILABLE, c.upload, "misdirected", np.ones(3))
+            assert_refused(grpc.StatusCode.UNAVAILABLE, c.upload, "misdirected", np.ones(3),
+                           overwrite=True)
+        assert_nothing_stored(services, "misdirected")
 
 
 def test_other_owners_certificate_is_refused(alice, certs, services):

@@ -3,7 +3,8 @@
 A certificate folder holds:
 
     ca.pem, ca.key              the CA (ECDSA P-256, self-signed)
-    s1.pem, s1.key, s2.pem ...  the servers' TLS certificates (serverAuth, SANs = their hosts)
+    s1.pem, s1.key, s2.pem ...  the servers' TLS certificates (serverAuth; SANs: the role's
+                                name tf_privpy-s1 / -s2, which clients check, and its hosts)
     owners/NAME.pem, NAME.key   one client certificate per data owner (clientAuth, CN = NAME)
     revoked.json                {"serials": {"<hex serial>": "NAME", ...}}
     crl.pem                     the same list as an X.509 CRL signed by the CA
@@ -143,11 +144,19 @@ def make_ca(cert_dir: str, hosts: Optional[Mapping[str, Sequence[str]]] = None,
     _write(os.path.join(cert_dir, REVOKED), b'{"serials": {}}\n')
     out = {"ca": ca_pem}
     for role in SERVER_ROLES:
-        h = list((hosts or {}).get(role) or DEFAULT_HOSTS)
-        c, k = _sign(cert_dir, SERVER_CN_PREFIX + role, ExtendedKeyUsageOID.SERVER_AUTH, h)
+        # The role's own name is a SAN of its certificate only: clients check
+        # S1's and S2's certificates against it (client.ServiceCluster), so a
+        # misdirected address can never bring both shares to one server.
+        h = [server_name(role)] + list((hosts or {}).get(role) or DEFAULT_HOSTS)
+        c, k = _sign(cert_dir, server_name(role), ExtendedKeyUsageOID.SERVER_AUTH, h)
         out[role] = _save(cert_dir, role, c, k)
     _write_crl(cert_dir, {})
     return out
+
+
+def server_name(role: str) -> str:
+    """The name S1's (s1) or S2's (s2) certificate is checked against."""
+    return SERVER_CN_PREFIX + role
 
 
 def _save(cert_dir: str, stem: str, cert, key) -> str:

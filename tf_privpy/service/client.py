@@ -32,6 +32,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
+from tf_privpy.service import ca
 from tf_privpy.service._proto import pb, pb_grpc
 from tf_privpy.service.server import MAX_MESSAGE_BYTES, info_to_dict
 
@@ -53,8 +54,11 @@ class ServiceCluster:
     """Where S1's and S2's share services are, and the owner's TLS files.
 
     ring_bits/frac_bits/bound: the cluster's encoding (tp.Config's defaults
-    for the ring when None). target_names: the names to check the servers'
-    certificates against when the addresses are not in their SANs."""
+    for the ring when None). target_names: the names S1's and S2's
+    certificates are checked against; by default the role names that only
+    that server's certificate carries (ca.server_name), so an address that
+    leads to the wrong server fails the handshake, and no server can ever
+    receive both shares."""
 
     s1: str
     s2: str
@@ -211,11 +215,11 @@ class ShareClient:
             cert = f.read()
         creds = grpc.ssl_channel_credentials(root, key, cert)
         self.channels, self.stubs = [], []
+        names = c.target_names or tuple(ca.server_name(r) for r in ca.SERVER_ROLES)
         for i, addr in enumerate((c.s1, c.s2)):
             opts = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
-            if c.target_names:
-                opts.append(("grpc.ssl_target_name_override", c.target_names[i]))
+                    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                    ("grpc.ssl_target_name_override", names[i])]
             ch = grpc.secure_channel(addr, creds, options=opts)
             self.channels.append(ch)
             self.stubs.append(pb_grpc.ShareServiceStub(ch))
@@ -316,7 +320,11 @@ class ShareClient:
         {"name", "shape", "upload_id", "existed"}; raises ShareServiceError."""
         enc = encode(array, self.ring_bits, self.frac_bits, self.bound)
         shape = list(np.shape(array))
-        have = [None, None] if overwrite else [self.stat(p, name) for p in (0, 1)]
+        # Both services answer (and pass the certificate checks) before any
+        # share leaves this machine.
+        have = [self.stat(p, name) for p in (0, 1)]
+        if overwrite:
+            have = [None, None]
         todo = (0, 1)
         if have[0] and have[1]:
             if have[0]["upload_id"] == have[1]["upload_id"]:

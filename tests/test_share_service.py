@@ -417,6 +417,28 @@ def test_tampered_chunk_is_refused_and_nothing_stored(alice, services):
     assert_nothing_stored(services, "tampered")
 
 
+def test_client_gone_mid_upload_leaves_nothing(alice, services):
+    """An owner whose upload stops half-way (cancelled, or its process gone):
+    the record is not visible and its temp file is removed."""
+    data = os.urandom(64 << 10)
+    info = _info("cancelled", [4096], data)
+    gate = threading.Event()
+
+    def msgs():
+        yield pb.UploadMessage(header=pb.UploadHeader(info=info))
+        yield pb.UploadMessage(chunk=pb.Chunk(offset=0, data=data[:1024],
+                                              sha256=hashlib.sha256(data[:1024]).digest()))
+        gate.wait(30)  # never sends the rest
+    fut = alice.stubs[0].Upload.future(msgs(), timeout=30)
+    deadline = time.time() + 10
+    while not services[0].pending() and time.time() < deadline:
+        time.sleep(0.01)
+    assert services[0].pending(), "the upload never reached the service"
+    fut.cancel()
+    gate.set()
+    assert_nothing_stored(services, "cancelled")
+
+
 # --- durability -----------------------------------------------------------------
 def test_service_killed_during_upload_then_restarted(certs, tmp_path):
     pair = start_pair(certs, str(tmp_path), max_record=64 << 20)

@@ -42,13 +42,20 @@ def generate(here: str = _HERE) -> List[str]:
                            "requirements/constraints.txt grpcio-tools==1.62.3)") from e
     import importlib.resources
 
+    import tempfile
+
     root = os.path.dirname(os.path.dirname(here))
     well_known = str(importlib.resources.files("grpc_tools") / "_proto")
     rel = os.path.relpath(os.path.join(here, PROTO), root)
-    code = protoc.main(["grpc_tools.protoc", f"-I{root}", f"-I{well_known}",
-                        f"--python_out={root}", f"--grpc_python_out={root}", rel])
-    if code != 0:
-        raise RuntimeError(f"grpc_tools.protoc failed on {rel} (exit {code})")
+    # Into a temp folder, then renamed into place: two processes generating
+    # at once never import a half-written stub.
+    with tempfile.TemporaryDirectory(dir=here, prefix=".protogen-") as out:
+        code = protoc.main(["grpc_tools.protoc", f"-I{root}", f"-I{well_known}",
+                            f"--python_out={out}", f"--grpc_python_out={out}", rel])
+        if code != 0:
+            raise RuntimeError(f"grpc_tools.protoc failed on {rel} (exit {code})")
+        for o in OUTPUTS:
+            os.replace(os.path.join(out, os.path.dirname(rel), o), os.path.join(here, o))
     return [os.path.join(here, o) for o in OUTPUTS]
 
 

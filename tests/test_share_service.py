@@ -9,10 +9,12 @@ tf_privpy.service without the TensorFlow import of tf_privpy/__init__ (the
 service needs none, and each start would cost ~10 s), then runs the same
 main() as `python -m tf_privpy.service.server` (test_python_m_entry_point).
 
-test_broken_variant_admits_revoked_certificate is the security tests' own
-check: against a deliberately broken service (its revocation check patched
-out), the revoked certificate gets through, so test_revoked_certificate_refused
-fails there: the refusal it sees is the revocation check's doing.
+test_broken_variant_admits_revoked_certificate checks the security tests
+themselves. It runs the revocation test against a deliberately broken service,
+one that never reloads its client trust roots and whose interceptor ignores
+revoked.json. There the revoked owner gets through and the test fails, which
+shows that the refusals it sees in the other tests come from the revocation
+checks.
 """
 import dataclasses
 import hashlib
@@ -38,11 +40,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_RECORD = 4 << 20
 
 class BrokenService(local.LocalService):
-    """A deliberately broken service: its revocation check patched out."""
+    """A deliberately broken service: its revocation checks patched out."""
     launcher = local.LAUNCHER.replace(
         "from tf_privpy.service import server\n",
         "from tf_privpy.service import server\n"
-        "server.Authenticator._revoked_now = lambda self: {}\n")
+        "server.Authenticator._revoked_now = lambda self: {}\n"
+        "server._ClientRoots.__call__ = lambda self: None\n")
 
 
 class BrokenServices(local.LocalShareServices):
@@ -407,34 +410,52 @@ def test_other_owners_certificate_is_refused(alice, certs, services):
     np.testing.assert_array_equal(alice.fetch("alice-only"), [1.0, 2.0, 3.0])
 
 
-def _mallory_attempts(certs, pair):
-    with ShareClient(owner_cluster(certs, pair, "mallory"), timeout=30) as m:
-        assert_refused(grpc.StatusCode.UNAUTHENTICATED, m.upload, "mallory-x", np.ones(3))
-        assert_refused(grpc.StatusCode.UNAUTHENTICATED, m.fetch, "mallory-x")
-    assert_nothing_stored(pair, "mallory-x")
+def test_revoked_certificate_refused_in_the_handshake(certs, services):
+    """mallory was revoked before the services started: its issuing CA is not
+    among their client trust roots, so TLS refuses it."""
+    with ShareClient(owner_cluster(certs, services, "mallory"), timeout=30) as m:
+        assert_refused(grpc.StatusCode.UNAVAILABLE, m.upload, "mallory-x", np.ones(3))
+        assert_refused(grpc.StatusCode.UNAVAILABLE, m.fetch, "mallory-x")
+    assert_nothing_stored(services, "mallory-x")
 
 
-def test_revoked_certificate_refused(certs, services):
-    _mallory_attempts(certs, services)
-
-
-def test_revocation_applies_to_a_running_service(certs, services, tmp_path):
-    ca.issue_cert(certs, "carol")
-    with ShareClient(owner_cluster(certs, services, "carol"), timeout=30) as carol:
-        carol.upload("carol-x", np.ones(2))
-        ca.revoke(certs, "carol")
+def _revoke_while_running(certs, pair, owner):
+    """Revokes `owner` while its client is connected: the open connection is
+    refused from its next call (the interceptor), a new one in the handshake
+    (the reloaded trust roots), and nothing more is stored."""
+    with ShareClient(owner_cluster(certs, pair, owner), timeout=30) as before:
+        before.upload(f"{owner}-before", np.ones(2))
+        ca.revoke(certs, owner)
         time.sleep(0.05)
-        assert_refused(grpc.StatusCode.UNAUTHENTICATED, carol.fetch, "carol-x")
+        assert_refused(grpc.StatusCode.UNAUTHENTICATED, before.fetch, f"{owner}-before")
+        assert_refused(grpc.StatusCode.UNAUTHENTICATED, before.upload, f"{owner}-after",
+                       np.ones(2))
+    with ShareClient(owner_cluster(certs, pair, owner), timeout=30) as after:
+        assert_refused(grpc.StatusCode.UNAVAILABLE, after.upload, f"{owner}-after",
+                       np.ones(2))
+    assert_nothing_stored(pair, f"{owner}-after")
+
+
+def test_revocation_applies_to_a_running_service(certs, services):
+    ca.issue_cert(certs, "carol")  # issued after the services started: taken at once
+    _revoke_while_running(certs, services, "carol")
+    # the other owners are unaffected
+    with ShareClient(owner_cluster(certs, services, "alice"), timeout=30) as alice:
+        alice.upload("after-carol", np.ones(2))
 
 
 def test_broken_variant_admits_revoked_certificate(certs, tmp_path):
     """The revocation test fails against a service without its revocation
-    check: mallory's upload goes through (see the module docstring)."""
+    checks (no trust-root reload, no interceptor check): see the module
+    docstring."""
+    ca.issue_cert(certs, "erin")  # before the start: the broken service never reloads
     pair = start_pair(certs, str(tmp_path), broken=True)
     try:
         with pytest.raises(pytest.fail.Exception):
-            _mallory_attempts(certs, pair)
-        assert pair[0].has("mallory-x")
+            _revoke_while_running(certs, pair, "erin")
+        with ShareClient(owner_cluster(certs, pair, "erin"), timeout=30) as erin:
+            erin.upload("erin-after", np.ones(2))  # a revoked owner gets in
+        assert pair[0].has("erin-after")
     finally:
         pair.stop()
 

@@ -2,19 +2,25 @@
 
 A certificate folder holds:
 
-    ca.pem, ca.key              the CA (ECDSA P-256, self-signed)
+    ca.pem, ca.key              the cluster CA (ECDSA P-256, self-signed): signs S1's and
+                                S2's certificates; clients trust it
     s1.pem, s1.key, s2.pem ...  the servers' TLS certificates (serverAuth; SANs: the role's
                                 name tf_privpy-s1 / -s2, which clients check, and its hosts)
     owners/NAME.pem, NAME.key   one client certificate per data owner (clientAuth, CN = NAME)
+    issuers/NAME.pem            the owner's own issuing CA, which signed only owners/NAME.pem
+                                (its key is discarded at once, so it can sign nothing else)
+    clients.pem                 the services' client trust roots: the owner CAs of the
+                                owners not revoked
     revoked.json                {"serials": {"<hex serial>": "NAME", ...}}
-    crl.pem                     the same list as an X.509 CRL signed by the CA
 
-Revocation: grpcio's Python `ssl_server_credentials` takes no CRL, so a revoked
-certificate still completes the TLS handshake (a certificate the CA did not
-sign, or no certificate, does not). The service refuses revoked certificates
-in a server interceptor that runs before any handler (server.py), reading
-revoked.json again whenever it changes. crl.pem is written for other TLS
-terminators (a proxy in front of the service can enforce it in the handshake).
+Revocation happens in the TLS handshake. grpcio's Python credentials take no CRL,
+so revoking an owner instead removes its issuing CA from clients.pem. The services
+reload clients.pem for each new connection (grpc.dynamic_ssl_server_credentials),
+so the handshake refuses a revoked certificate just as it refuses one that no
+trusted CA signed. A connection that was open before the revocation is not
+re-checked by TLS. For that case the service's interceptor also refuses every
+call whose certificate serial is in revoked.json, before any handler runs
+(server.py).
 
 Keys are written with mode 0600. Example:
 
@@ -50,6 +56,7 @@ OWNER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 VALID_DAYS = 825
 SERVER_CN_PREFIX = "tf_privpy-"
 REVOKED = "revoked.json"
+CLIENT_ROOTS = "clients.pem"
 
 
 class CAError(ValueError):
@@ -96,8 +103,7 @@ def _san(hosts: Iterable[str]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(names)
 
 
-def _sign(cert_dir: str, cn: str, usage, hosts: Sequence[str] = ()) -> tuple:
-    ca_cert, ca_key = _load_ca(cert_dir)
+def _sign(ca_cert, ca_key, cn: str, usage, hosts: Sequence[str] = ()) -> tuple:
     key = ec.generate_private_key(ec.SECP256R1())
     b = (x509.CertificateBuilder()
          .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
@@ -121,24 +127,13 @@ def make_ca(cert_dir: str, hosts: Optional[Mapping[str, Sequence[str]]] = None,
     hosts: each server's DNS names and IP addresses for its SANs (default:
     localhost, 127.0.0.1, ::1). Refuses to replace an existing CA unless
     overwrite. Returns the paths written by name."""
-    os.makedirs(os.path.join(cert_dir, "owners"), exist_ok=True)
+    for sub in ("owners", "issuers"):
+        os.makedirs(os.path.join(cert_dir, sub), exist_ok=True)
     ca_pem = os.path.join(cert_dir, "ca.pem")
     if os.path.exists(ca_pem) and not overwrite:
         raise CAError(f"{ca_pem} exists: pass overwrite=True to make a new CA (every "
                       f"certificate it signed stops working)")
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tf_privpy share service CA")])
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - datetime.timedelta(minutes=5))
-            .not_valid_after(_now() + datetime.timedelta(days=VALID_DAYS + 30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
-                                         key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                         encipher_only=False, decipher_only=False),
-                           critical=True)
-            .sign(key, hashes.SHA256()))
+    cert, key = _self_signed_ca("tf_privpy share service CA", VALID_DAYS + 30)
     _write(os.path.join(cert_dir, "ca.key"), _key_pem(key), private=True)
     _write(ca_pem, cert.public_bytes(serialization.Encoding.PEM))
     _write(os.path.join(cert_dir, REVOKED), b'{"serials": {}}\n')
@@ -148,10 +143,27 @@ def make_ca(cert_dir: str, hosts: Optional[Mapping[str, Sequence[str]]] = None,
         # S1's and S2's certificates against it (client.ServiceCluster), so a
         # misdirected address can never bring both shares to one server.
         h = [server_name(role)] + list((hosts or {}).get(role) or DEFAULT_HOSTS)
-        c, k = _sign(cert_dir, server_name(role), ExtendedKeyUsageOID.SERVER_AUTH, h)
+        c, k = _sign(cert, key, server_name(role), ExtendedKeyUsageOID.SERVER_AUTH, h)
         out[role] = _save(cert_dir, role, c, k)
-    _write_crl(cert_dir, {})
+    _write_client_roots(cert_dir)
     return out
+
+
+def _self_signed_ca(cn: str, days: int) -> tuple:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(_now() - datetime.timedelta(minutes=5))
+            .not_valid_after(_now() + datetime.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, key_cert_sign=True, crl_sign=True,
+                                         encipher_only=False, decipher_only=False),
+                           critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert, key
 
 
 def server_name(role: str) -> str:
@@ -184,9 +196,37 @@ def issue_cert(cert_dir: str, name: str, overwrite: bool = False) -> Dict[str, s
     if os.path.exists(paths["cert"]) and not overwrite:
         raise CAError(f"{name} already has a certificate ({paths['cert']}); revoke it and "
                       f"pass overwrite=True to issue a new one")
-    cert, key = _sign(cert_dir, name, ExtendedKeyUsageOID.CLIENT_AUTH)
+    _load_ca(cert_dir)  # the cluster must exist
+    issuer, issuer_key = _self_signed_ca(f"tf_privpy owner CA {name}", VALID_DAYS + 1)
+    cert, key = _sign(issuer, issuer_key, name, ExtendedKeyUsageOID.CLIENT_AUTH)
+    del issuer_key  # never stored: this CA signs nothing else
     _save(os.path.join(cert_dir, "owners"), name, cert, key)
+    _write(_owner_ca_path(cert_dir, name), issuer.public_bytes(serialization.Encoding.PEM))
+    _write_client_roots(cert_dir)
     return paths
+
+
+def _owner_ca_path(cert_dir: str, name: str) -> str:
+    return os.path.join(cert_dir, "issuers", name + ".pem")
+
+
+def _write_client_roots(cert_dir: str) -> None:
+    """clients.pem: the cluster CA (it signs only the servers' certificates,
+    which the service does not take as owners) and the issuing CA of every
+    owner not revoked."""
+    parts = []
+    issuers = os.path.join(cert_dir, "issuers")
+    for f in [os.path.join(cert_dir, "ca.pem")] + sorted(
+            os.path.join(issuers, n) for n in os.listdir(issuers) if n.endswith(".pem")):
+        with open(f, "rb") as fh:
+            parts.append(fh.read())
+    _write(os.path.join(cert_dir, CLIENT_ROOTS), b"".join(parts))
+
+
+def client_roots(cert_dir: str) -> bytes:
+    """The client trust roots the services load (clients.pem)."""
+    with open(os.path.join(cert_dir, CLIENT_ROOTS), "rb") as f:
+        return f.read()
 
 
 def revoked_serials(cert_dir: str) -> Dict[int, str]:
@@ -199,9 +239,10 @@ def revoked_serials(cert_dir: str) -> Dict[int, str]:
 
 
 def revoke(cert_dir: str, name: str) -> int:
-    """Revokes owner `name`'s current certificate: adds its serial to
-    revoked.json and crl.pem. A running service refuses it from its next call
-    on. Returns the serial."""
+    """Revokes owner `name`'s current certificate. Its issuing CA leaves
+    clients.pem, so every service refuses it in the handshake of the next
+    connection. Its serial goes into revoked.json, so connections that are
+    already open are refused from their next call. Returns the serial."""
     path = owner_paths(cert_dir, name)["cert"]
     try:
         with open(path, "rb") as f:
@@ -210,21 +251,14 @@ def revoke(cert_dir: str, name: str) -> int:
         raise CAError(f"no certificate for owner {name!r} in {cert_dir}") from e
     serials = revoked_serials(cert_dir)
     serials[cert.serial_number] = name
-    _write_crl(cert_dir, serials)
+    try:
+        os.unlink(_owner_ca_path(cert_dir, name))
+    except FileNotFoundError:
+        pass
+    _write_client_roots(cert_dir)
     _write(os.path.join(cert_dir, REVOKED), json.dumps(
         {"serials": {format(s, "x"): n for s, n in sorted(serials.items())}}, indent=1).encode())
     return cert.serial_number
-
-
-def _write_crl(cert_dir: str, serials: Mapping[int, str]) -> None:
-    ca_cert, ca_key = _load_ca(cert_dir)
-    b = (x509.CertificateRevocationListBuilder().issuer_name(ca_cert.subject)
-         .last_update(_now()).next_update(_now() + datetime.timedelta(days=30)))
-    for s in sorted(serials):
-        b = b.add_revoked_certificate(x509.RevokedCertificateBuilder().serial_number(s)
-                                      .revocation_date(_now()).build())
-    _write(os.path.join(cert_dir, "crl.pem"),
-           b.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

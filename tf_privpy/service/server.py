@@ -3,14 +3,15 @@
     python -m tf_privpy.service.server --role s1 --port 7201 \\
         --cert-dir certs --store-dir /var/lib/tf_privpy/s1
 
-Authentication: the TLS handshake requires a client certificate signed by
-the cluster's CA (ca.py); a client without one, or with one from another CA,
-never reaches the service. Authorisation: the caller is the CN of its
-certificate, which must carry the clientAuth usage (the servers' own
-certificates do not). Revoked certificates (ca.revoke) are refused by a
-server interceptor before any handler runs: grpcio's Python credentials take
-no CRL, so a revoked certificate does complete the handshake, and is then
-answered UNAUTHENTICATED on every call.
+Authentication: the TLS handshake requires a client certificate issued to a
+data owner who has not been revoked. The trust roots come from the cluster's
+clients.pem (ca.py) and are reloaded for each new connection, so a client
+without a certificate, with one from an unknown CA, or with a revoked one
+never reaches the service. A connection opened before a revocation is not
+re-checked by TLS, so the interceptor also refuses, before any handler runs,
+every call whose certificate serial is in revoked.json (UNAUTHENTICATED).
+Authorisation: the caller is the CN of its certificate. That certificate must
+carry the clientAuth usage, which the servers' own certificates do not.
 
 Calls (share_service.proto): Upload (a header, chunks each with its SHA-256,
 a commit with the whole record's SHA-256), Fetch and Stat (owner only). A
@@ -213,6 +214,35 @@ class ShareServicer(pb_grpc.ShareServiceServicer):
             _abort(context, e)
 
 
+class _ClientRoots:
+    """The certificate configuration: this server's key pair and the client
+    trust roots of clients.pem, re-read before each new connection when the
+    file has changed (an owner issued or revoked)."""
+
+    def __init__(self, cert_dir: str, role: str):
+        self.cert_dir, self.role = cert_dir, role
+        self.path = os.path.join(cert_dir, ca.CLIENT_ROOTS)
+        self.mtime = None
+
+    def config(self):
+        self.mtime = os.stat(self.path).st_mtime_ns
+        return grpc.ssl_server_certificate_configuration(
+            [(_read(os.path.join(self.cert_dir, self.role + ".key")),
+              _read(os.path.join(self.cert_dir, self.role + ".pem")))],
+            root_certificates=ca.client_roots(self.cert_dir))
+
+    def __call__(self):
+        try:
+            if os.stat(self.path).st_mtime_ns != self.mtime:
+                return self.config()
+        except OSError:  # keep the last good roots while the file is replaced
+            pass
+        return None
+
+    def initial(self):
+        return self.config(), self
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
@@ -228,10 +258,8 @@ def serve(role: str, port: int, cert_dir: str, store_dir: str, host: str = "127.
     frac_bits = _FRAC_BITS[ring_bits] if frac_bits is None else frac_bits
     store = Store(store_dir, ring_bits, frac_bits, max_record_bytes)
     auth = Authenticator(cert_dir)
-    creds = grpc.ssl_server_credentials(
-        [(_read(os.path.join(cert_dir, role + ".key")),
-          _read(os.path.join(cert_dir, role + ".pem")))],
-        root_certificates=_read(os.path.join(cert_dir, "ca.pem")), require_client_auth=True)
+    creds = grpc.dynamic_ssl_server_credentials(
+        *_ClientRoots(cert_dir, role).initial(), require_client_authentication=True)
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                               thread_name_prefix=f"share-{role}"),

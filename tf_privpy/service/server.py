@@ -68,17 +68,22 @@ class Authenticator:
     def __init__(self, cert_dir: str):
         self.cert_dir = cert_dir
         self._revoked_path = os.path.join(cert_dir, ca.REVOKED)
-        self._revoked, self._mtime = {}, None
+        self._revoked, self._seen = {}, None
         self._lock = threading.Lock()
 
     def _revoked_now(self):
+        """The revoked serials, re-parsed when revoked.json's bytes change
+        (read on every call: a file's mtime can stay the same across two
+        quick rewrites)."""
         try:
-            m = os.stat(self._revoked_path).st_mtime_ns
+            raw = _read(self._revoked_path)
         except FileNotFoundError:
-            m = None
+            raw = b""
         with self._lock:
-            if m != self._mtime:
-                self._revoked, self._mtime = ca.revoked_serials(self.cert_dir), m
+            if raw != self._seen:
+                self._revoked = ({int(k, 16): v for k, v in json.loads(raw)["serials"].items()}
+                                 if raw else {})
+                self._seen = raw
             return self._revoked
 
     @staticmethod
@@ -216,31 +221,30 @@ class ShareServicer(pb_grpc.ShareServiceServicer):
 
 class _ClientRoots:
     """The certificate configuration: this server's key pair and the client
-    trust roots of clients.pem, re-read before each new connection when the
-    file has changed (an owner issued or revoked)."""
+    trust roots of clients.pem, read before each new connection and taken
+    when its bytes have changed (an owner issued or revoked; the mtime alone
+    can stay the same across two quick rewrites)."""
 
     def __init__(self, cert_dir: str, role: str):
         self.cert_dir, self.role = cert_dir, role
-        self.path = os.path.join(cert_dir, ca.CLIENT_ROOTS)
-        self.mtime = None
+        self.roots = None
 
-    def config(self):
-        self.mtime = os.stat(self.path).st_mtime_ns
+    def config(self, roots: bytes):
+        self.roots = roots
         return grpc.ssl_server_certificate_configuration(
             [(_read(os.path.join(self.cert_dir, self.role + ".key")),
               _read(os.path.join(self.cert_dir, self.role + ".pem")))],
-            root_certificates=ca.client_roots(self.cert_dir))
+            root_certificates=roots)
 
     def __call__(self):
         try:
-            if os.stat(self.path).st_mtime_ns != self.mtime:
-                return self.config()
-        except OSError:  # keep the last good roots while the file is replaced
-            pass
-        return None
+            roots = ca.client_roots(self.cert_dir)
+        except OSError:  # keep the last good roots
+            return None
+        return self.config(roots) if roots != self.roots else None
 
     def initial(self):
-        return self.config(), self
+        return self.config(ca.client_roots(self.cert_dir)), self
 
 
 def _read(path: str) -> bytes:

@@ -13,6 +13,9 @@ export PYTHONPATH := $(CURDIR)
 
 OPS_SRCS := $(shell find ops -name '*.cc' -o -name '*.h')
 LIB := tf_privpy/_tf_privpy_ops.so
+# The share service's gRPC stubs: build outputs, never committed.
+PROTO := tf_privpy/service/share_service.proto
+PROTO_STUBS := tf_privpy/service/share_service_pb2.py tf_privpy/service/share_service_pb2_grpc.py
 
 .PHONY: all setup build demo test test-fast bench bench-venv docs bazel clean distclean
 
@@ -30,7 +33,10 @@ setup: $(VENV)/.installed
 $(LIB): $(VENV)/.installed $(OPS_SRCS) setup.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) setup.py -q build_ext --inplace --parallel 2
 
-build: $(LIB)
+$(PROTO_STUBS) &: $(VENV)/.installed $(PROTO) tf_privpy/service/protogen.py
+	$(PY) tf_privpy/service/protogen.py
+
+build: $(LIB) $(PROTO_STUBS)
 
 # TF 2.14's pip wheel logs three harmless "Unable to register cuDNN/cuFFT/cuBLAS
 # factory" errors at import; programs people read run with C++ logging off.
@@ -72,7 +78,7 @@ bazel: setup
 	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh build/bazel/_tf_privpy_ops.so
 
 clean:
-	rm -rf build $(LIB) tf_privpy/_build_info.json .pytest_cache
+	rm -rf build $(LIB) tf_privpy/_build_info.json .pytest_cache $(PROTO_STUBS)
 
 distclean: clean
 	rm -rf $(VENV) $(BENCH_VENV)

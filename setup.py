@@ -30,6 +30,7 @@ import re
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_NAME = "_tf_privpy_ops.so"
@@ -150,6 +151,23 @@ class BuildOps(build_ext):
         return os.path.join(*ext_name.split(".")[:-1], LIB_NAME)
 
 
+class BuildPy(build_py):
+    """Generates the share service's gRPC stubs (tf_privpy/service/protogen.py,
+    loaded by path: no TensorFlow import) before the Python files are copied,
+    so a wheel or sdist build from a fresh clone ships them."""
+
+    def run(self):
+        import importlib.util
+
+        path = os.path.join(HERE, "tf_privpy", "service", "protogen.py")
+        spec = importlib.util.spec_from_file_location("_tf_privpy_protogen", path)
+        protogen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(protogen)
+        if protogen.stale():
+            protogen.generate()
+        super().run()
+
+
 setup(
     name="tf_privpy",
     version="0.1.0",
@@ -173,8 +191,10 @@ setup(
             depends=sorted(glob.glob(os.path.join("ops", "**", "*.h"), recursive=True)),
         )
     ],
-    cmdclass={"build_ext": BuildOps},
-    install_requires=["tensorflow" + ",".join(TF_RANGE), "numpy>=1.25,<2"],
+    cmdclass={"build_ext": BuildOps, "build_py": BuildPy},
+    # grpcio, protobuf and cryptography: the share service (tf_privpy/service).
+    install_requires=["tensorflow" + ",".join(TF_RANGE), "numpy>=1.25,<2", "grpcio>=1.62",
+                      "protobuf>=4.21,<5", "cryptography>=41"],
     extras_require=EXTRAS,
     zip_safe=False,
 )

@@ -1,0 +1,306 @@
+"""The share service of S1 or S2: gRPC over TLS with client certificates.
+
+    python -m tf_privpy.service.server --role s1 --port 7201 \\
+        --cert-dir certs --store-dir /var/lib/tf_privpy/s1
+
+Authentication: the TLS handshake requires a client certificate issued to a
+data owner who has not been revoked. The trust roots come from the cluster's
+clients.pem (ca.py) and are reloaded for each new connection, so a client
+without a certificate, with one from an unknown CA, or with a revoked one
+never reaches the service. A connection opened before a revocation is not
+re-checked by TLS, so the interceptor also refuses, before any handler runs,
+every call whose certificate serial is in revoked.json (UNAUTHENTICATED).
+Authorisation: the caller is the CN of its certificate. That certificate must
+carry the clientAuth usage, which the servers' own certificates do not.
+
+Calls (share_service.proto): Upload (a header, chunks each with its SHA-256,
+a commit with the whole record's SHA-256), Fetch and Stat (owner only). A
+StoreError becomes its gRPC status with the store's message; nothing is
+stored by a refused upload.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import functools
+import hashlib
+import json
+import os
+import signal
+import sys
+import threading
+from typing import Optional
+
+import grpc
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tf_privpy.service import ca
+from tf_privpy.service._proto import pb, pb_grpc
+from tf_privpy.service.store import DEFAULT_MAX_RECORD_BYTES, Store, StoreError
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+#: gRPC message limit: a chunk plus its framing
+MAX_MESSAGE_BYTES = 8 << 20
+_FRAC_BITS = {64: 16, 128: 20}  # protocols/defaults.json's; checked by the test
+
+
+def info_to_dict(info) -> dict:
+    return {"name": info.name, "owner": info.owner, "shape": list(info.shape),
+            "dtype": info.dtype, "ring_bits": info.ring_bits, "frac_bits": info.frac_bits,
+            "party": info.party, "size_bytes": info.size_bytes, "sha256": info.sha256.hex(),
+            "upload_id": info.upload_id.hex(), "kind": info.kind, "created": info.created}
+
+
+def dict_to_info(meta: dict):
+    return pb.RecordInfo(name=meta["name"], owner=meta["owner"], shape=meta["shape"],
+                         dtype=meta["dtype"], ring_bits=meta["ring_bits"],
+                         frac_bits=meta["frac_bits"], party=meta["party"],
+                         size_bytes=meta["size_bytes"], sha256=bytes.fromhex(meta["sha256"]),
+                         upload_id=bytes.fromhex(meta["upload_id"]), kind=meta["kind"],
+                         created=meta["created"])
+
+
+class Authenticator:
+    """The owner a call comes from: the peer certificate's CN, refused when
+    the certificate is revoked or not a client certificate."""
+
+    def __init__(self, cert_dir: str):
+        self.cert_dir = cert_dir
+        self._revoked_path = os.path.join(cert_dir, ca.REVOKED)
+        self._revoked, self._seen = {}, None
+        self._lock = threading.Lock()
+
+    def _revoked_now(self):
+        """The revoked serials, re-parsed when revoked.json's bytes change
+        (read on every call: a file's mtime can stay the same across two
+        quick rewrites)."""
+        try:
+            raw = _read(self._revoked_path)
+        except FileNotFoundError:
+            raw = b""
+        with self._lock:
+            if raw != self._seen:
+                self._revoked = ({int(k, 16): v for k, v in json.loads(raw)["serials"].items()}
+                                 if raw else {})
+                self._seen = raw
+            return self._revoked
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1024)
+    def _parse(pem: bytes):
+        cert = x509.load_pem_x509_certificate(pem)
+        cn = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        try:
+            eku = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+            client = ExtendedKeyUsageOID.CLIENT_AUTH in eku
+        except x509.ExtensionNotFound:
+            client = False
+        return cert.serial_number, (cn[0].value if cn else None), client
+
+    def owner(self, context) -> Optional[str]:
+        """The caller's owner name, or None with the reason set on context."""
+        auth = context.auth_context()
+        pems = auth.get("x509_pem_cert") or []
+        if not pems:
+            return None
+        serial, cn, client = self._parse(bytes(pems[0]))
+        if serial in self._revoked_now():
+            return None
+        if not client or not cn or not ca.OWNER_NAME.match(cn):
+            return None
+        return cn
+
+
+class AuthInterceptor(grpc.ServerInterceptor):
+    """Refuses, before any handler runs, a call whose certificate is revoked
+    or is no owner's client certificate (UNAUTHENTICATED)."""
+
+    def __init__(self, auth: Authenticator):
+        self.auth = auth
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None:
+            return None
+
+        def guard(behavior):
+            def inner(request, context):
+                if self.auth.owner(context) is None:
+                    context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                  "the client certificate is revoked or is not a data "
+                                  "owner's certificate")
+                return behavior(request, context)
+            return inner
+
+        if handler.request_streaming and handler.response_streaming:
+            make, fn = grpc.stream_stream_rpc_method_handler, handler.stream_stream
+        elif handler.request_streaming:
+            make, fn = grpc.stream_unary_rpc_method_handler, handler.stream_unary
+        elif handler.response_streaming:
+            make, fn = grpc.unary_stream_rpc_method_handler, handler.unary_stream
+        else:
+            make, fn = grpc.unary_unary_rpc_method_handler, handler.unary_unary
+        return make(guard(fn), request_deserializer=handler.request_deserializer,
+                    response_serializer=handler.response_serializer)
+
+
+def _abort(context, e: StoreError):
+    context.abort(getattr(grpc.StatusCode, e.code), str(e))
+
+
+class ShareServicer(pb_grpc.ShareServiceServicer):
+    def __init__(self, store: Store, auth: Authenticator, role: str):
+        self.store, self.auth, self.role = store, auth, role
+
+    def _owner(self, context) -> str:
+        owner = self.auth.owner(context)
+        if owner is None:  # the interceptor has refused it already
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "no valid owner certificate")
+        return owner
+
+    def Upload(self, request_iterator, context):
+        owner = self._owner(context)
+        first = next(request_iterator, None)
+        if first is None or first.WhichOneof("part") != "header":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "an upload starts with its header: nothing stored")
+        info = info_to_dict(first.header.info)
+        want = {"s1": 0, "s2": 1}.get(self.role)
+        if want is not None and info["party"] != want:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"party {info['party']}'s share sent to {self.role.upper()}, which "
+                          f"holds party {want}'s: nothing stored")
+        try:
+            pending = self.store.begin(info, owner, first.header.overwrite)
+        except StoreError as e:
+            _abort(context, e)
+        try:
+            for msg in request_iterator:
+                part = msg.WhichOneof("part")
+                if part == "chunk":
+                    c = msg.chunk
+                    if hashlib.sha256(c.data).digest() != c.sha256:
+                        raise StoreError("DATA_LOSS", f"the chunk at offset {c.offset} does "
+                                         f"not match its SHA-256: nothing stored")
+                    pending.write(c.offset, c.data)
+                elif part == "commit":
+                    meta, existed = pending.commit(msg.commit.sha256.hex())
+                    return pb.UploadReply(info=dict_to_info(meta), existed=existed)
+                else:
+                    raise StoreError("INVALID_ARGUMENT", "a second header: nothing stored")
+            raise StoreError("INVALID_ARGUMENT", "the upload ended without its commit: "
+                             "nothing stored")
+        except StoreError as e:
+            _abort(context, e)
+        finally:
+            pending.abort()
+
+    def Fetch(self, request, context):
+        owner = self._owner(context)
+        chunk = request.chunk_bytes or DEFAULT_CHUNK_BYTES
+        chunk = min(max(chunk, 4096), MAX_MESSAGE_BYTES // 2)
+        try:
+            meta, data = self.store.chunks(request.name, owner, chunk)
+            yield pb.FetchMessage(info=dict_to_info(meta))
+            offset = 0
+            for b in data:
+                yield pb.FetchMessage(chunk=pb.Chunk(offset=offset, data=b,
+                                                     sha256=hashlib.sha256(b).digest()))
+                offset += len(b)
+        except StoreError as e:
+            _abort(context, e)
+
+    def Stat(self, request, context):
+        owner = self._owner(context)
+        try:
+            return dict_to_info(self.store.require(request.name, owner))
+        except StoreError as e:
+            _abort(context, e)
+
+
+class _ClientRoots:
+    """The certificate configuration: this server's key pair and the client
+    trust roots of clients.pem, read before each new connection and taken
+    when its bytes have changed (an owner issued or revoked; the mtime alone
+    can stay the same across two quick rewrites)."""
+
+    def __init__(self, cert_dir: str, role: str):
+        self.cert_dir, self.role = cert_dir, role
+        self.roots = None
+
+    def config(self, roots: bytes):
+        self.roots = roots
+        return grpc.ssl_server_certificate_configuration(
+            [(_read(os.path.join(self.cert_dir, self.role + ".key")),
+              _read(os.path.join(self.cert_dir, self.role + ".pem")))],
+            root_certificates=roots)
+
+    def __call__(self):
+        try:
+            roots = ca.client_roots(self.cert_dir)
+        except OSError:  # keep the last good roots
+            return None
+        return self.config(roots) if roots != self.roots else None
+
+    def initial(self):
+        return self.config(ca.client_roots(self.cert_dir)), self
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def serve(role: str, port: int, cert_dir: str, store_dir: str, host: str = "127.0.0.1",
+          ring_bits: int = 128, frac_bits: Optional[int] = None,
+          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, max_workers: int = 64):
+    """Starts S1's or S2's share service; returns (grpc.Server, bound port).
+    port 0 picks a free one. The caller stops it with server.stop(grace)."""
+    if role not in ca.SERVER_ROLES:
+        raise ValueError(f"role must be one of {ca.SERVER_ROLES}, got {role!r}")
+    frac_bits = _FRAC_BITS[ring_bits] if frac_bits is None else frac_bits
+    store = Store(store_dir, ring_bits, frac_bits, max_record_bytes)
+    auth = Authenticator(cert_dir)
+    creds = grpc.dynamic_ssl_server_credentials(
+        *_ClientRoots(cert_dir, role).initial(), require_client_authentication=True)
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
+                                              thread_name_prefix=f"share-{role}"),
+        interceptors=[AuthInterceptor(auth)],
+        options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                 ("grpc.so_reuseport", 0)])
+    pb_grpc.add_ShareServiceServicer_to_server(ShareServicer(store, auth, role), server)
+    bound = server.add_secure_port(f"{host}:{port}", creds)
+    if bound == 0:
+        raise OSError(f"cannot bind the share service to {host}:{port}")
+    server.start()
+    return server, bound
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tf_privpy.service.server",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--role", required=True, choices=ca.SERVER_ROLES)
+    p.add_argument("--port", type=int, required=True, help="0: a free port (printed)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--cert-dir", required=True)
+    p.add_argument("--store-dir", required=True)
+    p.add_argument("--ring-bits", type=int, default=128, choices=(64, 128))
+    p.add_argument("--frac-bits", type=int, default=None)
+    p.add_argument("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES)
+    a = p.parse_args(argv)
+    server, port = serve(a.role, a.port, a.cert_dir, a.store_dir, a.host, a.ring_bits,
+                         a.frac_bits, a.max_record_bytes)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    print(json.dumps({"share_service": a.role, "host": a.host, "port": port}), flush=True)
+    done.wait()
+    server.stop(grace=2).wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -328,6 +328,59 @@ def test_mul_protocol_kernels(bits, kind):
 
 
 @pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
+def test_mul_protocol_kernels_untruncated(bits, kind):
+    """With frac_bits = 0, MulFinish does no truncation: the shares sum to
+    x·y mod 2^bits exactly, for any ring elements. Selects multiply an
+    integer comparison bit (0/1) by a fixed-point difference this way
+    (issue 15): the product is already the fixed-point result."""
+    rng = np.random.default_rng(17)
+    shp_x, shp_y = ([6, 5], [6, 5]) if kind == "mul" else MATMUL_SHAPES[kind]
+    kind = "mul" if kind == "mul" else "matmul"
+    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
+    # x: integer bits (as selects use them); y: arbitrary ring elements
+    xv = [int(v) for v in rng.integers(0, 2, nx)]
+    yv = rand_ring(rng, ny, bits)
+    x0, y0 = rand_ring(rng, nx, bits), rand_ring(rng, ny, bits)
+    x1 = [(v - s) for v, s in zip(xv, x0)]
+    y1 = [(v - s) for v, s in zip(yv, y0)]
+    X0, X1 = to_storage(x0, bits, shp_x), to_storage(x1, bits, shp_x)
+    Y0, Y1 = to_storage(y0, bits, shp_y), to_storage(y1, bits, shp_y)
+    k12, k1, k2 = K.random_key(), K.random_key(), K.random_key()
+    n = tf.constant(3, tf.int64)
+    a0, b0 = K.mul_mask(X0, Y0, k12, n, bits, 0)
+    a1, b1 = K.mul_mask(X1, Y1, k12, n, bits, 1)
+    m_to_s2 = K.mul_assist(a0, b1, k1, n, bits, kind)  # T1
+    m_to_s1 = K.mul_assist(a1, b0, k2, n, bits, kind)  # T2
+    z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, 0, kind)
+    z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, 0, kind)
+    z = [(u + v) % (1 << bits) for u, v in zip(from_storage(z0, bits), from_storage(z1, bits))]
+    xs = np.array(xv, dtype=object).reshape(shp_x)
+    ys = np.array(yv, dtype=object).reshape(shp_y)
+    want = (xs * ys if kind == "mul" else xs.dot(ys)).reshape(-1)
+    assert z == [int(w) % (1 << bits) for w in want]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("frac_bits", [0, 16])
+def test_bit_to_arithmetic(bits, frac_bits):
+    """BitShareAssist + BitUnmask (DESIGN §6 steps 4-5) give shares of
+    b·2^frac_bits for b = b' XOR m; frac_bits = 0 gives the plain integer
+    bit that selects multiply by without truncation (issue 15)."""
+    rng = np.random.default_rng(18)
+    n_ = 64
+    b_masked = rng.integers(0, 2, n_).astype(np.uint8)
+    m = rng.integers(0, 2, n_).astype(np.uint8)
+    key, nonce = K.random_key(), tf.constant(5, tf.int64)
+    beta = K.prg_ring(key, nonce, tf.constant([n_], tf.int64), bits)  # the server's share
+    msg = K.bit_share_assist(tf.constant(b_masked), key, nonce, bits, frac_bits)
+    s0 = K.bit_unmask(beta, tf.constant(m), bits, frac_bits, party=0)
+    s1 = K.bit_unmask(msg, tf.constant(m), bits, frac_bits, party=1)
+    got = [(u + v) % (1 << bits) for u, v in zip(from_storage(s0, bits), from_storage(s1, bits))]
+    assert got == [int(bb ^ mm) << frac_bits for bb, mm in zip(b_masked, m)]
+
+
+@pytest.mark.parametrize("bits", RINGS)
 @pytest.mark.parametrize("shape", ["matvec", "vecmat"])
 def test_mul_finish_skinny_matches_general(bits, shape, monkeypatch):
     """The fused skinny MulFinish gives the general path's shares bit for bit

@@ -1,10 +1,18 @@
 """Comparison-based protocols on shares (PrivPy §5.4-5.5, DESIGN §6).
 
-Everything here composes `Backend.ltz` (the garbled-circuit comparison,
-shares of [x < 0] as fixed-point 0/1) with local linear operations and the
-multiplication protocol:
+Everything here composes `Backend.ltz` (the garbled-circuit comparison)
+with local linear operations and the multiplication protocol:
   select(c, a, b) = b + c·(a - b)          one multiplication
   max(a, b) = b + [b < a]·(a - b)          one comparison + one multiplication
+
+Selects take the comparison bit as a plain integer share (0/1, no 2^f scale,
+`ltz(integer=True)`) and multiply with `truncate=False`: c·(a - b) is then
+already the fixed-point encoding of the selected difference, exact in the
+ring. With a fixed-point bit c·2^f the product had to be truncated locally,
+which fails with probability about |a - b|·2^(2f+1-l) per element (DESIGN §3;
+PrivPy §5.1 truncation): in the 64-bit ring one max-of-4 output in 10^5 was
+off by 2^32 (issue 15). Bits stay fixed point where they are values (tp.less,
+tp.equal, tp.sign: the user may compute with them).
 Independent comparisons and products of one level are always issued as one
 batched call, so a tree of depth d costs d comparison rounds and d
 multiplication rounds, whatever the batch size.
@@ -20,16 +28,17 @@ from . import shares as sh
 from .backend import Backend, Shares
 
 
-def ltz_many(backend: Backend, xs: Sequence[Shares]) -> List[Shares]:
-    """[x < 0] for several tensors in ONE comparison batch (one round)."""
+def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> List[Shares]:
+    """[x < 0] for several tensors in ONE comparison batch (one round);
+    integer bits (0/1) with integer=True, else fixed point."""
     if len(xs) == 1:
-        return [backend.ltz(xs[0])]
+        return [backend.ltz(xs[0], integer=integer)]
     limbs = backend.limbs
     shapes = [sh.dynamic_shape(x[0], limbs) for x in xs]
     sizes = [int(np.prod(s)) if isinstance(s, list) else tf.reduce_prod(s) for s in shapes]
     flat = backend.map_many(lambda parts: tf.concat([sh.reshape(p, [-1], limbs) for p in parts], 0),
                             list(xs))
-    bits = backend.ltz(flat)
+    bits = backend.ltz(flat, integer=integer)
     out = []
     for i in range(2):
         with backend.on(i):
@@ -61,27 +70,34 @@ def sign(backend: Backend, x: Shares) -> Shares:
     return backend.sub(pos, neg)
 
 
-def select(backend: Backend, c: Shares, a: Shares, b: Shares) -> Shares:
-    """c ? a : b for a shared bit c: b + c·(a - b), one multiplication."""
-    return backend.add(b, backend.mul(c, backend.sub(a, b)))
+def select(backend: Backend, c: Shares, a: Shares, b: Shares, integer: bool = False) -> Shares:
+    """c ? a : b for a shared bit c: b + c·(a - b), one multiplication
+    without truncation. A fixed-point bit (integer=False: a user's tp.less
+    result) is first made an integer bit by one local truncation of the
+    exact multiple c·2^f (Backend.bits_from_fixed: fails with probability
+    about 2^(f+1-l), not |a - b|·2^(2f+1-l))."""
+    if not integer:
+        c = backend.bits_from_fixed(c)
+    return backend.add(b, backend.mul(c, backend.sub(a, b), truncate=False))
 
 
 def abs_(backend: Backend, x: Shares) -> Shares:
-    """|x| = x - 2·x·[x < 0]."""
-    c = backend.ltz(x)
-    xc = backend.mul(x, c)
+    """|x| = x - 2·x·[x < 0] (integer bit: no truncation)."""
+    c = backend.ltz(x, integer=True)
+    xc = backend.mul(x, c, truncate=False)
     return backend.sub(x, backend.add(xc, xc))
 
 
 def relu(backend: Backend, x: Shares) -> Shares:
-    """max(x, 0) = x - x·[x < 0] (PrivPy §5.5)."""
-    return backend.sub(x, backend.mul(x, backend.ltz(x)))
+    """max(x, 0) = x - x·[x < 0] (PrivPy §5.5); integer bit, no truncation."""
+    return backend.sub(x, backend.mul(x, backend.ltz(x, integer=True), truncate=False))
 
 
 def maximum(backend: Backend, a: Shares, b: Shares, want_min: bool = False) -> Shares:
-    """max(a, b) = b + [b < a]·(a - b); min(a, b) = a - [b < a]·(a - b)."""
+    """max(a, b) = b + [b < a]·(a - b); min(a, b) = a - [b < a]·(a - b)
+    (integer bit, no truncation)."""
     d = backend.sub(a, b)
-    t = backend.mul(backend.ltz(backend.neg(d)), d)
+    t = backend.mul(backend.ltz(backend.neg(d), integer=True), d, truncate=False)
     return backend.sub(a, t) if want_min else backend.add(b, t)
 
 
@@ -107,7 +123,8 @@ def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
     """Max (or min) over the last axis of static length n by a tree of
     comparisons: ceil(log2 n) levels, each one comparison round and one
     multiplication round for the whole level. With with_index, also the
-    (shared, fixed-point) index of the first extremum."""
+    (shared, fixed-point) index of the first extremum. The bits are integer
+    shares and the selects untruncated, so the outputs are exact."""
     limbs = backend.limbs
     if n < 1:
         raise ValueError("reduction over an empty axis")
@@ -120,15 +137,15 @@ def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
         a, b, rest = _split_last(backend, x, n)
         d = backend.sub(a, b)
         # c = 1 where b wins: b > a for max (first index wins ties), b < a for min
-        c = backend.ltz(d if not want_min else backend.neg(d))
+        c = backend.ltz(d if not want_min else backend.neg(d), integer=True)
         if with_index:
             ia, ib, irest = _split_last(backend, idx, n)
             di = backend.sub(ib, ia)
             neg_d = backend.neg(d)
-            prod_v, prod_i = backend.mul_many([(c, neg_d), (c, di)])
+            prod_v, prod_i = backend.mul_many([(c, neg_d), (c, di)], truncate=False)
             x, idx = backend.add(a, prod_v), backend.add(ia, prod_i)
         else:
-            x = backend.add(a, backend.mul(c, backend.neg(d)))
+            x = backend.add(a, backend.mul(c, backend.neg(d), truncate=False))
         if rest is not None:
             x = backend.map_many(lambda p: sh.concat(p, -1, limbs), [x, rest])
             if with_index:
@@ -209,13 +226,13 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
         b = backend.map_shares(lambda s: take(s, ib), x)
         d = backend.sub(a, b)
         # c = 1 where the pair is out of order
-        c = backend.ltz(backend.neg(d) if not descending else d)
+        c = backend.ltz(backend.neg(d) if not descending else d, integer=True)
         if with_index:
             ja = backend.map_shares(lambda s: take(s, ia), idx)
             jb = backend.map_shares(lambda s: take(s, ib), idx)
-            dv, di = backend.mul_many([(c, d), (c, backend.sub(ja, jb))])
+            dv, di = backend.mul_many([(c, d), (c, backend.sub(ja, jb))], truncate=False)
         else:
-            dv = backend.mul(c, d)
+            dv = backend.mul(c, d, truncate=False)
         lo, hi = backend.sub(a, dv), backend.add(b, dv)
         parts = [lo, hi]
         if len(rest):

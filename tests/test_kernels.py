@@ -292,19 +292,10 @@ MATMUL_SHAPES = {"matmul": ([4, 3], [3, 4]),          # general path
                  "vecmat": ([2, 9], [9, 300])}        # skinny finish, M <= 2
 
 
-@pytest.mark.parametrize("bits", RINGS)
-@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
-def test_mul_protocol_kernels(bits, kind):
-    """MulMask/MulAssist/MulFinish composed by hand give trunc(x*y)."""
-    rng = np.random.default_rng(7)
-    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else MATMUL_SHAPES[kind]
-    kind = "mul" if kind == "mul" else "matmul"
-    # local truncation fails with probability ~|z|/2^bits per element: in the
-    # 64-bit ring 10 fractional bits keep |z| < 2^38 (2^-26 per element)
-    f = 20 if bits == 128 else 10
-    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
-    xv = [int(v) << f for v in rng.integers(-100, 100, nx)]
-    yv = [int(v) << f for v in rng.integers(-100, 100, ny)]
+def _mul_by_protocol(rng, xv, yv, shp_x, shp_y, bits, kind, f):
+    """MulMask/MulAssist/MulFinish composed by hand on fresh shares of the
+    python ints xv, yv: the revealed products mod 2^bits."""
+    nx, ny = len(xv), len(yv)
     x0, y0 = rand_ring(rng, nx, bits), rand_ring(rng, ny, bits)
     x1 = [(v - s) for v, s in zip(xv, x0)]
     y1 = [(v - s) for v, s in zip(yv, y0)]
@@ -318,8 +309,23 @@ def test_mul_protocol_kernels(bits, kind):
     m_to_s1 = K.mul_assist(a1, b0, k2, n, bits, kind)  # T2
     z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, f, kind)
     z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, f, kind)
-    z = [signed((u + v) % (1 << bits), bits) for u, v in
-         zip(from_storage(z0, bits), from_storage(z1, bits))]
+    return [(u + v) % (1 << bits) for u, v in zip(from_storage(z0, bits), from_storage(z1, bits))]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
+def test_mul_protocol_kernels(bits, kind):
+    """MulMask/MulAssist/MulFinish composed by hand give trunc(x*y)."""
+    rng = np.random.default_rng(7)
+    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else MATMUL_SHAPES[kind]
+    kind = "mul" if kind == "mul" else "matmul"
+    # local truncation fails with probability ~|z|/2^bits per element: in the
+    # 64-bit ring 10 fractional bits keep |z| < 2^38 (2^-26 per element)
+    f = 20 if bits == 128 else 10
+    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
+    xv = [int(v) << f for v in rng.integers(-100, 100, nx)]
+    yv = [int(v) << f for v in rng.integers(-100, 100, ny)]
+    z = [signed(v, bits) for v in _mul_by_protocol(rng, xv, yv, shp_x, shp_y, bits, kind, f)]
     xs = np.array([v >> f for v in xv]).reshape(shp_x)
     ys = np.array([v >> f for v in yv]).reshape(shp_y)
     want = (xs * ys if kind == "mul" else xs @ ys).reshape(-1)
@@ -341,20 +347,7 @@ def test_mul_protocol_kernels_untruncated(bits, kind):
     # x: integer bits (as selects use them); y: arbitrary ring elements
     xv = [int(v) for v in rng.integers(0, 2, nx)]
     yv = rand_ring(rng, ny, bits)
-    x0, y0 = rand_ring(rng, nx, bits), rand_ring(rng, ny, bits)
-    x1 = [(v - s) for v, s in zip(xv, x0)]
-    y1 = [(v - s) for v, s in zip(yv, y0)]
-    X0, X1 = to_storage(x0, bits, shp_x), to_storage(x1, bits, shp_x)
-    Y0, Y1 = to_storage(y0, bits, shp_y), to_storage(y1, bits, shp_y)
-    k12, k1, k2 = K.random_key(), K.random_key(), K.random_key()
-    n = tf.constant(3, tf.int64)
-    a0, b0 = K.mul_mask(X0, Y0, k12, n, bits, 0)
-    a1, b1 = K.mul_mask(X1, Y1, k12, n, bits, 1)
-    m_to_s2 = K.mul_assist(a0, b1, k1, n, bits, kind)  # T1
-    m_to_s1 = K.mul_assist(a1, b0, k2, n, bits, kind)  # T2
-    z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, 0, kind)
-    z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, 0, kind)
-    z = [(u + v) % (1 << bits) for u, v in zip(from_storage(z0, bits), from_storage(z1, bits))]
+    z = _mul_by_protocol(rng, xv, yv, shp_x, shp_y, bits, kind, 0)
     xs = np.array(xv, dtype=object).reshape(shp_x)
     ys = np.array(yv, dtype=object).reshape(shp_y)
     want = (xs * ys if kind == "mul" else xs.dot(ys)).reshape(-1)

@@ -110,3 +110,30 @@ def test_selects_exact_small(ring, name):
     """The CI version: 2^16 outputs per op (the million is the slow test)."""
     errors, seen = _run_case(ring, name, total=2 ** 16)
     assert errors == 0, f"{name}: {errors} of {seen} outputs wrong"
+
+
+def test_comparison_bits_are_integer_and_lift_exactly(ring):
+    """tp.less holds its bits as integer shares (frac_bits 0) for exact
+    selects, and still behaves as 0.0/1.0 wherever it enters arithmetic."""
+    cfg = ring
+    x = np.array([-3.0, -0.5, 0.0, 0.25, 7.0, 2.0 ** 14])
+    y = np.array([1.0, -0.5, -1.0, 0.5, 7.5, -2.0 ** 14])
+    px, py = tp.share(tf.constant(x)), tp.share(tf.constant(y))
+    c = tp.less(px, py)
+    assert c.frac_bits == 0 and c.dtype == tf.bool
+    np.testing.assert_array_equal(c.reveal().numpy(), x < y)
+    np.testing.assert_array_equal((c * 3.0).reveal().numpy(), 3.0 * (x < y))
+    np.testing.assert_array_equal((c + px).reveal().numpy(), (x < y) + x)
+    np.testing.assert_array_equal(tp.logical_not(c).reveal().numpy(), ~(x < y))
+    np.testing.assert_array_equal(tp.not_equal(px, py).reveal().numpy(), x != y)
+    np.testing.assert_array_equal(tp.less_equal(px, py).reveal().numpy(), x <= y)
+    np.testing.assert_array_equal(tp.where(c, px, py).reveal().numpy(), np.where(x < y, x, y))
+    # a broadcast condition stays integer; a reshaped one is fixed point again
+    c0 = tp.less(px[:1], py[:1])
+    np.testing.assert_array_equal(tp.where(c0, px, py).reveal().numpy(),
+                                  np.where(x[0] < y[0], x, y))
+    cr = tp.reshape(tp.reshape(c, [2, 3]), [6])
+    assert cr.frac_bits == cfg.frac_bits
+    np.testing.assert_array_equal(tp.where(cr, px, py).reveal().numpy(), np.where(x < y, x, y))
+    got = tf.function(lambda a, b: tp.where(a < b, a, b))(px, py).reveal().numpy()
+    np.testing.assert_array_equal(got, np.minimum(x, y))

@@ -105,11 +105,13 @@ class Backend(abc.ABC):
     def neg(self, x: Shares) -> Shares:
         return self.local(lambda a, party: kernels.ring_neg(a, self.bits), x)
 
-    def add_public(self, x: Shares, c: tf.Tensor, name: str = "") -> Shares:
+    def add_public(self, x: Shares, c: tf.Tensor, name: str = "",
+                   frac_bits: Optional[int] = None) -> Shares:
         """x + c for a public c broadcastable to x's logical shape: only share 0
         changes. c travels as given and is broadcast on S1 (a scalar is 8
-        bytes on the wire, not a tensor of x's size)."""
-        c0 = self.encode(c, self.holders[0], name)
+        bytes on the wire, not a tensor of x's size). frac_bits: c's
+        encoding (default the config's; 0 for integer bit shares)."""
+        c0 = self.encode(c, self.holders[0], name, frac_bits=frac_bits)
         with self.on(0):
             z0 = kernels.ring_add(x[0], self._like(c0, x[0]), self.bits)
         return z0, x[1]
@@ -121,8 +123,9 @@ class Backend(abc.ABC):
             return c
         return sh.broadcast_to(c, sh.dynamic_shape(share, self.limbs), self.limbs)
 
-    def public_sub(self, c: tf.Tensor, x: Shares, name: str = "") -> Shares:
-        return self.add_public(self.neg(x), c, name)
+    def public_sub(self, c: tf.Tensor, x: Shares, name: str = "",
+                   frac_bits: Optional[int] = None) -> Shares:
+        return self.add_public(self.neg(x), c, name, frac_bits)
 
     def mul_public(self, x: Shares, c: tf.Tensor, kind: str = "mul", public_left: bool = False,
                    strides=(1, 1), padding=(0, 0, 0, 0), c_frac_bits: Optional[int] = None,
@@ -200,6 +203,18 @@ class Backend(abc.ABC):
         the result needs no truncation, so max, ReLU, sort and where are
         exact in the 64-bit ring too (issue 15). Same protocol and cost: the
         assistants' re-sharing (DESIGN §6 step 4-5) just omits the scale."""
+
+    def fixed_from_bits(self, c: Shares) -> Shares:
+        """Fixed-point shares c·2^f from integer bit shares c: a local
+        multiplication by the public integer 2^f, exact in the ring."""
+        f = self.cfg.frac_bits
+
+        def fn(s, party):
+            scale = kernels.ring_encode(tf.constant(2.0 ** f, tf.float64), self.bits, 0,
+                                        2.0 ** (f + 1))
+            return kernels.ring_bilinear(s, self._like(scale, s), self.bits, "mul")
+
+        return self.local(fn, c)
 
     def bits_from_fixed(self, c: Shares) -> Shares:
         """Integer bit shares from fixed-point bit shares c·2^f: local

@@ -47,21 +47,23 @@ def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> L
             for a, b, shp in zip(out[0], out[1], shapes)]
 
 
-def less(backend: Backend, x: Shares, y: Shares, pregarbled=None) -> Shares:
+def less(backend: Backend, x: Shares, y: Shares, pregarbled=None,
+         integer: bool = False) -> Shares:
     """[x < y] (with garbled tables prepared ahead if `pregarbled` is given)."""
-    return backend.ltz(backend.sub(x, y), pregarbled)
+    return backend.ltz(backend.sub(x, y), pregarbled, integer=integer)
 
 
-def not_(backend: Backend, c: Shares) -> Shares:
-    """1 - c for a shared bit c."""
-    return backend.public_sub(tf.ones(sh.dynamic_shape(c[0], backend.limbs), tf.float64), c)
+def not_(backend: Backend, c: Shares, integer: bool = False) -> Shares:
+    """1 - c for a shared bit c (integer or fixed point, kept as given)."""
+    one = tf.ones(sh.dynamic_shape(c[0], backend.limbs), tf.float64)
+    return backend.public_sub(one, c, frac_bits=0 if integer else None)
 
 
-def equal(backend: Backend, x: Shares, y: Shares) -> Shares:
+def equal(backend: Backend, x: Shares, y: Shares, integer: bool = False) -> Shares:
     """[x == y] = 1 - [x < y] - [y < x]: two comparisons, one round."""
     d = backend.sub(x, y)
-    lt, gt = ltz_many(backend, [d, backend.neg(d)])
-    return not_(backend, backend.add(lt, gt))
+    lt, gt = ltz_many(backend, [d, backend.neg(d)], integer=integer)
+    return not_(backend, backend.add(lt, gt), integer)
 
 
 def sign(backend: Backend, x: Shares) -> Shares:

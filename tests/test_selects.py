@@ -20,7 +20,7 @@ Every output is checked against numpy with a bound far below the 2^(l-2f)
 error of a truncation failure, and must match exactly (selected values are
 shares of the input encodings, nothing is rounded).
 
-10^6 outputs per op per ring, split over several calls of <= 2^18 outputs to
+10^6 outputs per op per ring, split over several calls of <= 2^18 inputs to
 bound memory (garbled tables take 2 KB per comparison)."""
 import numpy as np
 import pytest
@@ -29,7 +29,7 @@ import tensorflow as tf
 import tf_privpy as tp
 
 N = 10 ** 6
-CALL = 2 ** 18  # outputs per call
+CALL = 2 ** 18  # inputs per call
 
 
 @pytest.fixture(params=[64, 128], ids=["ring64", "ring128"])

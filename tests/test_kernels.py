@@ -292,19 +292,10 @@ MATMUL_SHAPES = {"matmul": ([4, 3], [3, 4]),          # general path
                  "vecmat": ([2, 9], [9, 300])}        # skinny finish, M <= 2
 
 
-@pytest.mark.parametrize("bits", RINGS)
-@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
-def test_mul_protocol_kernels(bits, kind):
-    """MulMask/MulAssist/MulFinish composed by hand give trunc(x*y)."""
-    rng = np.random.default_rng(7)
-    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else MATMUL_SHAPES[kind]
-    kind = "mul" if kind == "mul" else "matmul"
-    # local truncation fails with probability ~|z|/2^bits per element: in the
-    # 64-bit ring 10 fractional bits keep |z| < 2^38 (2^-26 per element)
-    f = 20 if bits == 128 else 10
-    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
-    xv = [int(v) << f for v in rng.integers(-100, 100, nx)]
-    yv = [int(v) << f for v in rng.integers(-100, 100, ny)]
+def _mul_by_protocol(rng, xv, yv, shp_x, shp_y, bits, kind, f):
+    """MulMask/MulAssist/MulFinish composed by hand on fresh shares of the
+    python ints xv, yv: the revealed products mod 2^bits."""
+    nx, ny = len(xv), len(yv)
     x0, y0 = rand_ring(rng, nx, bits), rand_ring(rng, ny, bits)
     x1 = [(v - s) for v, s in zip(xv, x0)]
     y1 = [(v - s) for v, s in zip(yv, y0)]
@@ -318,13 +309,68 @@ def test_mul_protocol_kernels(bits, kind):
     m_to_s1 = K.mul_assist(a1, b0, k2, n, bits, kind)  # T2
     z0 = K.mul_finish(X0, Y0, a0, m_to_s1, k12, n, k1, n, bits, 0, f, kind)
     z1 = K.mul_finish(X1, Y1, a1, m_to_s2, k12, n, k2, n, bits, 1, f, kind)
-    z = [signed((u + v) % (1 << bits), bits) for u, v in
-         zip(from_storage(z0, bits), from_storage(z1, bits))]
+    return [(u + v) % (1 << bits) for u, v in zip(from_storage(z0, bits), from_storage(z1, bits))]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
+def test_mul_protocol_kernels(bits, kind):
+    """MulMask/MulAssist/MulFinish composed by hand give trunc(x*y)."""
+    rng = np.random.default_rng(7)
+    shp_x, shp_y = ([4, 3], [4, 3]) if kind == "mul" else MATMUL_SHAPES[kind]
+    kind = "mul" if kind == "mul" else "matmul"
+    # local truncation fails with probability ~|z|/2^bits per element: in the
+    # 64-bit ring 10 fractional bits keep |z| < 2^38 (2^-26 per element)
+    f = 20 if bits == 128 else 10
+    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
+    xv = [int(v) << f for v in rng.integers(-100, 100, nx)]
+    yv = [int(v) << f for v in rng.integers(-100, 100, ny)]
+    z = [signed(v, bits) for v in _mul_by_protocol(rng, xv, yv, shp_x, shp_y, bits, kind, f)]
     xs = np.array([v >> f for v in xv]).reshape(shp_x)
     ys = np.array([v >> f for v in yv]).reshape(shp_y)
     want = (xs * ys if kind == "mul" else xs @ ys).reshape(-1)
     # exact integers: the only error is the truncation's 1 ulp
     assert all(abs(g - (int(w) << f)) <= 1 for g, w in zip(z, want))
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("kind", ["mul", "matmul", "matvec", "vecmat"])
+def test_mul_protocol_kernels_untruncated(bits, kind):
+    """With frac_bits = 0, MulFinish does no truncation: the shares sum to
+    x·y mod 2^bits exactly, for any ring elements. Selects multiply an
+    integer comparison bit (0/1) by a fixed-point difference this way
+    (issue 15): the product is already the fixed-point result."""
+    rng = np.random.default_rng(17)
+    shp_x, shp_y = ([6, 5], [6, 5]) if kind == "mul" else MATMUL_SHAPES[kind]
+    kind = "mul" if kind == "mul" else "matmul"
+    nx, ny = int(np.prod(shp_x)), int(np.prod(shp_y))
+    # x: integer bits (as selects use them); y: arbitrary ring elements
+    xv = [int(v) for v in rng.integers(0, 2, nx)]
+    yv = rand_ring(rng, ny, bits)
+    z = _mul_by_protocol(rng, xv, yv, shp_x, shp_y, bits, kind, 0)
+    xs = np.array(xv, dtype=object).reshape(shp_x)
+    ys = np.array(yv, dtype=object).reshape(shp_y)
+    want = (xs * ys if kind == "mul" else xs.dot(ys)).reshape(-1)
+    assert z == [int(w) % (1 << bits) for w in want]
+
+
+@pytest.mark.parametrize("bits", RINGS)
+@pytest.mark.parametrize("frac_bits", [0, 16])
+def test_bit_to_arithmetic(bits, frac_bits):
+    """BitShareAssist + BitUnmask (DESIGN §6 steps 4-5) give shares of
+    b·2^frac_bits for b = b' XOR m; frac_bits = 0 gives the plain integer
+    bit that selects multiply by without truncation (issue 15)."""
+    rng = np.random.default_rng(18)
+    n_ = 64
+    b_masked = rng.integers(0, 2, n_).astype(np.uint8)
+    m = rng.integers(0, 2, n_).astype(np.uint8)
+    key, nonce = K.random_key(), tf.constant(5, tf.int64)
+    beta = K.prg_ring(key, nonce, tf.constant([n_], tf.int64), bits)  # the server's share
+    msg = K.bit_share_assist(tf.constant(b_masked), key, nonce, bits, frac_bits)
+    s0 = K.bit_unmask(beta, tf.constant(m), bits, frac_bits, party=0)
+    s1 = K.bit_unmask(msg, tf.constant(m), bits, frac_bits, party=1)
+    got = [(u + v) % (1 << bits) for u, v in zip(from_storage(s0, bits), from_storage(s1, bits))]
+    assert got == [int(bb ^ mm) << frac_bits for bb, mm in zip(b_masked, m)]
 
 
 @pytest.mark.parametrize("bits", RINGS)

@@ -52,8 +52,11 @@ def public_mul_tol(x, c, frac_bits: int, c_frac_bits: int = None) -> np.ndarray:
 
 def select_tol(levels: int, frac_bits: int) -> float:
     """Results of `levels` sequential oblivious selections (max, min, relu,
-    where, compare-exchange). A selection multiplies by an exact bit (0 or
-    2^f), so each costs only one local truncation: TRUNC_ULPS ulps."""
+    where, compare-exchange). A selection multiplies an integer comparison
+    bit (0 or 1) by a fixed-point difference without truncation (issue 15),
+    so a selected value is exactly its input's encoding; TRUNC_ULPS ulps per
+    level stay as a bound for callers whose inputs carry rounding of their
+    own (tests/test_selects.py checks exact equality)."""
     return TRUNC_ULPS * levels * ulp(frac_bits)
 
 

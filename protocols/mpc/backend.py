@@ -105,11 +105,13 @@ class Backend(abc.ABC):
     def neg(self, x: Shares) -> Shares:
         return self.local(lambda a, party: kernels.ring_neg(a, self.bits), x)
 
-    def add_public(self, x: Shares, c: tf.Tensor, name: str = "") -> Shares:
+    def add_public(self, x: Shares, c: tf.Tensor, name: str = "",
+                   frac_bits: Optional[int] = None) -> Shares:
         """x + c for a public c broadcastable to x's logical shape: only share 0
         changes. c travels as given and is broadcast on S1 (a scalar is 8
-        bytes on the wire, not a tensor of x's size)."""
-        c0 = self.encode(c, self.holders[0], name)
+        bytes on the wire, not a tensor of x's size). frac_bits: c's
+        encoding (default the config's; 0 for integer bit shares)."""
+        c0 = self.encode(c, self.holders[0], name, frac_bits=frac_bits)
         with self.on(0):
             z0 = kernels.ring_add(x[0], self._like(c0, x[0]), self.bits)
         return z0, x[1]
@@ -121,8 +123,9 @@ class Backend(abc.ABC):
             return c
         return sh.broadcast_to(c, sh.dynamic_shape(share, self.limbs), self.limbs)
 
-    def public_sub(self, c: tf.Tensor, x: Shares, name: str = "") -> Shares:
-        return self.add_public(self.neg(x), c, name)
+    def public_sub(self, c: tf.Tensor, x: Shares, name: str = "",
+                   frac_bits: Optional[int] = None) -> Shares:
+        return self.add_public(self.neg(x), c, name, frac_bits)
 
     def mul_public(self, x: Shares, c: tf.Tensor, kind: str = "mul", public_left: bool = False,
                    strides=(1, 1), padding=(0, 0, 0, 0), c_frac_bits: Optional[int] = None,
@@ -180,18 +183,53 @@ class Backend(abc.ABC):
     # -------------------------------------------------------- multiplication
     @abc.abstractmethod
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
-            padding=(0, 0, 0, 0)) -> Shares:
-        """Bilinear product of two shared operands, truncated to frac_bits."""
+            padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
+        """Bilinear product of two shared operands, truncated to frac_bits.
+
+        truncate=False: the exact ring product, for an operand that is a
+        plain integer (a comparison bit from ltz(integer=True)): its product
+        with a fixed-point share is already fixed point, and skipping the
+        local truncation removes its failure (about |xy|/2^(l-1) per element,
+        DESIGN §3; issue 15)."""
 
     @abc.abstractmethod
-    def ltz(self, x: Shares, pregarbled=None) -> Shares:
+    def ltz(self, x: Shares, pregarbled=None, integer: bool = False) -> Shares:
         """Shares of the bit [x < 0], encoded as fixed-point 1.0 or 0.0 (DESIGN §6).
 
-        Every comparison derives from it: x < y is ltz(x - y)."""
+        Every comparison derives from it: x < y is ltz(x - y).
 
-    def mul_many(self, pairs: Sequence[Tuple[Shares, Shares]]) -> List[Shares]:
+        integer=True: shares of the plain bit 0 or 1 (no 2^f scale), for
+        selects: multiplied by a fixed-point value with mul(truncate=False)
+        the result needs no truncation, so max, ReLU, sort and where are
+        exact in the 64-bit ring too (issue 15). Same protocol and cost: the
+        assistants' re-sharing (DESIGN §6 step 4-5) just omits the scale."""
+
+    def fixed_from_bits(self, c: Shares) -> Shares:
+        """Fixed-point shares c·2^f from integer bit shares c: a local
+        multiplication by the public integer 2^f, exact in the ring."""
+        f = self.cfg.frac_bits
+
+        def fn(s, party):
+            scale = kernels.ring_encode(tf.constant(2.0 ** f, tf.float64), self.bits, 0,
+                                        2.0 ** (f + 1))
+            return kernels.ring_bilinear(s, self._like(scale, s), self.bits, "mul")
+
+        return self.local(fn, c)
+
+    def bits_from_fixed(self, c: Shares) -> Shares:
+        """Integer bit shares from fixed-point bit shares c·2^f: local
+        truncation of an exact multiple of 2^f, which is exact unless the
+        signed sum of the shares wraps, probability about 2^(f+1-l) per
+        element (2^-47 in the 64-bit ring, DESIGN §3), where a product
+        c·2^f·d·2^f would fail with about |d|·2^(2f+1-l)."""
+        f = self.cfg.frac_bits
+        return self.local(lambda s, party: kernels.ring_truncate(s, self.bits, party, f), c)
+
+    def mul_many(self, pairs: Sequence[Tuple[Shares, Shares]],
+                 truncate: bool = True) -> List[Shares]:
         """Independent elementwise products (equal shapes per pair) as ONE
-        protocol call: one kernel per step and device, one round trip."""
+        protocol call: one kernel per step and device, one round trip
+        (truncate as in `mul`, for all pairs)."""
         if not pairs:
             return []
         shapes = [sh.logical_shape(x[0], self.limbs) for x, _ in pairs]
@@ -205,7 +243,7 @@ class Backend(abc.ABC):
 
         fx = self.map_many(flat, [x for x, _ in pairs])
         fy = self.map_many(flat, [y for _, y in pairs])
-        z = self.mul(fx, fy)
+        z = self.mul(fx, fy, truncate=truncate)
         out = []
         for i in range(2):
             with self.on(i):
@@ -234,8 +272,9 @@ class PrivPyBackend(Backend):
         return self.rt.send1(CLIENT, "S1", s0), self.rt.send1(CLIENT, "S2", s1)
 
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
-            padding=(0, 0, 0, 0)) -> Shares:
-        rt, bits, f = self.rt, self.bits, self.cfg.frac_bits
+            padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
+        rt, bits = self.rt, self.bits
+        f = self.cfg.frac_bits if truncate else 0  # MulFinish: frac_bits 0 = no truncation
         geo = dict(kind=kind, strides=strides, padding=padding)
         # Step 1-2 (DESIGN §5): each server masks its shares with masks drawn
         # from the S1-S2 stream; no message is needed to agree on them. Each
@@ -275,10 +314,12 @@ class PrivPyBackend(Backend):
                                  bits))
         return z[0], z[1]
 
-    def ltz(self, x: Shares, pregarbled: Optional[Pregarbled] = None) -> Shares:
+    def ltz(self, x: Shares, pregarbled: Optional[Pregarbled] = None,
+            integer: bool = False) -> Shares:
         """PrivPy Protocol 2 (DESIGN §6): [x < 0] by a garbled comparator on
         the low 64 bits of the shares, evaluated by T1 (first half of the
-        batch) and T2 (second half), turned back into arithmetic shares.
+        batch) and T2 (second half), turned back into arithmetic shares
+        (of 0/1 with integer=True, of 0/2^f otherwise).
 
         With `pregarbled` (from `garble_ahead`), the garbled tables are
         already at T1 and T2 and only input labels travel online."""
@@ -300,17 +341,19 @@ class PrivPyBackend(Backend):
             outs, after = [], None
             for b in range(0, n_static, chunk):
                 part = self.map_shares(lambda s, b=b: s[b:b + chunk], low)
-                outs.append(self._ltz_flat(part, None, after=after))
+                outs.append(self._ltz_flat(part, None, after=after, integer=integer))
                 after = outs[-1][0]
             out = self.map_many(lambda p: tf.concat(p, 0), outs)
         else:
-            out = self._ltz_flat(low, pregarbled)
+            out = self._ltz_flat(low, pregarbled, integer=integer)
         return self.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
 
-    def _ltz_flat(self, low, pregarbled, after=None) -> Shares:
+    def _ltz_flat(self, low, pregarbled, after=None, integer: bool = False) -> Shares:
         """ltz of flat int64 low halves [n] of the shares: flat ring shares.
         S1's garbling waits for `after` (an S1 tensor) when given."""
-        rt, bits, f = self.rt, self.bits, self.cfg.frac_bits
+        rt, bits = self.rt, self.bits
+        # the scale of the re-shared bit: 2^f (fixed point) or 1 (integer)
+        f = 0 if integer else self.cfg.frac_bits
         # Each server sizes the batch from its own share: T1 evaluates
         # [0, n // 2), T2 [n // 2, n).
         n, half = {}, {}
@@ -338,7 +381,8 @@ class PrivPyBackend(Backend):
                                                 kernels.ring_neg(low[1], 64), "x")
             mask[1] = kernels.gc_output_mask(key[1], nonce[1], n[1])
         # Each assistant shares its bits b' with its own server (beta, from
-        # their stream) and sends b'·2^f - beta to the other server.
+        # their stream) and sends b'·2^f - beta (b' - beta if integer) to the
+        # other server.
         own_share, msg = {}, {}
         for own, (server, t) in enumerate(_PAIRS):
             other = 1 - own
@@ -426,22 +470,22 @@ class PlaintextBackend(Backend):
             return kernels.ring_add(s[0], s[1], self.bits)
 
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
-            padding=(0, 0, 0, 0)) -> Shares:
+            padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
         with tf.device(self.rt.device(CLIENT)):
             a = kernels.ring_add(x[0], x[1], self.bits)
             b = kernels.ring_add(y[0], y[1], self.bits)
             z = kernels.ring_bilinear(a, b, self.bits, kind, strides, padding,
-                                      truncate_party=0, frac_bits=self.cfg.frac_bits)
+                                      truncate_party=0 if truncate else -1,
+                                      frac_bits=self.cfg.frac_bits if truncate else 0)
             return z, tf.zeros_like(z)
 
-
-    def ltz(self, x: Shares, pregarbled=None) -> Shares:
+    def ltz(self, x: Shares, pregarbled=None, integer: bool = False) -> Shares:
         if pregarbled is not None:
             raise ValueError("pregarbled comparators belong to the privpy backend")
         with tf.device(self.rt.device(CLIENT)):
             v = kernels.ring_decode(kernels.ring_add(x[0], x[1], self.bits), self.bits, 0)
             bit = tf.cast(v < 0, tf.int64)
-            z = kernels.ring_encode(bit, self.bits, self.cfg.frac_bits, 2.0)
+            z = kernels.ring_encode(bit, self.bits, 0 if integer else self.cfg.frac_bits, 2.0)
             return z, tf.zeros_like(z)
 
 

@@ -597,17 +597,17 @@ class CostTracker:
         self._set(out, (d[0] + 1, d[1] + 1, d[2]))
         return out
 
-    def mul_many(self, pairs):
+    def mul_many(self, pairs, **kw):
         d = self._deepest([v for p in pairs for v in p])
-        outs = self._b.mul_many(pairs)
+        outs = self._b.mul_many(pairs, **kw)
         for o in outs:
             self.products += self._size(o)
             self._set(o, (d[0] + 1, d[1] + 1, d[2]))
         return outs
 
-    def ltz(self, x: Shares) -> Shares:
+    def ltz(self, x: Shares, **kw) -> Shares:
         d = self.depth(x)
-        out = self._b.ltz(x)
+        out = self._b.ltz(x, **kw)
         self.comparisons += self._size(x)
         self._set(out, (d[0] + 1, d[1], d[2] + 1))
         return out

@@ -102,6 +102,9 @@ def check_runtime(p: PrivateTensor) -> "_context.Handle":
             f"runtime #{h.runtime.id} is active (tp.init() was called again). Shares of "
             "different runtimes use different keys and cannot be mixed: re-share the value "
             "in the current runtime.")
-    if p.ring_bits != h.config.ring_bits or p.frac_bits != h.config.frac_bits:
+    # A comparison's bits are held as integer shares (frac_bits 0, issue 15).
+    frac_ok = p.frac_bits == h.config.frac_bits or (p.frac_bits == 0 and
+                                                   p.value_dtype == tf.bool)
+    if p.ring_bits != h.config.ring_bits or not frac_ok:
         raise ValueError("PrivateTensor ring/encoding differs from the runtime's config")
     return h

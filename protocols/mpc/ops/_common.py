@@ -68,13 +68,34 @@ def handle_of(*values) -> _context.Handle:
 
 
 def shares(p: PrivateTensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """p's shares in fixed point. The bits a comparison returns are held as
+    integer shares (0/1, frac_bits 0) so that selects need no truncation
+    (issue 15); they become fixed point here, where they enter arithmetic
+    or change form, by an exact local multiplication by 2^f."""
+    if p.frac_bits == 0 and p.value_dtype == tf.bool:
+        h = _context.get_handle()
+        if h.config.frac_bits:
+            return h.backend.fixed_from_bits((p.share0, p.share1))
     return p.share0, p.share1
+
+
+def bit_shares(p: PrivateTensor) -> Tuple[Tuple[tf.Tensor, tf.Tensor], bool]:
+    """(p's shares as held, whether they are integer bits): for the ops that
+    use a private bit as a bit (tp.where, logical_not), which then multiply
+    without truncation."""
+    return (p.share0, p.share1), p.frac_bits == 0 and p.value_dtype == tf.bool
 
 
 def wrap(h: _context.Handle, s, dtype: tf.DType) -> PrivateTensor:
     return PrivateTensor(share0=s[0], share1=s[1], ring_bits=h.config.ring_bits,
                          frac_bits=h.config.frac_bits, value_dtype=dtype,
                          runtime_id=h.runtime.id)
+
+
+def wrap_bits(h: _context.Handle, s) -> PrivateTensor:
+    """A private boolean from integer bit shares (0/1, no 2^f scale)."""
+    return PrivateTensor(share0=s[0], share1=s[1], ring_bits=h.config.ring_bits,
+                         frac_bits=0, value_dtype=tf.bool, runtime_id=h.runtime.id)
 
 
 def static_shape(v) -> tf.TensorShape:
@@ -97,9 +118,10 @@ def broadcast(h: _context.Handle, v, shape: tf.TensorShape):
                          "supported; give the tensors static shapes")
     if is_private(v):
         from .. import shares as sh
+        held, integer = bit_shares(v)  # a structural op keeps integer bits integer
         s = h.backend.map_shares(lambda t: sh.broadcast_to(t, shape.as_list(),
-                                                           h.config.limbs), shares(v))
-        return wrap(h, s, v.dtype)
+                                                           h.config.limbs), held)
+        return wrap_bits(h, s) if integer else wrap(h, s, v.dtype)
     return tf.broadcast_to(v, shape)
 
 

@@ -1,8 +1,11 @@
 """Comparisons and everything built on them (PrivPy §5.4-5.5, DESIGN §6).
 
 Each comparison is the garbled-circuit protocol; results are private bits
-(PrivateTensors of dtype bool, shares of fixed-point 0 or 1) that can be used
-in arithmetic (e.g. tp.where) and revealed as booleans.
+(PrivateTensors of dtype bool) that can be used in arithmetic and revealed as
+booleans. They are held as integer shares of 0 or 1 (frac_bits 0, no 2^f
+scale) so that tp.where multiplies by them without truncation, exact in the
+64-bit ring too (issue 15); C.shares makes them fixed point (exactly, a local
+shift) wherever they enter arithmetic.
 """
 from __future__ import annotations
 
@@ -31,7 +34,8 @@ def _private_pair(x, y, what):
 
 
 def _bits(h, s) -> PrivateTensor:
-    return C.wrap(h, s, tf.bool)
+    """A private boolean from integer bit shares."""
+    return C.wrap_bits(h, s)
 
 
 def _check_any_private(what, *vals):
@@ -53,7 +57,7 @@ def less(x, y, name: Optional[str] = None, pregarbled=None) -> PrivateTensor:
     if not (C.is_private(x) or C.is_private(y)):
         return tf.less(x, y, name=name)
     h, a, b = _private_pair(x, y, "tp.less")
-    return _bits(h, P.less(h.backend, C.shares(a), C.shares(b), pregarbled))
+    return _bits(h, P.less(h.backend, C.shares(a), C.shares(b), pregarbled, integer=True))
 
 
 def greater(x, y, name: Optional[str] = None, pregarbled=None) -> PrivateTensor:
@@ -81,7 +85,8 @@ def less_equal(x, y, name: Optional[str] = None) -> PrivateTensor:
     if not (C.is_private(x) or C.is_private(y)):
         return tf.less_equal(x, y, name=name)
     h, a, b = _private_pair(x, y, "tp.less_equal")
-    return _bits(h, P.not_(h.backend, P.less(h.backend, C.shares(b), C.shares(a))))
+    return _bits(h, P.not_(h.backend, P.less(h.backend, C.shares(b), C.shares(a),
+                                             integer=True), integer=True))
 
 
 def greater_equal(x, y, name: Optional[str] = None) -> PrivateTensor:
@@ -94,7 +99,7 @@ def equal(x, y, name: Optional[str] = None) -> PrivateTensor:
     if not (C.is_private(x) or C.is_private(y)):
         return tf.equal(x, y, name=name)
     h, a, b = _private_pair(x, y, "tp.equal")
-    return _bits(h, P.equal(h.backend, C.shares(a), C.shares(b)))
+    return _bits(h, P.equal(h.backend, C.shares(a), C.shares(b), integer=True))
 
 
 def not_equal(x, y, name: Optional[str] = None) -> PrivateTensor:
@@ -102,14 +107,15 @@ def not_equal(x, y, name: Optional[str] = None) -> PrivateTensor:
     e = equal(x, y, name)
     if not C.is_private(e):
         return e
-    h = C.handle_of(e)
-    return _bits(h, P.not_(h.backend, C.shares(e)))
+    return logical_not(e)
 
 
 def logical_not(c: PrivateTensor) -> PrivateTensor:
     """1 - c for a private bit."""
     h = C.handle_of(c)
-    return _bits(h, P.not_(h.backend, C.shares(c)))
+    s, integer = C.bit_shares(c)
+    out = P.not_(h.backend, s, integer)
+    return _bits(h, out) if integer else C.wrap(h, out, tf.bool)
 
 
 def sign(x: PrivateTensor, name: Optional[str] = None) -> PrivateTensor:
@@ -154,7 +160,9 @@ def where(condition, x, y, name: Optional[str] = None):
         vals.append(C.broadcast(h, v, shape))
     c, a, b = vals
     dtype = C.result_dtype(C.operand_dtype(x), C.operand_dtype(y))
-    return C.wrap(h, P.select(h.backend, C.shares(c), C.shares(a), C.shares(b)), dtype)
+    # A comparison's bit is an integer share: the select is exact (issue 15).
+    cs, integer = C.bit_shares(c) if c.dtype == tf.bool else (C.shares(c), False)
+    return C.wrap(h, P.select(h.backend, cs, C.shares(a), C.shares(b), integer), dtype)
 
 
 def _extremum(x, y, want_min: bool, name: Optional[str]):
@@ -198,8 +206,8 @@ def relu_many(xs) -> list:
         raise TypeError("tp.nn.relu_many takes PrivateTensors")
     h = C.handle_of(*xs)
     sh_ = [C.shares(x) for x in xs]
-    bits = P.ltz_many(h.backend, sh_)
-    prods = h.backend.mul_many(list(zip(sh_, bits)))
+    bits = P.ltz_many(h.backend, sh_, integer=True)  # integer bits: no truncation (issue 15)
+    prods = h.backend.mul_many(list(zip(sh_, bits)), truncate=False)
     return [C.wrap(h, h.backend.sub(s, p), x.dtype) for s, p, x in zip(sh_, prods, xs)]
 
 
@@ -219,7 +227,7 @@ def less_many(pairs) -> list:
         _check_any_private("tp.less_many", x, y)
         _, a, b = _private_pair(x, y, "tp.less_many")
         diffs.append(h.backend.sub(C.shares(a), C.shares(b)))
-    return [_bits(h, s) for s in P.ltz_many(h.backend, diffs)]
+    return [_bits(h, s) for s in P.ltz_many(h.backend, diffs, integer=True)]
 
 
 def _reduce(x: PrivateTensor, axis, keepdims: bool, want_min: bool) -> PrivateTensor:
@@ -290,6 +298,11 @@ def argmin(input, axis: int = 0, output_type=tf.int64, name: Optional[str] = Non
     return _arg(input, axis, True, output_type)
 
 
+# Graph build of a sorting network: the protocol code is plain Python over
+# static shapes, but inside a user's tf.function AutoGraph converted every
+# function it calls (each layer's comparison, multiplication and channel
+# sends), about two thirds of the 2^16 sort's trace time (issue 15).
+@tf.autograph.experimental.do_not_convert
 def _sort(x: PrivateTensor, axis: int, descending: bool, with_index: bool):
     h, s, n, inv = _axis_last(x, axis, "tp.sort")
     limbs = h.config.limbs

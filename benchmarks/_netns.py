@@ -71,14 +71,15 @@ def _alive(pid: int) -> bool:
 
 def remove_stale() -> List[str]:
     """Deletes namespaces of earlier runs whose owner process is gone
-    (tpnb<pid>-<party>): what a SIGKILLed run could not clean up."""
+    (tpnb<pid>-...): what a SIGKILLed run could not clean up."""
     r = _ip("ip", "netns", "list", check=False)
     removed = []
     for line in r.stdout.splitlines():
-        m = re.match(rf"({PREFIX}(\d+)-\w+)", line)
-        if m and not _alive(int(m.group(2))):
-            _delete_namespace(m.group(1))
-            removed.append(m.group(1))
+        ns = line.split()[0] if line.strip() else ""
+        m = re.match(rf"{PREFIX}(\d+)-", ns)
+        if m and not _alive(int(m.group(1))):
+            _delete_namespace(ns)
+            removed.append(ns)
     return removed
 
 
@@ -100,13 +101,16 @@ class Testbed:
     Args:
       rate: tc rate of every party's uplink ("40gbit", "352mbit").
       delay_ms: one-way delay each relay adds (0: no relays; connect directly).
+      parties: who gets a namespace; name: tells testbeds of one process apart.
     """
 
-    def __init__(self, rate: str, delay_ms: float = 0.0, parties: Sequence[str] = tuple(HOSTS)):
+    def __init__(self, rate: str, delay_ms: float = 0.0, parties: Sequence[str] = tuple(HOSTS),
+                 name: str = ""):
         self.rate = rate
         self.delay_ms = float(delay_ms)
         self.parties = tuple(parties)
-        self.tag = f"{PREFIX}{os.getpid()}"
+        # namespaces tpnb<pid>[-name]-<party>: a process can have several testbeds
+        self.tag = f"{PREFIX}{os.getpid()}" + (f"-{name}" if name else "")
         self.switch = f"{self.tag}-sw"
         self.procs: List[subprocess.Popen] = []
         self._files = []

@@ -1,4 +1,5 @@
-"""Shared output of the benchmark programs: a table on stdout, JSON and PNG."""
+"""Shared parts of the benchmark programs: timing, the plaintext training step,
+and the output (a table on stdout, JSON and PNG)."""
 import json
 import os
 import platform
@@ -22,6 +23,20 @@ def timings(fn: Callable[[], object], reps: int) -> Tuple[float, float]:
 def best_time(fn: Callable[[], object], reps: int) -> float:
     """Best of `reps` timed calls after a warm-up call, in seconds."""
     return timings(fn, reps)[0]
+
+
+def plain_sgd_step(model, loss, optimizer) -> Callable:
+    """One plaintext training step of a Keras model on a batch (x, y), as a
+    tf.function: the baseline the private training steps are timed against."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            value = loss(yb, model(xb, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(value, model.trainable_variables),
+                                      model.trainable_variables))
+    return step
 
 
 def machine() -> Dict[str, str]:

@@ -10,8 +10,8 @@ it) and one logistic-regression SGD step at batch 128 on MNIST (as in
 benchmarks/training.py). The first three end with a one-element reveal to
 the driver, so every timed call ends with a result on the client.
 
-Settings, each run in its own processes (a process that joined a cluster
-cannot go back to the embedded mode):
+Settings, each with a driver process of its own (a process that joined a
+cluster cannot go back to the embedded mode):
   embedded   tp.init(): the four servers as logical devices of one process;
              plaintext TensorFlow for the same workloads is timed here too.
   loopback   tf_privpy.cluster.LocalCluster: four server processes and the
@@ -24,11 +24,14 @@ cannot go back to the embedded mode):
              RTT is calibrated and measured); the LAN adds none (the veth
              path's own RTT is measured and reported).
 
-Each time is the median of up to --reps calls after one warm-up call (fewer
-when a call is slow: the repeats stop once they would exceed --budget_s),
-reported with min and max. The whole program takes about 10 minutes on two
-cores; --quick runs tiny sizes (embedded and loopback only unless --parts
-says otherwise) in about a minute.
+All settings are started first and stay up; then each workload is warmed up
+on every setting and timed one call at a time on each in turn, so that
+whatever else the machine runs weighs on all settings alike (idle drivers
+and servers use no CPU). Each time is the median of up to --reps calls after
+the warm-up call (fewer when a call is slow: a setting stops repeating once
+another call would take it past --budget_s), reported with min and max. The
+whole program takes about 10 minutes on two cores; --quick runs tiny sizes
+(embedded and loopback only unless --parts says otherwise) in about a minute.
 
     python benchmarks/distributed.py                          # what `make bench` runs
     python benchmarks/distributed.py --quick --parts=embedded,loopback,lan
@@ -36,8 +39,10 @@ says otherwise) in about a minute.
 Results go to benchmarks/results/distributed.json, distributed.png and
 distributed.md (the tables as markdown).
 """
+import contextlib
 import json
 import os
+import queue
 import re
 import resource
 import shutil
@@ -45,6 +50,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from absl import app, flags
@@ -65,7 +71,7 @@ flags.DEFINE_float("budget_s", 30.0, "stop repeating a workload once its timed c
 flags.DEFINE_float("timeout_s", 120.0, "the clusters' failure-detection timeout")
 flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for distributed.json/.png/.md")
 # internal: one setting's driver process
-flags.DEFINE_string("worker_result", None, "(internal) run the workloads, write JSON here")
+flags.DEFINE_bool("worker", False, "(internal) be one setting's driver: commands on stdin")
 flags.DEFINE_string("cluster", None, "(internal) the worker's cluster file (none: embedded)")
 flags.DEFINE_string("server_pids", None, "(internal) {role: pid} JSON: measure TCP bytes "
                     "per server pair with ss")
@@ -142,6 +148,7 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     the protocols' declared cost of one call (protocols/mpc/cost.py)."""
     import numpy as np
     import tensorflow as tf
+    from _report import plain_sgd_step
     from tf_privpy.protocols.mpc import cost
     ring = tp.get_runtime().config.ring_bits
     rng = np.random.default_rng(0)
@@ -194,14 +201,8 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     tf.keras.utils.set_random_seed(0)
     trainer = tp.keras.convert_training(tp.models.logistic_regression(784), bce,
                                         tf.keras.optimizers.SGD(0.1))
-    pm, opt = tp.models.logistic_regression(784), tf.keras.optimizers.SGD(0.1)
-
-    @tf.function
-    def plain_step(xb, yb):
-        with tf.GradientTape() as tape:
-            value = bce(yb, pm(xb, training=True))
-        opt.apply_gradients(zip(tape.gradient(value, pm.trainable_variables),
-                                pm.trainable_variables))
+    plain_step = plain_sgd_step(tp.models.logistic_regression(784), bce,
+                                tf.keras.optimizers.SGD(0.1))
     # the step returns nothing: TF's synchronous execution returns when the
     # servers are done (the eager executor waits for every component function)
     out["lr_step"] = (lambda: trainer.step(xs, ys), lambda: plain_step(xs, ys),
@@ -209,72 +210,98 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     return out
 
 
-def repeat(fn, reps: int, budget_s: float, around=None) -> list:
+def repeat(fn, reps: int, budget_s: float) -> list:
     """Times up to `reps` calls of fn, fewer once another call would take the
-    total past budget_s (at least one); around(before: bool) runs, untimed,
-    before and after each call."""
+    total past budget_s (at least one)."""
     times = []
     while len(times) < reps and (not times or sum(times) + times[-1] <= budget_s):
-        if around:
-            around(True)
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-        if around:
-            around(False)
     return times
 
 
-def run_worker() -> None:
-    import tensorflow as tf
-    tf.get_logger().setLevel("ERROR")
-    sizes = QUICK if F.quick else FULL
-    t0 = time.perf_counter()
-    if F.cluster:
-        tp.init(cluster=F.cluster, timeout=F.timeout_s)
-    else:
-        tp.init()
-    res = {"init_s": time.perf_counter() - t0, "servers": tp.servers(), "workloads": {}}
-    parties = None
-    if F.server_pids:
-        parties = {int(p): r.upper() for r, p in json.loads(F.server_pids).items()}
-        parties[os.getpid()] = "client"
-    t0 = time.perf_counter()
-    workloads = build_workloads(sizes, F.quick)
-    res["setup_s"] = time.perf_counter() - t0
-    for name in WORKLOADS:
-        run, plain, bill_fn = workloads[name]
-        t0 = time.perf_counter()
-        run()                                      # warm-up: tracing, first-run setup
-        first = time.perf_counter() - t0
-        snaps = []
+REPLY = "REPLY "
 
-        def snapshot(before):  # ss around each call; the last call's are kept
-            if not before:
-                time.sleep(0.1)  # trailing control messages
-            snaps[:] = (snaps + [tcp_sockets()])[-2:]
+
+class Worker:
+    """One setting's driver: runs the workloads a command at a time, so that
+    the settings can be interleaved call by call (they then share whatever
+    else runs on the machine alike)."""
+
+    def __init__(self):
+        import tensorflow as tf
+        tf.get_logger().setLevel("ERROR")
+        t0 = time.perf_counter()
+        if F.cluster:
+            tp.init(cluster=F.cluster, timeout=F.timeout_s)
+        else:
+            tp.init()
+        self.init_s = time.perf_counter() - t0
+        self.parties = None
+        if F.server_pids:
+            self.parties = {int(p): r.upper() for r, p in json.loads(F.server_pids).items()}
+            self.parties[os.getpid()] = "client"
+        self.workloads, self.stats, self.calls, self.wire = {}, None, 0, None
+
+    def setup(self) -> dict:
+        t0 = time.perf_counter()
+        self.workloads = build_workloads(QUICK if F.quick else FULL, F.quick)
+        return {"init_s": self.init_s, "setup_s": time.perf_counter() - t0,
+                "servers": tp.servers()}
+
+    def warmup(self, name: str) -> dict:
+        t0 = time.perf_counter()
+        self.workloads[name][0]()  # tracing, first-run setup
+        first = time.perf_counter() - t0
         # the counters advance in TF state per call: read once around the
-        # timed calls (untimed), divided by their number
-        with tp.stats() as st:
-            times = repeat(run, 1 if F.quick else F.reps, F.budget_s,
-                           snapshot if parties else None)
-        wire = pair_bytes(snaps[0], snaps[1], parties) if parties else None
-        calls = len(times)
-        bill = bill_fn()
-        row = {"first_s": first, "times_s": times, "rounds": st.rounds // calls,
-               "multiplications": st.multiplications // calls,
-               "comparisons": st.comparisons // calls,
-               "channel_bytes": {k: v // calls for k, v in links_json(st.links).items()},
-               "bill": bill.as_dict(), "wire_bytes": wire}
-        if not F.cluster:  # plaintext TF, in the embedded run
+        # timed calls (untimed) and divided by their number
+        self.stats, self.calls, self.wire = tp.stats(), 0, None
+        self.stats.__enter__()
+        return {"first_s": first}
+
+    def call(self, name: str) -> dict:
+        before = tcp_sockets() if self.parties else None
+        t0 = time.perf_counter()
+        self.workloads[name][0]()
+        t = time.perf_counter() - t0
+        if self.parties:
+            time.sleep(0.1)  # trailing control messages
+            self.wire = pair_bytes(before, tcp_sockets(), self.parties)
+        self.calls += 1
+        return {"time_s": t}
+
+    def finish(self, name: str) -> dict:
+        st, n = self.stats, self.calls
+        st.__exit__(None, None, None)
+        _, plain, bill = self.workloads[name]
+        row = {"rounds": st.rounds // n, "multiplications": st.multiplications // n,
+               "comparisons": st.comparisons // n,
+               "channel_bytes": {k: v // n for k, v in links_json(st.links).items()},
+               "bill": bill().as_dict(), "wire_bytes": self.wire}
+        if not F.cluster:  # plaintext TF, in the embedded driver
             plain()
             row["plaintext_times_s"] = repeat(plain, 1 if F.quick else max(3, F.reps),
                                               F.budget_s)
-        res["workloads"][name] = row
-        print(f"  {label(name, sizes)}: median {1e3 * sorted(times)[len(times) // 2]:.1f} ms "
-              f"({len(times)} calls), first {first:.1f} s", flush=True)
-    with open(F.worker_result, "w") as f:
-        json.dump(res, f)
+        return row
+
+
+def run_worker() -> None:
+    """Answers JSON commands from stdin ({"cmd": "warmup", "name": ...}), one
+    REPLY line each on stdout (TF's own output cannot pass for one)."""
+    import traceback
+    worker = Worker()
+    print(REPLY + json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        cmd = req.pop("cmd")
+        if cmd == "exit":
+            break
+        try:
+            reply = getattr(worker, cmd)(**req)
+        except Exception as e:  # reported by the orchestrator, which drops this setting
+            reply = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        print(REPLY + json.dumps(reply), flush=True)
     sys.stdout.flush()
     # a process that joined a cluster cannot tear TF down cleanly
     os._exit(0)
@@ -291,34 +318,6 @@ def _env() -> dict:
     return env
 
 
-def worker_argv(result: str, cluster=None, pids=None) -> list:
-    argv = [sys.executable, os.path.abspath(__file__), f"--worker_result={result}",
-            f"--reps={F.reps}", f"--budget_s={F.budget_s}", f"--timeout_s={F.timeout_s}"]
-    if F.quick:
-        argv.append("--quick")
-    if cluster:
-        argv.append(f"--cluster={cluster}")
-    if pids:
-        argv.append(f"--server_pids={json.dumps(pids)}")
-    return argv
-
-
-def wait_worker(proc, result: str, log: str, timeout: float = 1800) -> dict:
-    try:
-        proc.wait(timeout)
-    except BaseException as e:  # a timeout, or a signal: the driver goes too
-        proc.kill()
-        proc.wait()
-        if isinstance(e, subprocess.TimeoutExpired):
-            raise RuntimeError(f"the driver did not finish within {timeout:.0f} s") from None
-        raise
-    if proc.returncode != 0 or not os.path.exists(result):
-        raise RuntimeError(f"the driver exited with code {proc.returncode}:\n"
-                           + _tail(log))
-    with open(result) as f:
-        return json.load(f)
-
-
 def _tail(path: str, lines: int = 25) -> str:
     try:
         with open(path, errors="replace") as f:
@@ -327,20 +326,58 @@ def _tail(path: str, lines: int = 25) -> str:
         return ""
 
 
-def run_local(name: str, tmp: str, cluster=None, pids=None) -> dict:
-    """A driver process in this namespace; its stdout goes to ours."""
-    log, result = os.path.join(tmp, f"{name}.err"), os.path.join(tmp, f"{name}.json")
-    with open(log, "w") as err:
-        proc = subprocess.Popen(worker_argv(result, cluster, pids), env=_env(), stderr=err)
-    return wait_worker(proc, result, log)
+class Driver:
+    """One setting's driver process (run_worker), spoken to in JSON lines.
 
+    Args:
+      popen: how to start it (subprocess.Popen, or a namespace's popen).
+      cluster, pids: its cluster file and the servers' pids (ss byte counts).
+    """
 
-def part_loopback(tmp: str) -> dict:
-    from tf_privpy.cluster import LocalCluster
-    with LocalCluster(timeout_s=F.timeout_s) as c:
-        res = run_local("loopback", tmp, c.path, c.pids)
-    res["network"] = {"kind": "loopback, one host"}
-    return res
+    def __init__(self, part: str, tmp: str, popen=subprocess.Popen, cluster=None, pids=None):
+        self.part, self.log = part, os.path.join(tmp, f"{part}.err")
+        argv = [sys.executable, os.path.abspath(__file__), "--worker", f"--reps={F.reps}",
+                f"--budget_s={F.budget_s}", f"--timeout_s={F.timeout_s}"]
+        argv += ["--quick"] if F.quick else []
+        argv += [f"--cluster={cluster}"] if cluster else []
+        argv += [f"--server_pids={json.dumps(pids)}"] if pids else []
+        with open(self.log, "w") as err:
+            self.proc = popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                              text=True, env=_env())
+        self.replies: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith(REPLY):
+                self.replies.put(json.loads(line[len(REPLY):]))
+        self.replies.put({"error": f"the driver exited with code {self.proc.wait()}"})
+
+    def send(self, cmd: str, **kwargs) -> None:
+        self.proc.stdin.write(json.dumps(dict(cmd=cmd, **kwargs)) + "\n")
+        self.proc.stdin.flush()
+
+    def reply(self, timeout: float = 1800) -> dict:
+        try:
+            r = self.replies.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError(f"no answer within {timeout:.0f} s") from None
+        if "error" in r:
+            raise RuntimeError(f"{r['error']}\n{r.get('traceback') or _tail(self.log)}")
+        return r
+
+    def call(self, cmd: str, **kwargs) -> dict:
+        self.send(cmd, **kwargs)
+        return self.reply()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.send("exit")
+                self.proc.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
 
 
 def start_servers(tb, path: str, log_dir: str, timeout: float = 240.0) -> None:
@@ -366,44 +403,135 @@ def start_servers(tb, path: str, log_dir: str, timeout: float = 240.0) -> None:
         time.sleep(0.2)
 
 
-def part_network(kind: str, tmp: str) -> dict:
-    """LAN or WAN in network namespaces."""
+def start_network(kind: str, tmp: str, stack: contextlib.ExitStack):
+    """LAN or WAN: a testbed of network namespaces, relays for the WAN's
+    latency, four servers and a driver in it; returns (driver, network info)."""
     import _netns
     from tf_privpy import cluster_file as cf
     net = NETWORKS[kind]
     one_way = net["rtt_ms"] / 2 if kind == "wan" else 0.0
     log_dir = os.path.join(tmp, kind)
     os.makedirs(log_dir, exist_ok=True)
-    with _netns.Testbed(net["rate"], one_way) as tb:
-        info = {"kind": f"{kind}: 5 network namespaces on a bridge, tbf {net['rate']} per uplink",
-                "rate": net["rate"], "target_rtt_ms": net["rtt_ms"]}
-        if one_way:
-            tb.calibrate(net["rtt_ms"])
-            info["measured"] = tb.measure("client", "s1", via_relay=True)
-            info["relay_delay_ms"] = tb.delay_ms
-            tb.start_relays(PORTS, log_dir)
-            tasks = {r: f"127.0.0.1:{p}" for r, p in PORTS.items()}
-        else:
-            info["measured"] = tb.measure("client", "s1")
-            tasks = {r: f"{tb.address(r)}:{p}" for r, p in PORTS.items()}
-        print(f"  {kind}: RTT {info['measured']['rtt_ms']:.3f} ms, one TCP stream "
-              f"{info['measured']['mbit_s']:.0f} Mbit/s (Python sockets)", flush=True)
-        path = cf.Cluster(tasks=tasks, library=cf.library_identity(),
-                          timeout_s=F.timeout_s).save(os.path.join(log_dir, "cluster.json"))
-        start_servers(tb, path, log_dir)
-        result = os.path.join(tmp, f"{kind}.json")
-        log = os.path.join(tmp, f"{kind}.err")
-        with open(log, "w") as err:
-            proc = tb.popen("client", worker_argv(result, path), env=_env(), stderr=err)
-            res = wait_worker(proc, result, log)
-    res["network"] = info
-    return res
+    tb = stack.enter_context(_netns.Testbed(net["rate"], one_way, name=kind))
+    info = {"kind": f"{kind}: 5 network namespaces on a bridge, tbf {net['rate']} per uplink",
+            "rate": net["rate"], "target_rtt_ms": net["rtt_ms"]}
+    if one_way:
+        tb.calibrate(net["rtt_ms"])
+        info["measured"] = tb.measure("client", "s1", via_relay=True)
+        info["relay_delay_ms"] = tb.delay_ms
+        tb.start_relays(PORTS, log_dir)
+        tasks = {r: f"127.0.0.1:{p}" for r, p in PORTS.items()}
+    else:
+        info["measured"] = tb.measure("client", "s1")
+        tasks = {r: f"{tb.address(r)}:{p}" for r, p in PORTS.items()}
+    print(f"  {kind}: RTT {info['measured']['rtt_ms']:.3f} ms, one TCP stream "
+          f"{info['measured']['mbit_s']:.0f} Mbit/s (Python sockets)", flush=True)
+    path = cf.Cluster(tasks=tasks, library=cf.library_identity(),
+                      timeout_s=F.timeout_s).save(os.path.join(log_dir, "cluster.json"))
+    start_servers(tb, path, log_dir)
+    driver = Driver(kind, tmp, lambda argv, **kw: tb.popen("client", argv, **kw), path)
+    return stack.enter_context(contextlib.closing(driver)), info
+
+
+def start_part(part: str, tmp: str, stack: contextlib.ExitStack):
+    """(driver, network info) of a setting; what it started stops with `stack`."""
+    if part == "embedded":
+        driver = Driver(part, tmp)
+        info = {"kind": "embedded: one process, the parties as logical CPU devices"}
+    elif part == "loopback":
+        from tf_privpy.cluster import LocalCluster
+        c = stack.enter_context(LocalCluster(timeout_s=F.timeout_s))
+        driver = Driver(part, tmp, cluster=c.path, pids=c.pids)
+        info = {"kind": "loopback: four server processes and the driver on 127.0.0.1"}
+    else:
+        return start_network(part, tmp, stack)
+    return stack.enter_context(contextlib.closing(driver)), info
+
+
+def measure(parts: list, res: dict, tmp: str) -> None:
+    """Starts every setting, then runs each workload on all of them, one
+    call at a time in turn, into res["settings"]."""
+    drivers = {}
+
+    def drop(part: str, what: str, e: Exception) -> None:
+        res["errors"][part] = f"{what}: {e}"
+        print(f"{part}: FAILED: {what}: {e}", flush=True)
+        drivers.pop(part).close()
+        res["settings"].pop(part, None)
+
+    def ask(part: str, cmd: str, **kwargs):
+        """A command to a setting's driver; a failure drops the setting."""
+        try:
+            return drivers[part].call(cmd, **kwargs)
+        except (RuntimeError, OSError) as e:
+            drop(part, cmd, e)
+            return None
+
+    with contextlib.ExitStack() as stack:
+        for part in parts:
+            if part in ("lan", "wan"):
+                import _netns
+                why = _netns.unavailable_reason()
+                if why:
+                    res["skipped"][part] = why
+                    print(f"{part}: skipped: {why}", flush=True)
+                    continue
+            print(f"starting {part}", flush=True)
+            try:
+                drivers[part], info = start_part(part, tmp, stack)
+            except Exception as e:  # the others still run; exit code 1 at the end
+                if type(e).__name__ == "NetnsUnavailable":
+                    res["skipped"][part] = str(e)
+                    print(f"{part}: skipped: {e}", flush=True)
+                else:
+                    res["errors"][part] = f"{type(e).__name__}: {e}"
+                    print(f"{part}: FAILED: {e}", flush=True)
+                continue
+            res["settings"][part] = {"network": info, "workloads": {}}
+        # the drivers connect and build their workloads at the same time
+        for part in list(drivers):
+            try:
+                drivers[part].reply(600)  # ready: imported, tp.init done
+                drivers[part].send("setup")
+            except (RuntimeError, OSError) as e:
+                drop(part, "start", e)
+        for part in list(drivers):
+            try:
+                res["settings"][part].update(drivers[part].reply())
+            except (RuntimeError, OSError) as e:
+                drop(part, "setup", e)
+        for name in WORKLOADS:
+            first, times = {}, {}
+            for part in list(drivers):
+                r = ask(part, "warmup", name=name)
+                if r:
+                    first[part], times[part] = r["first_s"], []
+            active = [p for p in drivers if p in times]
+            while active:  # one call of each setting in turn
+                for part in list(active):
+                    r = ask(part, "call", name=name)
+                    if r is None:
+                        active.remove(part)
+                        continue
+                    ts = times[part]
+                    ts.append(r["time_s"])
+                    reps = 1 if F.quick else F.reps
+                    if len(ts) >= reps or sum(ts) + ts[-1] > F.budget_s:
+                        active.remove(part)
+            for part in list(drivers):
+                row = ask(part, "finish", name=name)
+                if row:
+                    row.update(first_s=first[part], times_s=times[part])
+                    res["settings"][part]["workloads"][name] = row
+            print(f"  {label(name, res['sizes'])}: " + ", ".join(
+                f"{p} {1e3 * med(times[p]):.1f} ms ({len(times[p])})" for p in drivers),
+                flush=True)
 
 
 class CpuMeter:
-    """CPU that other processes of the machine used during a part: all busy
+    """CPU that other processes of the machine used during the run: all busy
     time (/proc/stat user+nice+system) minus this process's and its
-    children's (the servers and drivers, reaped by then)."""
+    descendants' (the servers and drivers, reaped by the time result() runs)."""
 
     def __init__(self):
         self.t, self.busy, self.ours = time.monotonic(), self._busy(), self._ours()
@@ -539,7 +667,7 @@ def markdown(title: str, header: list, rows: list) -> str:
 
 def main(argv):
     del argv
-    if F.worker_result:
+    if F.worker:
         return run_worker()
     sys.path.insert(0, HERE)
     from _report import bar_png, machine, print_table, write_json
@@ -549,47 +677,27 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"--parts: unknown {sorted(unknown)}; choose from {PARTS}")
     res = {"machine": machine(), "quick": F.quick, "sizes": sizes, "reps": F.reps,
-           "settings": {}, "cpu": {}, "skipped": {}, "errors": {}}
+           "settings": {}, "skipped": {}, "errors": {}}
     tmp = tempfile.mkdtemp(prefix="tf_privpy_netbench_")
 
     def on_signal(signum, _frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)  # unwinds: servers, drivers, namespaces stop
+        signal.signal(sig, on_signal)  # unwinds: drivers, servers, namespaces stop
+    meter = CpuMeter()
     try:
-        for part in parts:
-            if part in ("lan", "wan"):
-                import _netns
-                why = _netns.unavailable_reason()
-                if why:
-                    res["skipped"][part] = why
-                    print(f"{part}: skipped: {why}", flush=True)
-                    continue
-            print(f"{part}:", flush=True)
-            meter = CpuMeter()
-            try:
-                if part == "embedded":
-                    res["settings"][part] = run_local("embedded", tmp)
-                elif part == "loopback":
-                    res["settings"][part] = part_loopback(tmp)
-                else:
-                    res["settings"][part] = part_network(part, tmp)
-            except Exception as e:  # the others still run; exit code 1 at the end
-                if type(e).__name__ == "NetnsUnavailable":
-                    res["skipped"][part] = str(e)
-                    print(f"{part}: skipped: {e}", flush=True)
-                else:
-                    res["errors"][part] = f"{type(e).__name__}: {e}"
-                    print(f"{part}: FAILED: {e}", flush=True)
-            res["cpu"][part] = meter.result()
+        measure(parts, res, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    res["cpu"] = meter.result()
 
+    cpu = res["cpu"]
     md = [f"Measured {res['machine']['date']} on {res['machine']['cpus']} cores"
-          f"{' (--quick sizes)' if F.quick else ''}. CPU used by other processes while each "
-          "part ran (cores): " + ", ".join(
-              f"{p} {c['other_cores']:.2f}" + (" (UNDER LOAD)" if c["other_cores"] > 0.25 else "")
-              for p, c in res["cpu"].items()) + ".\n"]
+          f"{' (--quick sizes)' if F.quick else ''}, the settings interleaved call by call. "
+          f"Other processes used {cpu['other_cores']:.2f} cores on average meanwhile"
+          f"{' (UNDER LOAD)' if cpu['other_cores'] > 0.25 else ''}; load average "
+          f"{cpu['loadavg_before'][0]:.1f} before, {cpu['loadavg_after'][0]:.1f} after.\n"]
+    print(md[0])
     for title, header, rows in tables(res):
         print_table(title, header, rows)
         md.append(markdown(title, header, rows))

@@ -62,7 +62,7 @@ def write_json(path: str, payload: dict) -> None:
 
 
 def bar_png(path: str, title: str, labels: List[str], series: Dict[str, List[float]],
-            ylabel: str, log: bool = True) -> None:
+            ylabel: str, log: bool = True, legend_outside: bool = False) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -77,7 +77,10 @@ def bar_png(path: str, title: str, labels: List[str], series: Dict[str, List[flo
     ax.set_title(title)
     if log:
         ax.set_yscale("log")
-    ax.legend()
+    if legend_outside:  # when the bars leave no room for it
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend()
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, dpi=110)

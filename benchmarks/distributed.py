@@ -91,6 +91,8 @@ TARGET_RATIO = {"lenet5": 1.5, "matmul": 1.5}
 TFE_LR_MS = {"lan": (10, 12), "wan": (760, 840)}
 PORTS = {"client": 7100, "s1": 7101, "s2": 7102, "t1": 7103, "t2": 7104}
 ROLES = ("s1", "s2", "t1", "t2")
+#: the server pairs the protocols send on (DESIGN §5, §6)
+PROTOCOL_PAIRS = ("S1->T1", "S1->T2", "S2->T1", "S2->T2", "T1->S2", "T2->S1")
 
 
 def label(name: str, sizes: dict) -> str:
@@ -628,35 +630,39 @@ def tables(res: dict) -> list:
         rows = []
         for name in WORKLOADS:
             w = src["workloads"][name]
-            bill = {k: v["bytes"] for k, v in w["bill"]["links"].items()}
-            chan = dict(w["channel_bytes"])
-            wire = None if w.get("wire_bytes") is None else dict(w["wire_bytes"])
-            pairs = sorted(p for p in set(bill) | set(chan) | set(wire or {})
-                           if "client" not in p)
-            # the driver's links, summed: inputs and control in, results out
-            for pair, side in (("client->servers", 0), ("servers->client", 1)):
-                agg = [{k: v for k, v in d.items() if k.split("->")[side] == "client"}
-                       for d in (bill, chan, wire or {})]
-                bill[pair], chan[pair] = sum(agg[0].values()), sum(agg[1].values())
-                if wire is not None:
-                    wire[pair] = sum(agg[2].values())
-                pairs.append(pair)
-            for pair in pairs:
-                b, c = bill.get(pair, 0), chan.get(pair, 0)
-                x = None if wire is None else wire.get(pair, 0)
-                if max(b, c, x or 0) < 1000:
-                    continue  # nothing but a stray keepalive
-                rows.append([label(name, sizes), pair, _mb(b), _mb(c),
-                             "-" if x is None else _mb(x),
-                             f"{x / b:.3f}" if x is not None and b else "-"])
+            bill = {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
+            wire = w.get("wire_bytes")
+            row = [label(name, sizes)]
+            for pair in PROTOCOL_PAIRS:
+                row.append(f"{_mb(bill.get(pair, 0))} / "
+                           + ("-" if wire is None else _mb(wire.get(pair, 0))))
+            # TCP on server pairs that carry no protocol message: TF's
+            # RecvTensor requests, which flow against the data
+            row.append("-" if wire is None else _mb(sum(
+                v for k, v in wire.items() if "client" not in k and k not in PROTOCOL_PAIRS)))
+            for side in (0, 1):  # the driver's links: inputs and control in, results out
+                b = sum(v for k, v in bill.items() if k.split("->")[side] == "client")
+                x = None if wire is None else sum(
+                    v for k, v in wire.items() if k.split("->")[side] == "client")
+                row.append(f"{_mb(b)} / " + ("-" if x is None else _mb(x)))
+            servers = sum(v for k, v in bill.items() if "client" not in k)
+            tcp = None if wire is None else sum(v for k, v in wire.items() if "client" not in k)
+            row.append("-" if tcp is None or not servers else f"{tcp / servers:.4f}")
+            row.append("yes" if w["channel_bytes"] == bill else "NO")
+            rows.append(row)
         where = "loopback" if loop else "embedded"
-        out.append((f"Bytes sent per pair in one call, MB (10^6 B), {where}: declared cost "
-                    "bill, channel counters (tp.stats), TCP payload (ss)",
-                    ["workload", "pair", "bill", "channels", "TCP (ss)", "TCP / bill"], rows))
+        out.append((f"MB (10^6 B) sent per pair in one call, {where}: declared cost bill / TCP "
+                    "payload measured with ss",
+                    ["workload"] + [p.replace("->", "→") for p in PROTOCOL_PAIRS]
+                    + ["other server pairs (TCP)", "client→servers", "servers→client",
+                       "TCP / bill between servers", "channel counters = bill"], rows))
     return out
 
 
 def _mb(b) -> str:
+    """Bytes as MB; under 1 KB in bytes."""
+    if b < 1000:
+        return f"{b} B"
     return f"{b / 1e6:.3f}" if b < 1e7 else f"{b / 1e6:.1f}"
 
 

@@ -1,4 +1,5 @@
-"""Shared output of the benchmark programs: a table on stdout, JSON and PNG."""
+"""Shared parts of the benchmark programs: timing, the plaintext training step,
+and the output (a table on stdout, JSON and PNG)."""
 import json
 import os
 import platform
@@ -24,6 +25,20 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
     return timings(fn, reps)[0]
 
 
+def plain_sgd_step(model, loss, optimizer) -> Callable:
+    """One plaintext training step of a Keras model on a batch (x, y), as a
+    tf.function: the baseline the private training steps are timed against."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            value = loss(yb, model(xb, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(value, model.trainable_variables),
+                                      model.trainable_variables))
+    return step
+
+
 def machine() -> Dict[str, str]:
     return {"cpus": str(os.cpu_count()), "machine": platform.machine(),
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
@@ -47,7 +62,7 @@ def write_json(path: str, payload: dict) -> None:
 
 
 def bar_png(path: str, title: str, labels: List[str], series: Dict[str, List[float]],
-            ylabel: str, log: bool = True) -> None:
+            ylabel: str, log: bool = True, legend_outside: bool = False) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -62,7 +77,10 @@ def bar_png(path: str, title: str, labels: List[str], series: Dict[str, List[flo
     ax.set_title(title)
     if log:
         ax.set_yscale("log")
-    ax.legend()
+    if legend_outside:  # when the bars leave no room for it
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend()
     fig.tight_layout()
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fig.savefig(path, dpi=110)

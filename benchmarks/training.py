@@ -39,7 +39,7 @@ def main(argv):
     del argv
     import numpy as np
     import tensorflow as tf
-    from _report import bar_png, best_time, machine, print_table, write_json
+    from _report import bar_png, best_time, machine, plain_sgd_step, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     (x, y), _ = tp.datasets.load_mnist()
     xb_all, yb_all = tp.datasets.mnist_binary(x, y)
@@ -58,15 +58,6 @@ def main(argv):
             model, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
             tf.keras.optimizers.SGD(0.05))
 
-    def plain_step(model, loss, opt):
-        @tf.function
-        def step(xb, yb):
-            with tf.GradientTape() as tape:
-                value = loss(yb, model(xb, training=True))
-            opt.apply_gradients(zip(tape.gradient(value, model.trainable_variables),
-                                    model.trainable_variables))
-        return step
-
     for bits in map(int, F.rings):
         tp.reset()
         tp.init(tp.Config(ring_bits=bits))
@@ -75,7 +66,8 @@ def main(argv):
             xs, ys = xb_all[:b], yb_all[:b]
             t = best_time(lambda: trainer.step(xs, ys), F.reps)
             pm = tp.models.logistic_regression(784)
-            ps = plain_step(pm, tf.keras.losses.BinaryCrossentropy(), tf.keras.optimizers.SGD(0.1))
+            ps = plain_sgd_step(pm, tf.keras.losses.BinaryCrossentropy(),
+                                tf.keras.optimizers.SGD(0.1))
             tpl = best_time(lambda: ps(xs, ys), F.reps)
             res["lr_per_instance"].append({"ring": bits, "batch": b, "ms_per_instance": 1e3 * t / b,
                                            "plaintext_ms_per_instance": 1e3 * tpl / b,
@@ -92,7 +84,7 @@ def main(argv):
             bill = trainer.cost(128)
             loss = (tf.keras.losses.BinaryCrossentropy() if name == "lr" else
                     tf.keras.losses.CategoricalCrossentropy(from_logits=True))
-            ps = plain_step(tf.keras.models.clone_model(model), loss,
+            ps = plain_sgd_step(tf.keras.models.clone_model(model), loss,
                             tf.keras.optimizers.SGD(0.1 if name == "lr" else 0.05))
             tpl = best_time(lambda: ps(xs, ys), F.reps)
             res["per_step"].append({"ring": bits, "model": name, "ms_per_step": 1e3 * t,

@@ -430,8 +430,14 @@ def start_network(kind: str, tmp: str, stack: contextlib.ExitStack):
         tasks = {r: f"{tb.address(r)}:{p}" for r, p in PORTS.items()}
     print(f"  {kind}: RTT {info['measured']['rtt_ms']:.3f} ms, one TCP stream "
           f"{info['measured']['mbit_s']:.0f} Mbit/s (Python sockets)", flush=True)
-    path = cf.Cluster(tasks=tasks, library=cf.library_identity(),
-                      timeout_s=F.timeout_s).save(os.path.join(log_dir, "cluster.json"))
+    from tf_privpy.protocols.mpc import identity
+    from tf_privpy.server import default_identity_key
+    path = os.path.join(log_dir, "cluster.json")
+    keys = {r: identity.generate_identity_key_file(default_identity_key(path, r),
+                                                    overwrite=True).public_hex
+            for r in cf.ROLES}  # each server's identity key, beside the file it reads
+    cf.Cluster(tasks=tasks, library=cf.library_identity(), timeout_s=F.timeout_s,
+               identity=keys).save(path)
     start_servers(tb, path, log_dir)
     driver = Driver(kind, tmp, lambda argv, **kw: tb.popen("client", argv, **kw), path)
     return stack.enter_context(contextlib.closing(driver)), info

@@ -59,13 +59,15 @@ def _byte_view(t: tf.Tensor) -> tf.Tensor:
 
 
 def _to_words(t: tf.Tensor) -> tf.Tensor:
-    """t as int64 words: a bitcast when its elements are 8 bytes, else its
-    bytes padded with zeros to a multiple of 8."""
+    """t as int64 words: a bitcast when its elements are 8 bytes or its size
+    is a known multiple of 8 bytes (no copy: garbled tables are large uint8
+    tensors), else its bytes padded with zeros to a multiple of 8."""
     if t.dtype.size == 8 and t.dtype != tf.bool:
         return tf.reshape(tf.bitcast(t, tf.int64), [-1])
     b = _byte_view(t)
-    pad = (-tf.size(b)) % 8
-    b = tf.pad(b, [[0, pad]])
+    n = t.shape.num_elements()
+    if n is None or (n * _elem_bytes(t.dtype)) % 8:
+        b = tf.pad(b, [[0, (-tf.size(b)) % 8]])
     return tf.bitcast(tf.reshape(b, [-1, 8]), tf.int64)
 
 
@@ -79,7 +81,9 @@ def _from_words(words: tf.Tensor, dtype: tf.DType, shape, n_elems) -> tf.Tensor:
     if dtype.size == 8 and dtype != tf.bool:
         return tf.reshape(tf.bitcast(words, dtype), shape)
     n = n_elems * _elem_bytes(dtype)
-    b = tf.reshape(tf.bitcast(words, tf.uint8), [-1])[:n]
+    b = tf.reshape(tf.bitcast(words, tf.uint8), [-1])
+    if not isinstance(n, int) or n % 8:
+        b = b[:n]  # drop the padding (a copy: only when there is padding)
     if dtype == tf.bool:
         return tf.reshape(tf.cast(b, tf.bool), shape)
     if dtype == tf.uint8:

@@ -153,15 +153,11 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     import numpy as np
     import tensorflow as tf
     from _report import plain_sgd_step
-    from tf_privpy.protocols.mpc import cost
-    ring = tp.get_runtime().config.ring_bits
     rng = np.random.default_rng(0)
     out = {}
 
     def traced_bill(fn, *args):
-        with cost.record() as bill:
-            tf.function(fn).get_concrete_function(*args)
-        return bill
+        return tp.cost(fn, *args)
 
     def elementwise(name, fn, plain_fn, a, b):
         """fn on private a, b inside one tf.function; plain_fn on float32."""
@@ -196,7 +192,7 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     plain_model = tf.function(lambda v: model(v, training=False))
     out["lenet5"] = (lambda: private.predict(xb, reveal=True).numpy(),
                      lambda: plain_model(xb).numpy(),
-                     lambda b=b: private.cost(b) + cost.reveal_cost((b, 10), ring))
+                     lambda b=b: private.cost(b) + tp.cost(tp.reveal, tp.share(np.zeros((b, 10)))))
 
     # one LR step at batch 128 on MNIST 0-4 vs 5-9, as benchmarks/training.py
     b = sizes["lr_step"]
@@ -430,11 +426,10 @@ def start_network(kind: str, tmp: str, stack: contextlib.ExitStack):
         tasks = {r: f"{tb.address(r)}:{p}" for r, p in PORTS.items()}
     print(f"  {kind}: RTT {info['measured']['rtt_ms']:.3f} ms, one TCP stream "
           f"{info['measured']['mbit_s']:.0f} Mbit/s (Python sockets)", flush=True)
-    from tf_privpy.protocols.mpc import identity
+    from tf_privpy.cluster import make_identity_key
     from tf_privpy.server import default_identity_key
     path = os.path.join(log_dir, "cluster.json")
-    keys = {r: identity.generate_identity_key_file(default_identity_key(path, r),
-                                                    overwrite=True).public_hex
+    keys = {r: make_identity_key(default_identity_key(path, r), overwrite=True)
             for r in cf.ROLES}  # each server's identity key, beside the file it reads
     cf.Cluster(tasks=tasks, library=cf.library_identity(), timeout_s=F.timeout_s,
                identity=keys).save(path)

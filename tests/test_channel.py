@@ -138,3 +138,21 @@ def test_init_refuses_shared_devices():
     finally:
         tp.reset()
         tp.init()
+
+
+@pytest.mark.parametrize("case", ["mul", "less", "sigmoid"])
+def test_tp_cost_traces_without_running_and_equals_a_run(case):
+    """tp.cost: the bill of one call, by tracing alone (the counters do not
+    move), equal to what a traced run then counts."""
+    shapes, fn = CASES[case]
+    rng = np.random.default_rng(4)
+    args = [tp.share(rng.normal(size=s)) for s in shapes]
+    with tp.stats() as idle:
+        bill = tp.cost(fn, *args)
+    assert idle.links == {} or all(v == (0, 0) for v in idle.links.values())
+    assert bill.rounds > 0
+    traced = tf.function(fn)
+    traced(*args)  # traced once: the run below counts a run, not a trace
+    with tp.stats() as counted:
+        traced(*args)
+    assert_declared_equals_counted(bill, counted)

@@ -34,7 +34,7 @@ from tf_privpy.protocols.mpc.checkpoint import (CheckpointError, restore_variabl
 from tf_privpy.runtime import (check_servers, client_devices, get_runtime, init,  # noqa: E402
                                is_initialized, reset, servers)
 from tf_privpy.distributed import ClusterError, ServerError  # noqa: E402
-from tf_privpy.stats import Stats, stats  # noqa: E402
+from tf_privpy.stats import Stats, cost, stats  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
@@ -63,4 +63,4 @@ __all__ = sorted(list(_registry.namespace("")) + [
     "converters", "convert", "datasets",
     "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn",
     "reset",
-    "restore_variables", "save_variables", "servers", "Stats", "stats"])
+    "restore_variables", "save_variables", "servers", "Stats", "cost", "stats"])

@@ -44,6 +44,14 @@ from tf_privpy.cluster_file import ClusterError
 _READY = "tf_privpy server {role} ready on "
 
 
+def make_identity_key(path: str, overwrite: bool = False) -> str:
+    """Makes a server's identity key file at `path` (X25519, mode 0600; run
+    it on that server's machine) and returns its public key in hex, for the
+    cluster file's "identity" map. Refuses to replace a file unless told."""
+    from tf_privpy.protocols.mpc import identity
+    return identity.generate_identity_key_file(path, overwrite=overwrite).public_hex
+
+
 def _source_root() -> str:
     """The directory holding the tf_privpy package, for the servers'
     PYTHONPATH (a source checkout is not installed)."""
@@ -107,9 +115,8 @@ class LocalCluster:
         keys = {}  # each server's identity key, beside the file it reads
         for role in cf.ROLES:
             path = default_identity_key(self._server_file, role)
-            if not os.path.exists(path):
-                identity.generate_identity_key_file(path)
-            keys[role] = identity.read_identity_key_file(path).public_hex
+            keys[role] = (identity.read_identity_key_file(path).public_hex
+                          if os.path.exists(path) else make_identity_key(path))
         self.cluster = cf.Cluster(
             tasks={r: f"{self.host}:{p}" for r, p in zip(cf.ROLES, ports)},
             library=cf.library_identity(), timeout_s=self.timeout_s, identity=keys)

@@ -156,16 +156,13 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     rng = np.random.default_rng(0)
     out = {}
 
-    def traced_bill(fn, *args):
-        return tp.cost(fn, *args)
-
     def elementwise(name, fn, plain_fn, a, b):
         """fn on private a, b inside one tf.function; plain_fn on float32."""
         pa, pb = tp.share(a), tp.share(b)
         f, pf = tf.function(fn), tf.function(plain_fn)
         ta, tb = tf.constant(a, tf.float32), tf.constant(b, tf.float32)
         out[name] = (lambda: f(pa, pb).numpy(), lambda: pf(ta, tb).numpy(),
-                     lambda: traced_bill(fn, pa, pb))
+                     lambda: tp.cost(fn, pa, pb))
 
     n = sizes["mul"]
     elementwise("mul", lambda a, b: tp.reveal((a * b)[:1]), lambda a, b: a * b,

@@ -143,7 +143,7 @@ def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, Se
             confirm_a_at_b = send(a, b, confirm_a)
             with tf.device(devices[b]):
                 same = tf.reduce_all(tf.equal(_confirmation(derived[b]), confirm_a_at_b))
-            agree.append(same if b == client else send(b, client, same))
+            agree.append(send(b, client, same))  # b is a server: client pairs start with it
         with tf.device(devices[client]):
             return tf.stack(agree)
 

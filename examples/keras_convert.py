@@ -49,9 +49,20 @@ def main(argv):
     print(private.summary(batch_size=len(x)))
     got = private.predict(x, reveal=True).numpy()
     want = model.predict(x, verbose=0)
-    print(f"\nmax |private - plaintext| output: {np.abs(got - want).max():.2e}")
+    err = float(np.abs(got - want).max())
+    print(f"\nmax |private - plaintext| output: {err:.2e}")
     if want.ndim == 2 and want.shape[1] > 1:
-        print(f"same class as plaintext: {np.mean(got.argmax(-1) == want.argmax(-1)):.1%}")
+        # A random model can score two classes (near-)equal, e.g. a ReLU layer that is all
+        # zero makes the output the bias alone. Where plaintext's top two differ by no more
+        # than the two outputs differ, either class is right; such ties are counted apart.
+        rows = np.arange(len(want))
+        top2 = np.sort(want, axis=-1)[:, -2:]
+        tie = top2[:, 1] - top2[:, 0] <= 2 * err
+        same = got.argmax(-1) == want.argmax(-1)
+        ok = same | (tie & (want[rows, got.argmax(-1)] >= top2[:, 1] - 2 * err))
+        print(f"same class as plaintext: {np.mean(ok):.1%}"
+              f" ({int(tie.sum())} of {len(want)} a tie in plaintext within the output error;"
+              f" {int(same.sum())} identical argmax)")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ def test_lenet5_demo(ring, tmp_path):
 @pytest.mark.slow
 def test_keras_convert_example(tmp_path):
     import tensorflow as tf
+    tf.keras.utils.set_random_seed(0)   # deterministic weights; ties are handled either way
     model = tf.keras.Sequential([tf.keras.layers.InputLayer((6,)),
                                  tf.keras.layers.Dense(4, activation="relu"),
                                  tf.keras.layers.Dense(3, activation="softmax")])

@@ -37,6 +37,9 @@ def test_multiplication_placement(ring, kind):
         ("TfPrivpy>MulMask", 0): ["S1"], ("TfPrivpy>MulMask", 1): ["S2"],
         ("TfPrivpy>MulAssist", None): ["T1", "T2"],
         ("TfPrivpy>MulFinish", 0): ["S1"], ("TfPrivpy>MulFinish", 1): ["S2"],
+        # each assistant checks the S1-S2 nonce and its own stream's nonce
+        # in the headers it received before it unmasks (channel.check_stream)
+        ("TfPrivpy>Check", None): ["T1", "T1", "T2", "T2"],
     }
 
 

@@ -296,9 +296,9 @@ class PrivPyBackend(Backend):
             (right,), (n12_other,) = rt.send(_SERVERS[other], t, masked[other][1],
                                              headers=(n12[other],))
             kt, nt = rt.key_material(server, t, t)  # T1 shares its mask u with S1, T2 with S2
-            checks = [rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other]),
-                      rt.check_stream(server, t, t, nt, n_st, server)]
-            with tf.device(rt.device(t)), tf.control_dependencies(checks):
+            left = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], left)
+            left = rt.check_stream(server, t, t, nt, n_st, server, left)
+            with tf.device(rt.device(t)):
                 msg = kernels.mul_assist(left, right, kt, nt, bits, **geo)
             msgs[other] = rt.send1(t, _SERVERS[other], msg)  # T1 -> S2, T2 -> S1
         z = []
@@ -400,9 +400,9 @@ class PrivPyBackend(Backend):
             tables_t, decode_t, nonce_t, first_t = at_t[t]
             with tf.control_dependencies(taken):
                 kt, nt = rt.key_material(server, t, t)
-            checks = [rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other]),
-                      rt.check_stream(server, t, t, nt, n_st, server)]
-            with tf.device(rt.device(t)), tf.control_dependencies(checks):
+            lx = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], lx)
+            lx = rt.check_stream(server, t, t, nt, n_st, server, lx)
+            with tf.device(rt.device(t)):
                 b = kernels.gc_evaluate(tables_t, decode_t, lx, ly, nonce_t, first_t)
                 m = kernels.bit_share_assist(b, kt, nt, bits, f)
             msg[other] = rt.send1(t, _SERVERS[other], m)

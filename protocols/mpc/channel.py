@@ -28,7 +28,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
-from . import sealing
+from . import kernels, sealing
 
 Observer = Callable[[str, str, Sequence[tf.Tensor]], None]
 #: (src, dst, tensors on the wire) -> the tensors delivered instead
@@ -157,15 +157,18 @@ class Channels:
 
 
 def check_stream(pair: Tuple[str, str], at: str, own: tf.Tensor, received: tf.Tensor,
-                 sender: str) -> tf.Operation:
-    """Fails the run if the nonce `received` from `sender` differs from `at`'s own
-    nonce `own` of the same stream. Build it under `at`'s device scope."""
-    # A plain Assert kernel (tf.debugging.assert_equal would add a cond and
-    # two functions per check to every protocol call's graph).
-    return tf.raw_ops.Assert(condition=tf.equal(own, received), data=[
+                 sender: str, x: tf.Tensor) -> tf.Tensor:
+    """x, once `at`'s own nonce `own` of the pair's PRG stream equals the nonce
+    `received` from `sender`; otherwise the run fails. Use the result in place
+    of x. Build it under `at`'s device scope."""
+    # A stateless check passing x through (kernels.check), not Assert: Asserts
+    # on different servers are chained by tf.function's automatic control
+    # dependencies, one network trip per round.
+    return kernels.check(
+        tf.equal(own, received), x,
         f"tf_privpy: the {pair[0]}-{pair[1]} PRG stream is out of step between "
         f"{at} and {sender} (their nonces differ): an earlier protocol call failed "
         "between the two servers' kernels. Masks would no longer cancel and every "
         "later result would be wrong, so nothing more runs on these keys: call "
         f"tp.init() again for fresh keys. Nonce at {at}, nonce from {sender}:",
-        own, received])
+        own, received)

@@ -1,4 +1,4 @@
-"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead, kex families)."""
+"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead, kex, check families)."""
 from __future__ import annotations
 
 from typing import Sequence, Tuple, Union
@@ -291,3 +291,16 @@ def kex_derive(own_static_private, own_ephemeral_private, peer_static_public: By
         peer_static_public=_u8(peer_static_public),
         peer_ephemeral_public=_u8(peer_ephemeral_public),
         own_role=own_role, peer_role=peer_role, context=context)
+
+
+# --------------------------------------------------------------- check family
+def check(condition: tf.Tensor, x: tf.Tensor, message: str, *data: tf.Tensor) -> tf.Tensor:
+    """x unchanged when the scalar bool `condition` holds; otherwise the run
+    fails with InvalidArgumentError: `message` and the values of `data`.
+
+    Use the result in place of x. Unlike tf.raw_ops.Assert this op is
+    stateless, so a tf.function's automatic control dependencies do not chain
+    it to every other check in program order across servers (which cost a
+    network trip per protocol round: ops/check/check_ops.cc)."""
+    return _ops().tf_privpy_check(condition=condition, input=x, data=list(data),
+                                  message=message)

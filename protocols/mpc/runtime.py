@@ -124,11 +124,11 @@ class Runtime:
         return self.channels.send1(src, dst, x)
 
     def check_stream(self, a: str, b: str, at: str, own_nonce: tf.Tensor,
-                     received_nonce: tf.Tensor, sender: str) -> tf.Operation:
-        """On party `at`: its nonce of the a-b stream must equal the one
-        `sender` put in a message header (channel.check_stream)."""
+                     received_nonce: tf.Tensor, sender: str, x: tf.Tensor) -> tf.Tensor:
+        """x, checked on party `at`: its nonce of the a-b stream must equal the
+        one `sender` put in a message header (channel.check_stream)."""
         with tf.device(self.devices[at]):
-            return check_stream(self._pair(a, b), at, own_nonce, received_nonce, sender)
+            return check_stream(self._pair(a, b), at, own_nonce, received_nonce, sender, x)
 
     def count(self, rounds=0, multiplications=0, comparisons=0) -> None:
         """Advances the protocol counters in TF state (on S1, which takes part

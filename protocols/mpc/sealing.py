@@ -116,11 +116,6 @@ def seal(link: Link, tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     return kernels.aead_seal(link.key_at_src.read_value(), link.counter, plaintext, link.name)
 
 
-def _assert(cond: tf.Tensor, message: str, *data: tf.Tensor) -> tf.Operation:
-    # a plain Assert kernel: tf.debugging.Assert would add a cond per message
-    return tf.raw_ops.Assert(condition=cond, data=[message, *data])
-
-
 def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.Tensor]:
     """The tensors of a sealed message, shaped and typed as `like` (the
     sender's tensors: only their static dtype and shape are used). Build it
@@ -129,17 +124,19 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
     words = kernels.aead_open(link.key_at_dst.read_value(), link.state, message, tf.reshape(n_words, [1]),
                               link.name)
     # positions and sizes stay Python ints while every shape is static
-    pos, shapes, checks = 0, [], []
+    # The checks pass `words` through (kernels.check), so every output waits
+    # for them; a stateless check, unlike Assert, orders nothing else.
+    pos, shapes, checked = 0, [], words
     for t in like:
         if t.shape.is_fully_defined():
             shapes.append(t.shape.as_list())
             continue
         s = words[pos:pos + t.shape.rank]
         known = tf.constant([-1 if d is None else d for d in t.shape.as_list()], tf.int64)
-        checks.append(_assert(
-            tf.reduce_all(((known < 0) | tf.equal(s, known)) & (s >= 0)),
+        checked = kernels.check(
+            tf.reduce_all(((known < 0) | tf.equal(s, known)) & (s >= 0)), checked,
             f"tf_privpy: a message on {link.name} carries a shape that does not fit the "
-            "receiver's", s))
+            "receiver's", s)
         shapes.append(s)
         pos += t.shape.rank
     elems = [tf.reduce_prod(s) if isinstance(s, tf.Tensor) else int(np.prod(s, dtype=np.int64))
@@ -147,13 +144,12 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
     sizes = [_n_words(n, t.dtype) for n, t in zip(elems, like)]
     needed = pos + sum(sizes)
     needed = tf.convert_to_tensor(needed, tf.int64)
-    checks.append(_assert(tf.equal(needed, n_words),
-                          f"tf_privpy: a message on {link.name} does not have the length "
-                          "its tensors need (words received, words needed):",
-                          n_words, needed))
+    checked = kernels.check(tf.equal(needed, n_words), checked,
+                            f"tf_privpy: a message on {link.name} does not have the length "
+                            "its tensors need (words received, words needed):",
+                            n_words, needed)
     out = []
-    with tf.control_dependencies(checks):
-        for s, t, n, e in zip(shapes, like, sizes, elems):
-            out.append(_from_words(words[pos:pos + n], t.dtype, s, e))
-            pos = pos + n
+    for s, t, n, e in zip(shapes, like, sizes, elems):
+        out.append(_from_words(checked[pos:pos + n], t.dtype, s, e))
+        pos = pos + n
     return out

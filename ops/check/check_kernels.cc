@@ -1,0 +1,49 @@
+// Kernel of TfPrivpy>Check (registration and rationale: check_ops.cc).
+#include <string>
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace tf_privpy {
+namespace {
+
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+
+// Elements of each data tensor shown in the error: nonces, lengths and
+// shapes are short.
+constexpr int kSummarize = 16;
+
+class CheckOp : public OpKernel {
+ public:
+  explicit CheckOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("message", &message_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    const ::tensorflow::Tensor& cond = ctx->input(0);
+    OP_REQUIRES(ctx, cond.NumElements() == 1,
+                ::tensorflow::errors::InvalidArgument(
+                    "TfPrivpy>Check: condition must be a scalar, got shape ",
+                    cond.shape().DebugString()));
+    if (!cond.flat<bool>()(0)) {
+      std::string msg = message_;
+      for (int i = 2; i < ctx->num_inputs(); ++i) {
+        msg += " ";
+        msg += ctx->input(i).SummarizeValue(kSummarize);
+      }
+      ctx->CtxFailure(::tensorflow::errors::InvalidArgument(msg));
+      return;
+    }
+    ctx->set_output(0, ctx->input(1));  // a reference to the input's buffer
+  }
+
+ private:
+  std::string message_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>Check").Device(::tensorflow::DEVICE_CPU), CheckOp);
+
+}  // namespace
+}  // namespace tf_privpy

@@ -37,6 +37,7 @@ whole program takes about 10 minutes on two cores; --quick runs tiny sizes
 
     python benchmarks/distributed.py                          # what `make bench` runs
     python benchmarks/distributed.py --quick --parts=embedded,loopback,lan
+    python benchmarks/distributed.py --parts=wan --workloads=mul,lr_step
 
 Results go to benchmarks/results/distributed.json, distributed.png and
 distributed.md (the tables as markdown).
@@ -66,6 +67,8 @@ ROOT = os.path.dirname(HERE)
 
 flags.DEFINE_list("parts", None, "settings to run: embedded, loopback, lan, wan (default: all; "
                   "with --quick: embedded, loopback)")
+flags.DEFINE_list("workloads", None, "workloads to time: " + ", ".join(
+    ("mul", "matmul", "less", "lenet5", "lr_step")) + " (default: all)")
 flags.DEFINE_bool("quick", False, "tiny sizes, one repeat: checks that everything runs")
 flags.DEFINE_integer("reps", 5, "timed calls per workload at most (median, min, max)")
 flags.DEFINE_float("budget_s", 30.0, "stop repeating a workload once its timed calls "
@@ -86,6 +89,18 @@ QUICK = {"mul": 1000, "matmul": 16, "less": 100, "lenet5": 2, "lr_step": 8}
 #: the network settings of TF-Encrypted's benchmarks (shared/ANCHORS.md)
 NETWORKS = {"lan": {"rate": "40gbit", "rtt_ms": 0.01}, "wan": {"rate": "352mbit", "rtt_ms": 20.0}}
 #: issue 11: distributed on loopback within 1.5x of embedded for these
+
+
+def chosen() -> tuple:
+    """The workloads --workloads selects, in the report's order."""
+    if not F.workloads:
+        return WORKLOADS
+    unknown = sorted(set(F.workloads) - set(WORKLOADS))
+    if unknown:
+        raise app.UsageError(f"--workloads: unknown {unknown}; choose from {list(WORKLOADS)}")
+    return tuple(w for w in WORKLOADS if w in F.workloads)
+
+
 TARGET_RATIO = {"lenet5": 1.5, "matmul": 1.5}
 #: TF-Encrypted's LR step at batch 128 on MNIST (ANCHORS.md), ms: LAN, WAN
 TFE_LR_MS = {"lan": (10, 12), "wan": (760, 840)}
@@ -502,7 +517,7 @@ def measure(parts: list, res: dict, tmp: str) -> None:
                 res["settings"][part].update(drivers[part].reply())
             except (RuntimeError, OSError) as e:
                 drop(part, "setup", e)
-        for name in WORKLOADS:
+        for name in chosen():
             first, times = {}, {}
             for part in list(drivers):
                 r = ask(part, "warmup", name=name)
@@ -579,7 +594,7 @@ def tables(res: dict) -> list:
     emb, loop = st.get("embedded"), st.get("loopback")
     if emb or loop:
         rows = []
-        for name in WORKLOADS:
+        for name in chosen():
             e = emb["workloads"][name] if emb else None
             lp = loop["workloads"][name] if loop else None
             ratio = med(lp["times_s"]) / med(e["times_s"]) if e and lp else None
@@ -600,7 +615,7 @@ def tables(res: dict) -> list:
         rtt = NETWORKS["wan"]["rtt_ms"]
         rate = rate_bps(NETWORKS["wan"]["rate"])
         rows = []
-        for name in WORKLOADS:
+        for name in chosen():
             la = lan["workloads"][name] if lan else None
             wa = wan["workloads"][name] if wan else None
             any_ = la or wa
@@ -626,7 +641,7 @@ def tables(res: dict) -> list:
     src = loop or emb
     if src:
         rows = []
-        for name in WORKLOADS:
+        for name in chosen():
             w = src["workloads"][name]
             bill = {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
             wire = w.get("wire_bytes")
@@ -675,6 +690,7 @@ def main(argv):
     del argv
     if F.worker:
         return run_worker()
+    chosen()  # a wrong --workloads fails before any cluster starts
     sys.path.insert(0, HERE)
     from _report import bar_png, machine, print_table, write_json
     sizes = QUICK if F.quick else FULL
@@ -729,14 +745,14 @@ def main(argv):
     emb = res["settings"].get("embedded")
     if emb:
         series["plaintext TF"] = [1e3 * med(emb["workloads"][n]["plaintext_times_s"])
-                                  for n in WORKLOADS]
+                                  for n in chosen()]
     for part in PARTS:
         if part in res["settings"]:
             series[part] = [1e3 * med(res["settings"][part]["workloads"][n]["times_s"])
-                            for n in WORKLOADS]
+                            for n in chosen()]
     if series:
         bar_png(os.path.join(F.out, "distributed.png"), "median ms per call, by setting",
-                [label(n, sizes) for n in WORKLOADS], series, "ms", legend_outside=True)
+                [label(n, sizes) for n in chosen()], series, "ms", legend_outside=True)
     if res["errors"]:
         sys.exit(1)
 

@@ -7,7 +7,8 @@ against TensorFlow's libtensorflow_framework, so the EVP path is the BoringSSL
 that the op library binds to inside TensorFlow, and runs it: the two paths
 alternate run by run in one process (so load on a shared machine hits both
 alike); each line is the median GB/s (10^9 plaintext bytes per second) of
---runs runs of >= 0.1 s each, then the fastest and slowest run.
+--runs runs of >= 0.1 s each, the slowest and fastest run, and the median GB
+per CPU-second (all threads' CPU time; less sensitive to other load).
 
     python benchmarks/aead_gcm.py [--runs 7] [--sizes 1,16,128]
 
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
     rows = {}
     for line in run.stdout.splitlines():
         f = line.split()
-        if len(f) == 7 and f[0].isdigit():
+        if len(f) == 8 and f[0].isdigit():
             rows[(f[0], f[1], f[2], f[3])] = float(f[4])
     for (mib, threads, op, impl), gbs in sorted(rows.items()):
         if impl == "fast" and rows.get((mib, threads, op, "evp")):

@@ -58,6 +58,7 @@ bench: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/converter.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/training.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/distributed.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/aead_gcm.py
 
 # python-paillier with gmpy2 for benchmarks/he.py's baseline (phe at its best), in a
 # venv of its own: tf_privpy never depends on it. Optional: `bench` goes on without it.

@@ -16,6 +16,16 @@ known answers against a chunk-by-chunk reference, and that chunks cannot be
 changed, moved, dropped, cut or taken from another message. The window
 splice test was checked against a library whose chunk AAD left out the
 index (the commit message has that run).
+
+Two implementations run the GCM: our VAES/VPCLMULQDQ code (ops/aead/
+gcm_fast.cc) on CPUs that have it, else EVP (TF's BoringSSL). The test hook
+TF_PRIVPY_AEAD_EVP=1 (read at every kernel call) forces EVP: the `impl`
+fixture runs the tamper tests under both, and the cross-check below requires
+byte-identical messages from both and from `cryptography`. Odd byte lengths
+(the kernels seal int64 tensors, so multiples of 8 here) and the GCM
+specification's vectors are checked by ops/aead/gcm_fast_test.cc
+(test_cc_programs.py::test_aead_cc). These were checked against a library
+whose fast GHASH skipped the final (length) block (commit message).
 """
 from __future__ import annotations
 
@@ -135,6 +145,36 @@ class Chan:
 def ring_values(rng, shape) -> np.ndarray:
     return np.asarray(rng.integers(-2**63, INT64_MAX, size=shape, dtype=np.int64,
                                    endpoint=True))
+
+
+EVP_ENV = "TF_PRIVPY_AEAD_EVP"  # test hook of ops/aead/gcm_fast.h: forces EVP
+
+
+def cpu_has_fast_gcm() -> bool:
+    """What gcm_fast.cc's CPUID check wants (the kernel also asks the OS, by
+    XGETBV, whether it saves the ZMM state; Linux does wherever these flags
+    show)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f
+                          if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return {"aes", "pclmulqdq", "avx512f", "avx512bw", "avx512vl", "vaes",
+            "vpclmulqdq"} <= set(flags)
+
+
+@pytest.fixture(params=["fast", "evp"])
+def impl(request, monkeypatch):
+    """Runs a test with the VAES path (skipped where the CPU lacks it) and
+    with the EVP path forced by the test hook."""
+    if request.param == "evp":
+        monkeypatch.setenv(EVP_ENV, "1")
+    else:
+        if not cpu_has_fast_gcm():
+            pytest.skip("this CPU lacks VAES/VPCLMULQDQ/AVX-512: the EVP path only")
+        monkeypatch.delenv(EVP_ENV, raising=False)
+    return request.param
 
 
 # ------------------------------------------------------------- round trips
@@ -335,8 +375,43 @@ def test_directions_and_streams_use_different_keys_or_nonces(rng):
     assert len(bodies) == 4  # all at counter 0, same key and plaintext
 
 
+# The sizes around gcm_fast.cc's branches (16-byte blocks, 64-byte registers,
+# 256-byte iterations, the chunk), ranks 0-4 (AAD lengths 34-66 bytes), and
+# random sizes.
+CROSS_SHAPES = ([[], [0], [1], [2], [3], [7], [8], [9], [31], [32], [33], [2, 3, 5],
+                 [1, 1, 1, 61], [511], [512], [513], [CW - 1], [CW], [CW + 1],
+                 [3 * CW + 7]]
+                + [[int(n)] for n in np.random.default_rng(11).integers(1, 40_000, 8)])
+
+
+@pytest.mark.parametrize("shape", CROSS_SHAPES, ids=str)
+def test_fast_and_evp_paths_make_identical_messages(shape, rng, monkeypatch):
+    """The VAES path and EVP (forced by the test hook) seal byte-identical
+    messages, equal to `cryptography`'s, and each opens the other's."""
+    if not cpu_has_fast_gcm():
+        pytest.skip("this CPU lacks VAES/VPCLMULQDQ/AVX-512: the EVP path only")
+    key = K.random_key()
+    x = ring_values(rng, shape)
+    msgs = {}
+    for impl in ("evp", "fast"):
+        if impl == "evp":
+            monkeypatch.setenv(EVP_ENV, "1")
+        else:
+            monkeypatch.delenv(EVP_ENV, raising=False)
+        msgs[impl] = Chan("T2->S1", 3, key).seal(tf.constant(x)).numpy()
+    assert msgs["fast"].tobytes() == msgs["evp"].tobytes() == reference_seal(
+        key_bytes(key), "T2->S1", 3, 0, x)
+    for impl, other in (("evp", "fast"), ("fast", "evp")):
+        if impl == "evp":
+            monkeypatch.setenv(EVP_ENV, "1")
+        else:
+            monkeypatch.delenv(EVP_ENV, raising=False)
+        y = Chan("T2->S1", 3, key).open(tf.constant(msgs[other]), shape)
+        np.testing.assert_array_equal(y.numpy(), x)
+
+
 # ------------------------------------------------------------- tampering
-def test_every_bit_flip_is_rejected(rng):
+def test_every_bit_flip_is_rejected(rng, impl):
     ch = Chan()
     x = ring_values(rng, [2])
     m = ch.seal(tf.constant(x)).numpy()
@@ -382,7 +457,7 @@ class ChunkedPair:
         assert int(self.ch.state.numpy()) == 0  # failures never advance the receiver
 
 
-def test_every_chunk_and_tag_tampered_is_rejected(rng):
+def test_every_chunk_and_tag_tampered_is_rejected(rng, impl):
     ch = Chan()
     x = ring_values(rng, [3 * CW + 1])  # 4 chunks, the last of 8 bytes
     m = ch.seal(tf.constant(x)).numpy()
@@ -466,7 +541,7 @@ def test_truncated_or_extended_message_is_rejected():
             ch.open(tf.constant(bad), [12])
 
 
-def test_wrong_key_is_rejected():
+def test_wrong_key_is_rejected(impl):
     ch = Chan()
     m = ch.seal(tf.range(8, dtype=tf.int64))
     expect_auth_failure(lambda t: ch.open(t, [8], key=K.random_key()), m)
@@ -476,7 +551,7 @@ def test_wrong_key_is_rejected():
 
 @pytest.mark.parametrize("link,stream", [("T1->S1", 0), ("S1->T2", 0), ("S2->T1", 0),
                                          ("S1->T1", 1)])
-def test_message_for_another_link_or_stream_is_rejected(link, stream):
+def test_message_for_another_link_or_stream_is_rejected(link, stream, impl):
     """An S1->T1 message opened in the other direction, on another link or
     another stream (same pair key, same counter) fails."""
     ch = Chan()
@@ -484,7 +559,7 @@ def test_message_for_another_link_or_stream_is_rejected(link, stream):
     expect_auth_failure(lambda t: ch.open(t, [8], link=link, stream=stream), m, link)
 
 
-def test_message_of_another_shape_is_rejected():
+def test_message_of_another_shape_is_rejected(impl):
     ch = Chan()
     m = ch.seal(tf.zeros([3, 4], tf.int64))
     for shape in ([4, 3], [12], [2, 6, 1]):  # same bytes, another tensor

@@ -8,6 +8,8 @@
 // its key_len is an int in OpenSSL and a size_t in BoringSSL.
 #include "ops/aead/aead.h"
 
+#include "ops/aead/gcm_fast.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -88,6 +90,23 @@ bool InitGcm(EVP_CIPHER_CTX* ctx, bool encrypt, const uint8_t key[kKeyBytes],
          EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN,
                              static_cast<int>(kNonceBytes), nullptr) == 1 &&
          init(ctx, nullptr, nullptr, key, iv) == 1;
+}
+
+// Whether GcmSeal/GcmOpen take gcm_fast.cc's path; sets *error for a kFast
+// request that this CPU cannot serve.
+bool UseFast(GcmImpl impl, std::string* error) {
+  switch (impl) {
+    case GcmImpl::kAuto:
+      return fast::Available();
+    case GcmImpl::kEvp:
+      return false;
+    case GcmImpl::kFast:
+      if (fast::Supported()) return true;
+      *error = "AES-GCM: the VAES/VPCLMULQDQ path was requested but this CPU or OS "
+               "lacks it (use GcmImpl::kAuto)";
+      return false;
+  }
+  return false;
 }
 
 }  // namespace
@@ -173,12 +192,19 @@ std::string MakeAad(const std::string& link, uint32_t stream,
 
 bool GcmSeal(const uint8_t key[kKeyBytes], const uint8_t iv[kNonceBytes],
              const uint8_t* aad, size_t aad_len, const uint8_t* in, size_t len,
-             uint8_t* out, uint8_t tag[kTagBytes], std::string* error) {
+             uint8_t* out, uint8_t tag[kTagBytes], std::string* error,
+             GcmImpl impl) {
   *error = "AES-GCM encryption failed (OpenSSL EVP error)";
   if (len > kMaxPlaintextBytes) {
     *error = "AES-GCM: a message holds at most 2^36 - 32 bytes (SP 800-38D §5.2.1.1)";
     return false;
   }
+  if (UseFast(impl, error)) {
+    fast::Seal(key, iv, aad, aad_len, in, len, out, tag);
+    error->clear();
+    return true;
+  }
+  if (impl == GcmImpl::kFast) return false;
   Ctx ctx(EVP_CIPHER_CTX_new());
   if (!ctx || !InitGcm(ctx.get(), true, key, iv)) return false;
   auto update = [&ctx](uint8_t* o, int* outl, const uint8_t* i, int n) {
@@ -199,10 +225,23 @@ bool GcmSeal(const uint8_t key[kKeyBytes], const uint8_t iv[kNonceBytes],
 OpenStatus GcmOpen(const uint8_t key[kKeyBytes], const uint8_t iv[kNonceBytes],
                    const uint8_t* aad, size_t aad_len, const uint8_t* in,
                    size_t len, const uint8_t tag[kTagBytes], uint8_t* out,
-                   std::string* error) {
+                   std::string* error, GcmImpl impl) {
   *error = "AES-GCM decryption failed (OpenSSL EVP error)";
   if (len > kMaxPlaintextBytes) {
     *error = "AES-GCM: a message holds at most 2^36 - 32 bytes (SP 800-38D §5.2.1.1)";
+    return OpenStatus::kError;
+  }
+  if (UseFast(impl, error)) {
+    // Same outcomes as EVP's: kOk, or kAuthFailed with out wiped.
+    if (fast::Open(key, iv, aad, aad_len, in, len, tag, out)) {
+      error->clear();
+      return OpenStatus::kOk;
+    }
+    *error = "AES-GCM tag mismatch";
+    return OpenStatus::kAuthFailed;
+  }
+  if (impl == GcmImpl::kFast) {
+    Wipe(out, len);
     return OpenStatus::kError;
   }
   OpenStatus status = OpenStatus::kError;
@@ -298,7 +337,7 @@ OpenStatus ForEachChunk(uint64_t count, const ParallelFor& parallel_for,
 
 bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
           const std::string& aad, const uint8_t* in, size_t len, uint8_t* msg,
-          std::string* error, const ParallelFor& parallel_for) {
+          std::string* error, const ParallelFor& parallel_for, GcmImpl impl) {
   const uint64_t count = ChunkCount(len);
   if (count - 1 > ~uint64_t{0} - counter) {
     *error = "the message's counters would wrap around";
@@ -312,7 +351,7 @@ bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
     MakeNonce(stream, counter + i, nonce);
     const std::string a = ChunkAad(aad, i, count);
     return GcmSeal(link_key, nonce, reinterpret_cast<const uint8_t*>(a.data()),
-                   a.size(), in + off, n, msg + at, msg + at + n, err)
+                   a.size(), in + off, n, msg + at, msg + at + n, err, impl)
                ? OpenStatus::kOk
                : OpenStatus::kError;
   };
@@ -322,7 +361,7 @@ bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
 OpenStatus Open(const uint8_t link_key[kKeyBytes], uint32_t stream,
                 const std::string& aad, const uint8_t* msg, size_t msg_len,
                 uint8_t* out, uint64_t* counter, std::string* error,
-                const ParallelFor& parallel_for) {
+                const ParallelFor& parallel_for, GcmImpl impl) {
   if (msg_len < kOverhead) {
     *error = "message shorter than its 24-byte header and tag";
     return OpenStatus::kAuthFailed;
@@ -349,7 +388,7 @@ OpenStatus Open(const uint8_t link_key[kKeyBytes], uint32_t stream,
     MakeNonce(stream, *counter + i, nonce);
     const std::string a = ChunkAad(aad, i, count);
     return GcmOpen(link_key, nonce, reinterpret_cast<const uint8_t*>(a.data()),
-                   a.size(), msg + at, n, msg + at + n, out + off, err);
+                   a.size(), msg + at, n, msg + at + n, out + off, err, impl);
   };
   const OpenStatus status = ForEachChunk(count, parallel_for, chunk, error);
   // Chunks verified before the failing one hold plaintext: none leaves.

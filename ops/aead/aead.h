@@ -1,5 +1,6 @@
 // Authenticated encryption of the messages between servers (DESIGN §2
-// "Channel", §11): AES-128-GCM (SP 800-38D) through OpenSSL's EVP interface,
+// "Channel", §11): AES-128-GCM (SP 800-38D), by our VAES/VPCLMULQDQ code
+// (gcm_fast.h) where the CPU has it, else through OpenSSL's EVP interface,
 // which inside TensorFlow binds to the BoringSSL that TF bundles. TF-free, so
 // it is unit-tested standalone (aead_test.cc); kernels: aead_kernels.cc.
 //
@@ -126,29 +127,38 @@ bool PlaintextBytes(uint64_t msg_len, uint64_t* len);
 // AAD_i of chunk `index` of `count` (the aad itself when count == 1).
 std::string ChunkAad(const std::string& aad, uint64_t index, uint64_t count);
 
+// Which AES-GCM code runs. kAuto: our VAES/VPCLMULQDQ code (gcm_fast.h)
+// where the CPU and OS support it and TF_PRIVPY_AEAD_EVP (a test hook, read
+// at every call) is not set, else EVP. kEvp and kFast choose explicitly
+// (tests and benchmarks compare them; kFast fails where unsupported). Both
+// produce the same bytes: GCM is deterministic given key, IV, AAD and data.
+enum class GcmImpl { kAuto, kEvp, kFast };
+
 // Raw AES-128-GCM with a 96-bit IV and 128-bit tag; len may be 0 and the
-// buffers may be null then. out may not overlap in. One EVP context per call;
-// the data goes through EVP in as few updates as its int lengths allow.
+// buffers may be null then. out may not overlap in. EVP path: one EVP context
+// per call, the data in as few updates as its int lengths allow.
 bool GcmSeal(const uint8_t key[kKeyBytes], const uint8_t iv[kNonceBytes],
              const uint8_t* aad, size_t aad_len, const uint8_t* in, size_t len,
-             uint8_t* out, uint8_t tag[kTagBytes], std::string* error);
+             uint8_t* out, uint8_t tag[kTagBytes], std::string* error,
+             GcmImpl impl = GcmImpl::kAuto);
 
 enum class OpenStatus { kOk, kAuthFailed, kError };
 
-// Decrypts into out and verifies the tag (constant time, inside EVP). On any
-// status but kOk, out[0, len) is wiped: unauthenticated plaintext never
-// leaves this function.
+// Decrypts into out and verifies the tag (constant time, inside EVP or
+// gcm_fast.cc). On any status but kOk, out[0, len) is wiped: unauthenticated
+// plaintext never leaves this function.
 OpenStatus GcmOpen(const uint8_t key[kKeyBytes], const uint8_t iv[kNonceBytes],
                    const uint8_t* aad, size_t aad_len, const uint8_t* in,
                    size_t len, const uint8_t tag[kTagBytes], uint8_t* out,
-                   std::string* error);
+                   std::string* error, GcmImpl impl = GcmImpl::kAuto);
 
 // One wire message, with counters counter .. counter + ChunkCount(len) - 1
 // (the caller has reserved them all): msg must hold MessageBytes(len) bytes.
 // The chunks run on parallel_for; false (and *error) if any failed.
 bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
           const std::string& aad, const uint8_t* in, size_t len, uint8_t* msg,
-          std::string* error, const ParallelFor& parallel_for = SerialFor);
+          std::string* error, const ParallelFor& parallel_for = SerialFor,
+          GcmImpl impl = GcmImpl::kAuto);
 
 // Opens a wire message of msg_len bytes into out (PlaintextBytes(msg_len)
 // bytes; a msg_len that no plaintext length has is kAuthFailed). Every
@@ -158,7 +168,8 @@ bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
 OpenStatus Open(const uint8_t link_key[kKeyBytes], uint32_t stream,
                 const std::string& aad, const uint8_t* msg, size_t msg_len,
                 uint8_t* out, uint64_t* counter, std::string* error,
-                const ParallelFor& parallel_for = SerialFor);
+                const ParallelFor& parallel_for = SerialFor,
+                GcmImpl impl = GcmImpl::kAuto);
 
 // Overwrites secrets so the compiler cannot drop the stores.
 void Wipe(void* p, size_t len);

@@ -1,9 +1,10 @@
 // Kernels of the aead family (registrations in aead_ops.cc; the crypto and
 // formats in aead.h). CPU kernels: GCM runs straight from the plaintext
-// tensor into the message tensor and back, with no intermediate copy, one EVP
-// pass per chunk of aead::kChunkBytes, the chunks of a message on TF's CPU
-// worker pool (one GCM invocation is a GHASH chain, so a single-chunk message
-// runs on one core); different messages run concurrently too.
+// tensor into the message tensor and back, with no intermediate copy, one GCM
+// pass (gcm_fast.cc's VAES code, or EVP) per chunk of aead::kChunkBytes, the
+// chunks of a message on TF's CPU worker pool (one GCM invocation is a GHASH
+// chain, so a single-chunk message runs on one core); different messages run
+// concurrently too.
 #include <limits>
 #include <string>
 

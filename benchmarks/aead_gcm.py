@@ -10,7 +10,9 @@ alike); each line is the median GB/s (10^9 plaintext bytes per second) of
 --runs runs of >= 0.1 s each, the slowest and fastest run, and the median GB
 per CPU-second (all threads' CPU time; less sensitive to other load).
 
-    python benchmarks/aead_gcm.py [--runs 7] [--sizes 1,16,128]
+    python benchmarks/aead_gcm.py [--runs 7] [--sizes 1,16,128] [--out benchmarks/results]
+
+Results also go to OUT/aead_gcm.json.
 
 On a CPU without VAES/VPCLMULQDQ/AVX-512 it says so and measures nothing.
 """
@@ -39,6 +41,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=7, help="timed runs per case (median)")
     ap.add_argument("--sizes", default="1,16,128", help="message sizes in MiB")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"),
+                    help="folder for aead_gcm.json")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     with tempfile.TemporaryDirectory() as out:
@@ -49,15 +53,23 @@ def main(argv=None) -> int:
                              + [str(s) for s in sizes], check=True, capture_output=True,
                              text=True)
     print(run.stdout, end="")
-    rows = {}
+    rows, lines = {}, []
     for line in run.stdout.splitlines():
         f = line.split()
         if len(f) == 8 and f[0].isdigit():
             rows[(f[0], f[1], f[2], f[3])] = float(f[4])
+            lines.append(dict(mib=int(f[0]), threads=int(f[1]), op=f[2], impl=f[3],
+                              gb_per_s=float(f[4]), raw=f[5:]))
     for (mib, threads, op, impl), gbs in sorted(rows.items()):
         if impl == "fast" and rows.get((mib, threads, op, "evp")):
             print(f"{mib} MiB, {threads} thread(s), {op}: fast/evp = "
                   f"{gbs / rows[(mib, threads, op, 'evp')]:.2f}x")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _report import machine, write_json
+    os.makedirs(args.out, exist_ok=True)
+    write_json(os.path.join(args.out, "aead_gcm.json"),
+               {"machine": machine(), "runs": args.runs, "rows": lines,
+                "output": run.stdout})
     return 0
 
 

@@ -1,5 +1,5 @@
-"""benchmarks/micro.py, compare.py, functions.py, converter.py, training.py and
-distributed.py run end to end at tiny sizes (one ring), so the benchmarks
+"""benchmarks/micro.py, compare.py, functions.py, converter.py, training.py,
+aead_gcm.py and distributed.py run end to end at tiny sizes (one ring), so the benchmarks
 `make bench` runs cannot rot. Speeds are not checked here: they belong to the
 benchmarks' own tables."""
 import json
@@ -22,6 +22,7 @@ RUNS = {
                   "converter.json"),
     "training": (["--rings=64", "--lr_batches=10", "--models=lr", "--reps=1"],
                  "training.json"),
+    "aead_gcm": (["--runs=1", "--sizes=1"], "aead_gcm.json"),
 }
 
 

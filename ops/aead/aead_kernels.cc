@@ -103,6 +103,7 @@ class AeadSealOp : public AeadKernel {
   using AeadKernel::AeadKernel;
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     Secret pair_key, link_key;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", pair_key.data()));
     const Tensor& plain = ctx->input(2);
@@ -155,6 +156,7 @@ class AeadOpenOp : public AeadKernel {
   using AeadKernel::AeadKernel;
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     Secret pair_key, link_key;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", pair_key.data()));
     const Tensor& msg = ctx->input(2);

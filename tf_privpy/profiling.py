@@ -178,15 +178,16 @@ def profile(logdir: str, graph=None, first_step: int = 0,
     """
     handle = _runtime.get_runtime()
     devices = dict(handle.runtime.devices)
+    graph_def = None if graph is None else _graph_def(graph)
     os.makedirs(logdir, exist_ok=True)
     prof = Profile(logdir=logdir, first_step=first_step)
     runs_dir = os.path.join(logdir, "plugins", "profile")
     before = set(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else set()
     with tf.init_scope():
         writer = tf.summary.create_file_writer(logdir)
-        if graph is not None:
+        if graph_def is not None:
             with writer.as_default():
-                tf.summary.graph(_graph_def(graph))
+                tf.summary.graph(graph_def)
         options = tf.profiler.experimental.ProfilerOptions(
             host_tracer_level=host_tracer_level, python_tracer_level=0,
             device_tracer_level=1)

@@ -123,11 +123,12 @@ def attribute(plane, devices: Dict[str, str], process: str = "client") -> List[R
             md = plane.event_metadata[ev.metadata_id]
             stats = {plane.stat_metadata[s.metadata_id].name: _stat_value(plane, s)
                      for s in list(md.stats) + list(ev.stats)}
-            ctx = stats.get("_c") if md.name in _EXECUTOR_EVENTS else None
-            outer = next((c for _, c in reversed(stack) if c is not None), None)
-            evs.append((ev, md.name, stats, ctx if ctx is not None else outer, len(stack)))
-            stack.append((ev.offset_ps + ev.duration_ps, ctx if ctx is not None else outer))
-            in_ctx = ctx if ctx is not None else outer
+            # the executor context an event ran in: its own, or its parent's
+            in_ctx = stats.get("_c") if md.name in _EXECUTOR_EVENTS else None
+            if in_ctx is None and stack:
+                in_ctx = stack[-1][1]
+            evs.append((ev, md.name, stats, in_ctx))
+            stack.append((ev.offset_ps + ev.duration_ps, in_ctx))
             if in_ctx is None:
                 continue
             kind = md.name.rsplit(":", 1)[-1]
@@ -145,7 +146,7 @@ def attribute(plane, devices: Dict[str, str], process: str = "client") -> List[R
             ctx_party[ctx] = c.most_common(1)[0][0]
     rows = []
     for line, evs in lines:
-        for ev, name, stats, ctx, depth in evs:
+        for ev, name, stats, ctx in evs:
             op_type, args = "", {k: v for k, v in stats.items() if k != DEVICE_STAT}
             if DEVICE_STAT in stats:
                 who = party(str(stats[DEVICE_STAT]))

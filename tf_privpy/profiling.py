@@ -32,8 +32,7 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_privpy import distributed as _distributed
 from tf_privpy import runtime as _runtime
-from tf_privpy.profile_rows import (Row, add_party_planes, family, step_name,  # noqa: F401
-                                    write_chrome_trace)
+from tf_privpy.profile_rows import Row, add_party_planes, family, write_chrome_trace
 from tf_privpy.stats import Stats, _snapshot
 
 
@@ -48,6 +47,11 @@ class Step:
     time_ms maps a protocol family (mul, gc, b2a, ring, prg, aead, ...) to the
     summed duration of its kernels on all parties; party_time_ms maps a party
     to the summed duration of the tf_privpy kernels it ran.
+
+    Example:
+      >>> step = prof.steps[0]
+      >>> step.stats.rounds, sorted(step.time_ms)
+      (9, ['b2a', 'gc', 'mul', 'prg', 'ring'])
     """
 
     stats: Stats
@@ -67,6 +71,13 @@ class Profile:
       trace_json: the Chrome trace-event file with one process per party.
       steps: one Step per step, in order.
       first_step: the scalars' step number of steps[0].
+
+    Example:
+      >>> with tp.profile("logs/run1") as prof:
+      ...     y = tp.share([1.0, -2.0]) * 3.0
+      ...     prof.step()
+      >>> prof.steps[0].stats.multiplications, prof.trace_json.endswith(".json.gz")
+      (0, True)
     """
 
     logdir: str
@@ -76,7 +87,7 @@ class Profile:
     trace_json: Optional[str] = None
     steps: List[Step] = dataclasses.field(default_factory=list)
     #: (counters at the current step's start, its boundary marker's number)
-    _mark: Optional[Tuple[Stats, int]] = None
+    _mark: Optional[Tuple[Stats, int]] = dataclasses.field(default=None, repr=False)
 
     def step(self) -> None:
         """Ends the current step and starts the next: each step gets its own

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.profiler.internal import _pywrap_profiler
+from tensorflow.tsl.profiler.protobuf import trace_events_pb2
 
 import tf_privpy as tp
 from conftest import run
@@ -60,12 +61,18 @@ def check_rows(by_party):
 def test_one_row_per_party_with_the_protocol_steps(tmp_path, mode):
     x, w = tp.share([[1.0, 2.0]]), tp.share([[0.5], [0.25]])
     y = tp.share([1.0, -2.0, 3.0])
-    with tp.profile(str(tmp_path)) as prof:
+    with tp.profile(tmp_path) as prof:
         z, r = run(mode, lambda a, b, c: (a @ b, tp.nn.relu(c)), x, w, y)
     np.testing.assert_allclose(tp.reveal(r).numpy(), [1.0, 0.0, 3.0])
     assert prof.run_dir.startswith(os.path.join(str(tmp_path), "plugins", "profile"))
     assert prof.xplane_paths and all(p.endswith(".xplane.pb") for p in prof.xplane_paths)
     check_rows(party_rows(viewer_rows(prof.xplane_paths)))
+    # the non-streaming trace viewer's Trace proto names the same processes
+    trace = trace_events_pb2.Trace()
+    trace.ParseFromString(_pywrap_profiler.xspace_to_tools_data(
+        prof.xplane_paths, "trace_viewer", {})[0])
+    assert {d.name.split()[1] for d in trace.devices.values()
+            if d.name.startswith("/device:CUSTOM:")} == set(PARTIES)
     # the Chrome trace-event copy: one process per party, named by the party
     with gzip.open(prof.trace_json, "rt") as f:
         check_rows(rows_of(json.load(f)["traceEvents"]))

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple, Union
 
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
@@ -124,7 +124,7 @@ def _diff(a: Stats, b: Stats) -> Stats:
 
 
 @contextlib.contextmanager
-def profile(logdir: str, graph=None, first_step: int = 0, host_tracer_level: int = 2,
+def profile(logdir: Union[str, os.PathLike], graph=None, first_step: int = 0, host_tracer_level: int = 2,
             server_trace_ms: Optional[int] = None) -> Iterator[Profile]:
     """Profiles the private run inside the block for TensorBoard.
 
@@ -163,6 +163,7 @@ def profile(logdir: str, graph=None, first_step: int = 0, host_tracer_level: int
       True
       $ tensorboard --logdir logs      # Profile, Scalars and Graphs tabs
     """
+    logdir = os.fspath(logdir)
     handle = _runtime.get_runtime()
     devices = dict(handle.runtime.devices)
     graph_def = None if graph is None else _graph_def(graph)

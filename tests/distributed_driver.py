@@ -193,6 +193,38 @@ def cmd_tamper(src: str, dst: str) -> dict:
     return reply
 
 
+def cmd_profile(logdir: str, server_trace_ms: int) -> dict:
+    """tp.profile around two steps of a multiplication and a ReLU, with the
+    servers' own profiles: each file's party planes and their kernels."""
+    from tensorflow.python.profiler.internal import _pywrap_profiler
+    x, y = tp.share(np.array([[1.0, 2.0]])), tp.share(np.array([1.0, -2.0, 3.0]))
+    f = tf.function(lambda a, b: (a * a, tp.nn.relu(b)))
+    f(x, y)  # traced and instantiated on the servers before the servers' traces run
+    t = time.perf_counter()
+    with tp.profile(logdir, server_trace_ms=server_trace_ms) as prof:
+        for _ in range(2):
+            f(x, y)
+            prof.step()
+        block_s = time.perf_counter() - t
+    files = {}
+    for path in prof.xplane_paths:
+        data = json.loads(_pywrap_profiler.xspace_to_tools_data([path], "trace_viewer@",
+                                                               {})[0])
+        names = {e["pid"]: e["args"]["name"] for e in data["traceEvents"]
+                 if e.get("name") == "process_name"}
+        rows = {}
+        for e in data["traceEvents"]:
+            name = names.get(e.get("pid"), "")
+            if e.get("ph") == "X" and "/device:CUSTOM:" in name:
+                rows.setdefault(name.split("/device:CUSTOM:")[1].split()[1], set()).add(
+                    e["name"])
+        files[os.path.basename(path)] = {k: sorted(v) for k, v in rows.items()}
+    return {"files": files, "trace_json": prof.trace_json, "block_s": block_s,
+            "steps": [{"rounds": s.stats.rounds, "multiplications": s.stats.multiplications,
+                       "comparisons": s.stats.comparisons, "time_ms": s.time_ms,
+                       "party_time_ms": s.party_time_ms} for s in prof.steps]}
+
+
 def cmd_embedded() -> dict:
     """tp.reset() then the embedded mode: refused in a connected process."""
     tp.reset()
@@ -324,6 +356,7 @@ def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
                 "bench": cmd_bench, "fault": cmd_fault,
                 "check": cmd_check, "embedded": cmd_embedded, "tamper": cmd_tamper,
+                "profile": cmd_profile,
                 # tests/test_distributed_models.py
                 "functions": functions, "lenet5": cmd_lenet5, "lr_step": lr_step,
                 "lenet5_placement": cmd_lenet5_placement}

@@ -329,6 +329,34 @@ def test_timing(driver):
 
 
 @pytest.mark.slow
+def test_profile_collects_every_servers_own_trace(driver, tmp_path):
+    """tp.profile(server_trace_ms=...) on the driver: its own profile has the
+    client's row, each server's (over gRPC) that server's row with its
+    protocol steps; the counters are the driver's, exact per step. ~6 s."""
+    reply = driver.call("profile", logdir=str(tmp_path), server_trace_ms=2500)
+    assert "error" not in reply, reply
+    files = reply["files"]
+    assert len(files) == 5  # the driver's host and one per server
+    steps = {"S1": {"mul_mask", "mul_finish", "gc_garble", "bit_unmask", "aead_seal"},
+             "S2": {"mul_mask", "mul_finish", "gc_encode_input", "bit_unmask"},
+             "T1": {"mul_assist", "gc_evaluate", "bit_share_assist", "aead_open"},
+             "T2": {"mul_assist", "gc_evaluate", "bit_share_assist"}}
+    for party, expected in steps.items():
+        rows = files[f"{party}.xplane.pb"]
+        assert set(rows) == {party}, rows.keys()
+        assert expected <= set(rows[party]), (party, rows[party])
+    driver_rows = [rows for f, rows in files.items() if f[:2] not in steps]
+    assert set(driver_rows[0]) == {"client"}
+    assert [s["multiplications"] for s in reply["steps"]] == [2 + 3, 2 + 3]
+    assert [s["comparisons"] for s in reply["steps"]] == [3, 3]
+    total = {}
+    for s in reply["steps"]:
+        for party, ms in s["party_time_ms"].items():
+            total[party] = total.get(party, 0) + ms
+    assert set(total) == {"S1", "S2", "T1", "T2"} and min(total.values()) > 0
+
+
+@pytest.mark.slow
 def test_hung_server_is_named_within_the_timeout(driver, cluster):
     """A server that stops answering (SIGSTOP: a hang, not a crash) mid-run:
     keepalive drops it and the driver names it within the timeout; once it

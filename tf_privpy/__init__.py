@@ -35,6 +35,8 @@ from tf_privpy.runtime import (check_servers, client_devices, get_runtime, init,
                                is_initialized, reset, servers)
 from tf_privpy.distributed import ClusterError, ServerError  # noqa: E402
 from tf_privpy.stats import Stats, cost, stats  # noqa: E402
+from tf_privpy import profiling  # noqa: E402
+from tf_privpy.profiling import ProfileError, profile  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
@@ -62,5 +64,5 @@ __all__ = sorted(list(_registry.namespace("")) + [
     "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client_devices",
     "converters", "convert", "datasets",
     "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn",
-    "reset",
+    "ProfileError", "profile", "profiling", "reset",
     "restore_variables", "save_variables", "servers", "Stats", "cost", "stats"])

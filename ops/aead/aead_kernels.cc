@@ -104,6 +104,7 @@ class AeadSealOp : public AeadKernel {
   using AeadKernel::AeadKernel;
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     Secret pair_key, link_key;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", pair_key.data()));
     const Tensor& plain = ctx->input(2);
@@ -156,6 +157,7 @@ class AeadOpenOp : public AeadKernel {
   using AeadKernel::AeadKernel;
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     Secret pair_key, link_key;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", pair_key.data()));
     const Tensor& msg = ctx->input(2);

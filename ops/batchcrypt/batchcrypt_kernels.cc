@@ -36,6 +36,7 @@ class BatchcryptPackOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const Tensor& in = ctx->input(0);
     const int64_t n = in.NumElements();
     const int64_t nct = (n + k_ - 1) / k_;
@@ -88,6 +89,7 @@ class BatchcryptUnpackOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const Tensor& in = ctx->input(0);
     OP_REQUIRES(ctx, in.dims() == 1,
                 errors::InvalidArgument("plaintexts must be a vector, got shape ",

@@ -73,6 +73,7 @@ class GcGarbleOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
@@ -99,6 +100,7 @@ class GcEncodeInputOp : public OpKernel {
     role_ = role == "x" ? gc::Role::kX : gc::Role::kY;
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
@@ -127,6 +129,7 @@ class GcEvaluateOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     int64_t n = -1;
     OP_REQUIRES_OK(ctx, CheckBatchTensor(ctx->input(0), "tables", 4, &n));
     const Tensor& decode = ctx->input(1);
@@ -161,6 +164,7 @@ class GcOutputMaskOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "ops/common/tf_util.h"
 #include "ops/kex/kex.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -73,6 +74,7 @@ class X25519KeypairOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t *priv, *pub;
     OP_REQUIRES_OK(ctx, KeyOutputs(ctx, &priv, &pub));
     kex::Error e;
@@ -84,6 +86,7 @@ class X25519ReadPrivateKeyOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const Tensor& path = ctx->input(0);
     OP_REQUIRES(ctx, path.dims() == 0,
                 errors::InvalidArgument("path must be a string scalar"));
@@ -101,6 +104,7 @@ class X25519PublicKeyOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const uint8_t* priv;
     OP_REQUIRES_OK(ctx, KeyInput(ctx, 0, "private_key", &priv));
     Tensor* pub;
@@ -114,6 +118,7 @@ class X25519Op : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const uint8_t *priv, *peer;
     OP_REQUIRES_OK(ctx, KeyInput(ctx, 0, "private_key", &priv));
     OP_REQUIRES_OK(ctx, KeyInput(ctx, 1, "peer_public_key", &peer));
@@ -134,6 +139,7 @@ class HkdfSha256Op : public OpKernel {
                                         "(RFC 5869 §2.3), got ", length_));
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     for (int i = 0; i < 3; ++i)
       OP_REQUIRES(ctx,
                   ctx->input(i).dtype() == ::tensorflow::DT_UINT8 && ctx->input(i).dims() == 1,
@@ -161,6 +167,7 @@ class KexDeriveOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("context", &context_));
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const uint8_t *s, *e, *peer_s, *peer_e;
     OP_REQUIRES_OK(ctx, KeyInput(ctx, 0, "own_static_private", &s));
     OP_REQUIRES_OK(ctx, KeyInput(ctx, 1, "own_ephemeral_private", &e));

@@ -278,6 +278,7 @@ class PaillierKeygenOp : public OpKernel {
                                         paillier::kMaxModulusBits, "], got ", bits_));
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     std::string n, p, q, error;
     OP_REQUIRES(ctx, paillier::GenerateKey(bits_, TfParallelFor(ctx), &n, &p, &q, &error),
                 errors::Unavailable("PaillierKeygen: ", error));
@@ -302,6 +303,7 @@ class PaillierEncryptOp : public OpKernel {
     OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     NoiseSource<kCrt> noise_maker = noise_;
     OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
     const PublicKey* pk = &noise_maker.key();
@@ -335,6 +337,7 @@ class PaillierNoiseOp : public OpKernel {
     OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     NoiseSource<kCrt> noise_maker = noise_;
     OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
     const PublicKey* pk = &noise_maker.key();
@@ -368,6 +371,7 @@ class PaillierEncryptWithNoiseOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     TwoOperands io;
     OP_REQUIRES_OK(ctx, io.Prepare(ctx, "plaintext", "noise"));
     const PublicKey* pk = io.pk.get();
@@ -396,6 +400,7 @@ class PaillierDecryptOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     std::shared_ptr<const PrivateKey> sk;
     OP_REQUIRES_OK(ctx, GetPrivate(ctx, &sk));
     const PublicKey& pk = sk->pub;
@@ -433,6 +438,7 @@ class PaillierAddOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     TwoOperands io;
     OP_REQUIRES_OK(ctx, io.Prepare(ctx, "a", "b"));
     const PublicKey* pk = io.pk.get();
@@ -465,6 +471,7 @@ class PaillierMulPlainOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     TwoOperands io;
     OP_REQUIRES_OK(ctx, io.Prepare(ctx, "ciphertext", "k"));
     const PublicKey* pk = io.pk.get();
@@ -497,6 +504,7 @@ class PaillierRerandomizeOp : public OpKernel {
     OP_REQUIRES_OK(ctx, noise_.Init(ctx));
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     PublicNoise noise_maker = noise_;
     OP_REQUIRES_OK(ctx, noise_maker.Prepare(ctx));
     const PublicKey* pk = &noise_maker.key();
@@ -529,6 +537,7 @@ class PaillierReduceSumOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     std::shared_ptr<const PublicKey> pk;
     OP_REQUIRES_OK(ctx, GetPublic(ctx, &pk));
     const Tensor& c_t = ctx->input(1);
@@ -581,6 +590,7 @@ class PaillierValidateOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     std::shared_ptr<const PublicKey> pk;
     OP_REQUIRES_OK(ctx, GetPublic(ctx, &pk));
     const Tensor& c_t = ctx->input(1);

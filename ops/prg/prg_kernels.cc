@@ -26,6 +26,7 @@ class RandomKeyOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &out));
     std::string error;
@@ -40,6 +41,7 @@ class StreamNextOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     using ::tensorflow::Var;
     ::tensorflow::core::RefCountPtr<Var> key, counter;
     OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &key));
@@ -88,6 +90,7 @@ class TakeOnceOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     using ::tensorflow::Var;
     ::tensorflow::core::RefCountPtr<Var> fresh, value;
     OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &fresh));

@@ -3,6 +3,7 @@
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
+#include "ops/common/tf_util.h"
 
 namespace tf_privpy {
 namespace {
@@ -22,6 +23,7 @@ class CheckOp : public OpKernel {
   }
 
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const ::tensorflow::Tensor& cond = ctx->input(0);
     OP_REQUIRES(ctx, cond.NumElements() == 1,
                 ::tensorflow::errors::InvalidArgument(

@@ -37,6 +37,8 @@ from tf_privpy.distributed import ClusterError, ServerError  # noqa: E402
 from tf_privpy.stats import Stats, cost, stats  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
+from tf_privpy.share_io import load, publish  # noqa: E402
+from tf_privpy.service import client  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
 
@@ -59,8 +61,8 @@ __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
     "CheckpointError", "ClusterError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
-    "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client_devices",
+    "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
     "converters", "convert", "datasets",
-    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn",
-    "reset",
+    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",
+    "models", "nn", "publish", "reset",
     "restore_variables", "save_variables", "servers", "Stats", "cost", "stats"])

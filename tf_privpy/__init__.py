@@ -38,7 +38,6 @@ from tf_privpy.stats import Stats, cost, stats  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.share_io import load, publish  # noqa: E402
-from tf_privpy.service import client  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
 
@@ -53,6 +52,16 @@ def convert(fn, input_signature=None, policy=None, passes=None):
     """
     return converters.convert(fn, input_signature, policy, passes=passes)
 
+
+
+def __getattr__(name):
+    # tp.client (the data owners' side of the share service) is imported on
+    # first use: importing the service with tf_privpy would make `python -m
+    # tf_privpy.service.server` run a second copy of the server module.
+    if name == "client":
+        from tf_privpy.service import client
+        return client
+    raise AttributeError(f"module 'tf_privpy' has no attribute {name!r}")
 
 
 _dispatch.register()

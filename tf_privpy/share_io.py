@@ -31,7 +31,6 @@ from tensorflow.python.ops import script_ops
 
 from tf_privpy.protocols.mpc.ops import _common as C
 from tf_privpy.protocols.mpc.value import PrivateTensor
-from tf_privpy.service.client import ShareServiceError, check_pair
 from tf_privpy.service.store import Store, StoreError, read_share, write_share
 
 __all__ = ["attach_store", "detach_stores", "load", "publish"]
@@ -40,6 +39,22 @@ PARTIES = ("S1", "S2")
 #: how a store's refusal crosses the op boundary (py_func keeps only the
 #: message): "[CODE] message", CODE a grpc.StatusCode name
 _CODED = re.compile(r"\[([A-Z_]+)\] (.*?)(?: \[Op:|$)", re.S)
+
+
+def _client():
+    """tf_privpy.service.client, imported on first use: importing it with
+    tf_privpy would import the service's server module with the package, and
+    `python -m tf_privpy.service.server` would then run a second copy of it
+    (which then hung on SIGTERM)."""
+    from tf_privpy.service import client
+    return client
+
+
+def _error(*args) -> Exception:
+    """A tp.client.ShareServiceError(code, message, server)."""
+    return _client().ShareServiceError(*args)
+
+
 _keep: Dict[str, object] = {}  # the registry holds weak references
 _lock = threading.Lock()
 
@@ -122,21 +137,21 @@ def _run(h, party: str, action: str, inputs, dtype):
         return tf.raw_ops.EagerPyFunc(input=inputs, token=token(action, party), Tout=[dtype])[0]
 
 
-def _translate(e: tf.errors.OpError, party: str) -> ShareServiceError:
+def _translate(e: tf.errors.OpError, party: str) -> Exception:
     """The op's error as a ShareServiceError (code, the server, what to do)."""
     msg = e.message
     if "callback" in msg and "tf_privpy_share_" in msg:
-        return ShareServiceError(
+        return _error(
             grpc.StatusCode.FAILED_PRECONDITION,
             f"no share store on {party}: start its server with --share-store DIR "
             "(python -m tf_privpy.server), or in the embedded mode call "
             "tp.init(share_stores={'S1': DIR1, 'S2': DIR2})", party)
     m = _CODED.search(msg)
     if m is None or not hasattr(grpc.StatusCode, m.group(1)):
-        return ShareServiceError(grpc.StatusCode.UNKNOWN, msg.strip(), party)
+        return _error(grpc.StatusCode.UNKNOWN, msg.strip(), party)
     code, text = m.group(1), m.group(2).strip()
     hint = {"NOT_FOUND": ": upload it first (tp.client.upload) or check the name"}.get(code, "")
-    return ShareServiceError(getattr(grpc.StatusCode, code), text + hint, party)
+    return _error(getattr(grpc.StatusCode, code), text + hint, party)
 
 
 def _call(h, party: str, action: str, inputs, dtype) -> tf.Tensor:
@@ -186,10 +201,10 @@ def load(name: str, dtype: tf.DType = tf.float32,
     h = C.handle_of()
     with tf.init_scope():  # public metadata, read eagerly even while tracing
         m0, m1 = _metadata(h, name)
-    check_pair(name, m0, m1)
+    _client().check_pair(name, m0, m1)
     cfg = h.config
     if (m0["ring_bits"], m0["frac_bits"]) != (cfg.ring_bits, cfg.frac_bits):
-        raise ShareServiceError(
+        raise _error(
             grpc.StatusCode.FAILED_PRECONDITION,
             f"{name!r} is stored in the {m0['ring_bits']}-bit ring with {m0['frac_bits']} "
             f"fractional bits; this runtime computes with {cfg.ring_bits} and "
@@ -246,15 +261,15 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
     for party in PARTIES:  # refuse before anything is written
         try:
             m = json.loads(_call(h, party, "info", [name], tf.string).numpy().decode())
-        except ShareServiceError as e:
+        except _client().ShareServiceError as e:
             if e.code == grpc.StatusCode.NOT_FOUND:
                 continue
             raise
         if m["owner"] != owner:
-            raise ShareServiceError(grpc.StatusCode.PERMISSION_DENIED,
+            raise _error(grpc.StatusCode.PERMISSION_DENIED,
                                     f"record {name!r} belongs to another owner", party)
         if not overwrite:
-            raise ShareServiceError(grpc.StatusCode.ALREADY_EXISTS,
+            raise _error(grpc.StatusCode.ALREADY_EXISTS,
                                     f"record {name!r} exists: pass overwrite=True to "
                                     "replace it", party)
     uid = os.urandom(16).hex()

@@ -195,3 +195,51 @@ def test_without_stores_the_error_says_how_to_attach(services):
     finally:
         tp.reset()
         tp.init(share_stores={"S1": services[0].store_dir, "S2": services[1].store_dir})
+
+
+DRIVER = """
+import json, sys
+import tensorflow as tf
+import tf_privpy as tp
+from tensorflow.python.ops import script_ops
+tp.init(cluster=sys.argv[1], timeout=60)
+# the driver serves no store: a share read placed here would fail, not leak
+assert not [t for t in script_ops._py_funcs._funcs if str(t).startswith("tf_privpy_share_")]
+y = tf.sigmoid(tf.matmul(tp.load("d-x", tf.float64), tp.load("d-w", tf.float64)))
+print("REPLY", json.dumps(tp.publish(y, "d-y", owner="hospital")), flush=True)
+try:
+    tp.load("d-missing")
+except tp.client.ShareServiceError as e:
+    print("REPLY", json.dumps({"code": e.code.name, "server": e.server, "msg": str(e)}))
+"""
+
+
+@pytest.mark.slow
+def test_distributed_upload_load_publish_fetch(tmp_path):
+    """The distributed path, each piece its own process: `cluster local`'s
+    four servers with S1's and S2's share services beside their TF servers
+    (--share_port), owners uploading and fetching over TLS, and a driver that
+    loads, predicts and publishes; the driver process has no store function
+    at all. About 15-20 s here (five TF processes on two cores)."""
+    import json
+    import subprocess
+    import sys
+    from tf_privpy.cluster import LocalCluster
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(8, 3)), rng.normal(size=(3, 1))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with LocalCluster(timeout_s=60, start_timeout_s=240, share_services=True) as c:
+        assert set(c.cluster.share_services) == {"s1", "s2"}
+        tp.client.upload("d-x", x, cluster=c.owner_cluster("hospital"), progress=False)
+        tp.client.upload("d-w", w, cluster=c.owner_cluster("modeller"), progress=False)
+        r = subprocess.run([sys.executable, "-c", DRIVER, c.path], capture_output=True,
+                           text=True, timeout=600, cwd=root,
+                           env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
+        replies = [json.loads(l[6:]) for l in r.stdout.splitlines() if l.startswith("REPLY ")]
+        assert r.returncode == 0 and len(replies) == 2, (r.stdout[-2000:], r.stderr[-3000:])
+        assert replies[0]["shape"] == [8, 1]
+        assert replies[1]["code"] == "NOT_FOUND" and replies[1]["server"] == "S1"
+        got = tp.client.fetch("d-y", cluster=c.owner_cluster("hospital"))
+        np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
+        for role in ("s1", "s2"):  # each server stored only its own share
+            assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))

@@ -38,7 +38,7 @@ __all__ = ["attach_store", "detach_stores", "load", "publish"]
 PARTIES = ("S1", "S2")
 #: how a store's refusal crosses the op boundary (py_func keeps only the
 #: message): "[CODE] message", CODE a grpc.StatusCode name
-_CODED = re.compile(r"\[([A-Z_]+)\] (.*?)(?: \[Op:|$)", re.S)
+_CODED = re.compile(r"\[([A-Z][A-Z_]+)\] ([^\n]*?)(?: \[Op:|\n|$)")
 
 
 def _client():
@@ -146,17 +146,21 @@ def _translate(e: tf.errors.OpError, party: str) -> Exception:
             f"no share store on {party}: start its server with --share-store DIR "
             "(python -m tf_privpy.server), or in the embedded mode call "
             "tp.init(share_stores={'S1': DIR1, 'S2': DIR2})", party)
-    m = _CODED.search(msg)
-    if m is None or not hasattr(grpc.StatusCode, m.group(1)):
+    # the first "[CODE] ..." that names a status (a remote error adds others)
+    m = next((m for m in _CODED.finditer(msg) if hasattr(grpc.StatusCode, m.group(1))), None)
+    if m is None:
         return _error(grpc.StatusCode.UNKNOWN, msg.strip(), party)
     code, text = m.group(1), m.group(2).strip()
     hint = {"NOT_FOUND": ": upload it first (tp.client.upload) or check the name"}.get(code, "")
     return _error(getattr(grpc.StatusCode, code), text + hint, party)
 
 
-def _call(h, party: str, action: str, inputs, dtype) -> tf.Tensor:
+def _call(h, party: str, action: str, inputs, dtype):
+    """The op's output (decoded JSON for info and write), errors translated.
+    Remote eager ops run asynchronously: their errors come with the value."""
     try:
-        return _run(h, party, action, inputs, dtype)
+        out = _run(h, party, action, inputs, dtype)
+        return json.loads(out.numpy().decode()) if dtype == tf.string else out
     except tf.errors.OpError as e:
         raise _translate(e, party) from None
 
@@ -164,8 +168,7 @@ def _call(h, party: str, action: str, inputs, dtype) -> tf.Tensor:
 def _metadata(h, name: str) -> Sequence[dict]:
     metas = []
     for party in PARTIES:
-        out = _call(h, party, "info", [name], tf.string)
-        metas.append(json.loads(out.numpy().decode()))
+        metas.append(_call(h, party, "info", [name], tf.string))
     return metas
 
 
@@ -260,7 +263,7 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
     h = C.handle_of(x)
     for party in PARTIES:  # refuse before anything is written
         try:
-            m = json.loads(_call(h, party, "info", [name], tf.string).numpy().decode())
+            m = _call(h, party, "info", [name], tf.string)
         except _client().ShareServiceError as e:
             if e.code == grpc.StatusCode.NOT_FOUND:
                 continue
@@ -276,7 +279,7 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
     metas = []
     for party, share in zip(PARTIES, C.shares(x)):
         args = [name, owner, uid, h.config.ring_bits, h.config.frac_bits, overwrite, share]
-        metas.append(json.loads(_call(h, party, "write", args, tf.string).numpy().decode()))
+        metas.append(_call(h, party, "write", args, tf.string))
     return {"name": name, "shape": metas[0]["shape"], "upload_id": uid, "owner": owner,
             "existed": all(m["existed"] for m in metas)}
 

@@ -1,4 +1,4 @@
-"""The data owner's side of the share service (to be exposed as tp.client).
+"""The data owner's side of the share service, exposed as tp.client.
 
     >>> cluster = ServiceCluster(s1="s1.example:7201", s2="s2.example:7202",
     ...                          ca="ca.pem", cert="hospital-a.pem", key="hospital-a.key")

@@ -243,3 +243,38 @@ def test_distributed_upload_load_publish_fetch(tmp_path):
         np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
         for role in ("s1", "s2"):  # each server stored only its own share
             assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))
+
+
+def test_server_share_flags_are_checked():
+    """--share_port only on S1 and S2, and only with a CA folder and a store:
+    a clear error before anything starts."""
+    from tf_privpy import cluster_file as cf
+    from tf_privpy.server import _start_share_service, _underscored
+    with pytest.raises(cf.ClusterError, match="only S1 and S2 hold shares"):
+        _start_share_service("t1", "127.0.0.1", 0, "certs", "store", 128)
+    with pytest.raises(cf.ClusterError, match="needs --cert_dir"):
+        _start_share_service("s1", "127.0.0.1", 0, None, "store", 128)
+    assert _underscored(["p", "--share-port=7", "--cert-dir", "/a-b", "--role", "s1"]) == [
+        "p", "--share_port=7", "--cert_dir", "/a-b", "--role", "s1"]
+
+
+def test_issue_cert_writes_the_owners_settings(tmp_path, capsys):
+    """`cluster issue-cert NAME` makes the CA when missing, the owner's
+    certificate and owners/NAME.json, which tp.client reads (with the
+    services' addresses from the cluster file); a bad share_services entry in
+    a cluster file is refused."""
+    from tf_privpy import cluster_file as cf
+    from tf_privpy.cluster import run_issue_cert, run_revoke
+    tasks = {r: f"127.0.0.1:{7101 + i}" for i, r in enumerate(cf.ROLES)}
+    path = cf.Cluster(tasks=tasks, share_services={"s1": "127.0.0.1:7201",
+                                                   "s2": "127.0.0.1:7202"}).save(
+        str(tmp_path / "cluster.json"))
+    certs = str(tmp_path / "certs")
+    assert run_issue_cert("hospital-a", certs, path) == 0
+    settings = tp.client.ServiceCluster.load(os.path.join(certs, "owners", "hospital-a.json"))
+    assert (settings.s1, settings.s2) == ("127.0.0.1:7201", "127.0.0.1:7202")
+    assert os.path.exists(settings.cert) and os.path.exists(settings.ca)
+    assert run_revoke("hospital-a", certs) == 0
+    with pytest.raises(cf.ClusterError, match="share_services"):
+        cf.from_json({"version": cf.FORMAT_VERSION, "tasks": tasks,
+                      "share_services": {"t1": "127.0.0.1:1"}})

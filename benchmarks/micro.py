@@ -7,6 +7,11 @@ TensorFlow measured in the same run and beside PrivPy's published figure
     python benchmarks/micro.py                       # what `make bench` runs
     python benchmarks/micro.py --sizes=256 --mul_n=100000 --reps=2   # quick
 
+It also measures the data owners' share service (docs/share_service.md) with
+S1's and S2's services as local processes over TLS: one owner's upload, the
+servers' tp.load and tp.publish, the owner's fetch of an array of --share_mib
+MiB per share, and --share_clients concurrent uploads of 1 MiB shares.
+
 Targets (issue #2, 2 cores): >= 20 M mult/s (64-bit ring), >= 8 M/s (128-bit);
 1024^2 matmul within 30x (64-bit) / 100x (128-bit) of float32 tf.matmul.
 """
@@ -22,6 +27,9 @@ flags.DEFINE_list("sizes", ["256", "512", "1024"], "square matmul sizes")
 flags.DEFINE_integer("reps", 5, "timed repetitions (best and median are reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for micro.json and micro.png")
+flags.DEFINE_integer("share_mib", 16, "MiB per share of the share-service row (128-bit "
+                     "ring); 0 skips the row")
+flags.DEFINE_integer("share_clients", 50, "concurrent owners uploading 1 MiB shares")
 F = flags.FLAGS
 
 PRIVPY_MUL_PER_S = 2_583_158  # shared/ANCHORS.md, seed 000 Table 2
@@ -88,11 +96,60 @@ def main(argv):
           f"{r['ratio']:.1f}x", f"<= {r['target_ratio']}x" if r["target_ratio"] else "-"]
          for r in results["matmul"]])
 
+    if F.share_mib:
+        results["share_service"] = share_service_rows(rng)
+        print_table(
+            f"Share service, S1's and S2's services as local processes (TLS), 128-bit ring; "
+            f"MiB counts both shares",
+            ["step", "MiB", "seconds", "MiB/s"],
+            [[r["step"], f"{r['mib']:.1f}", f"{r['seconds']:.2f}", f"{r['mib_per_s']:.1f}"]
+             for r in results["share_service"]])
+
     write_json(os.path.join(F.out, "micro.json"), results)
     labels = [f"{r['ring']}-bit {r['size']}" for r in results["matmul"]]
     bar_png(os.path.join(F.out, "micro.png"), "Private matmul vs plaintext (ms)", labels,
             {"tf_privpy": [r["best_s"] * 1e3 for r in results["matmul"]],
              "plaintext tf.matmul": [r["plaintext_s"] * 1e3 for r in results["matmul"]]}, "ms")
+
+
+def share_service_rows(rng):
+    """upload -> tp.load -> tp.publish -> fetch of one array, then concurrent
+    uploads; rows of MiB (both shares), seconds and MiB/s."""
+    import tempfile
+    import time
+
+    from tf_privpy.service.local import LocalShareServices, concurrent_uploads
+
+    n = F.share_mib * 2**20 // 16  # 16 bytes per element and share in the 128-bit ring
+    mib = 2 * n * 16 / 2**20
+    x = rng.normal(0, 1, n)
+    rows = []
+
+    def timed(step, fn, size=mib):
+        t0 = time.perf_counter()
+        out = fn()
+        dt = time.perf_counter() - t0
+        rows.append({"step": step, "mib": size, "seconds": dt, "mib_per_s": size / dt})
+        return out
+
+    with tempfile.TemporaryDirectory() as d:
+        with LocalShareServices(os.path.join(d, "certs"), os.path.join(d, "stores")) as svc:
+            cluster = svc.cluster("bench")
+            tp.reset()
+            tp.init(share_stores={"S1": svc[0].store_dir, "S2": svc[1].store_dir})
+            timed("upload (owner, TLS)", lambda: tp.client.upload(
+                "bench-x", x, cluster=cluster, progress=False))
+            p = timed("tp.load (S1, S2 stores)", lambda: tp.load("bench-x"))
+            timed("tp.publish (S1, S2 stores)", lambda: tp.publish(p, "bench-y", owner="bench"))
+            timed("fetch (owner, TLS)", lambda: tp.client.fetch("bench-y", cluster=cluster))
+            r = concurrent_uploads(cluster, F.share_clients, 1 << 20, verify=False)
+            if r["errors"]:
+                raise RuntimeError(f"concurrent uploads failed: {r['errors'][:3]}")
+            rows.append({"step": f"{F.share_clients} concurrent uploads of 1 MiB shares",
+                         "mib": r["mib"], "seconds": r["seconds"], "mib_per_s": r["mib_per_s"]})
+            tp.reset()
+            tp.init()
+    return rows
 
 
 if __name__ == "__main__":

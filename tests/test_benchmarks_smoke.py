@@ -13,7 +13,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RUNS = {
-    "micro": (["--rings=64", "--mul_n=1000", "--sizes=16", "--reps=1"], "micro.json"),
+    "micro": (["--rings=64", "--mul_n=1000", "--sizes=16", "--reps=1", "--share_mib=1",
+               "--share_clients=4"], "micro.json"),
     "compare": (["--rings=64", "--sizes=100", "--reps=1", "--sort_sizes=16",
                  "--max_groups=16", "--fn_n=100"], "compare.json"),
     "functions": (["--rings=64", "--sizes=20", "--reps=1", "--functions=exp,divide,softmax"],
@@ -37,6 +38,10 @@ def test_benchmark_runs(name, tmp_path):
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     res = json.load(open(tmp_path / out))
     assert res["machine"]
+    if name == "micro":
+        assert [r["step"].split(" ")[0] for r in res["share_service"]] == [
+            "upload", "tp.load", "tp.publish", "fetch", "4"]
+        assert all(r["mib_per_s"] > 0 for r in res["share_service"])
     if name == "compare":
         row = res["compare"][0]
         assert row["online_bytes_per_cmp"] > 0 and row["with_garbling_tf_function_per_s"] > 0

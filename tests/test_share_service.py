@@ -211,8 +211,8 @@ def test_idempotent_retry_and_conflicting_content(alice, services):
 
 
 def test_published_result_reaches_its_owner_only(alice, certs, services):
-    """What tp.load and tp.publish will do on S1 and S2 (store.read_share,
-    store.write_share): the servers read alice's upload as two shares, store
+    """What tp.load and tp.publish do on S1 and S2 (store.read_share,
+    store.write_share; the ops themselves: tests/test_share_io.py): the servers read alice's upload as two shares, store
     a result computed share-wise for bob, and bob fetches it; alice cannot."""
     from tf_privpy.service.store import Store, read_share, write_share
     x = np.random.default_rng(3).normal(size=(4, 3))
@@ -232,51 +232,6 @@ def test_published_result_reaches_its_owner_only(alice, certs, services):
     assert_refused(grpc.StatusCode.PERMISSION_DENIED, alice.fetch, "result-2x")
     with pytest.raises(Exception, match="party 0's share, not party 1's"):
         read_share(Store(services[0].store_dir, 128, 20), "input-x", 1)
-
-
-def test_upload_private_lr_prediction_fetch(certs, services):
-    """End to end on this process's embedded runtime, with the tp.load and
-    tp.publish steps written out as they will run on S1 and S2: a hospital
-    uploads features, a model owner uploads weights (each from its own
-    client), the servers read the stored shares as PrivateTensors (nothing
-    reconstructed), predict sigmoid(x @ w + b) privately and store the
-    result's shares for the hospital, which fetches it: the plaintext
-    prediction within the sigmoid's tolerance."""
-    import tensorflow as tf
-    import tf_privpy as tp
-    from tf_privpy.protocols.mpc.ops import _common as C
-    from tf_privpy.service.store import Store, read_share, write_share
-    rng = np.random.default_rng(4)
-    x, w, b = rng.normal(size=(16, 5)), rng.normal(size=(5, 1)), np.array([0.25])
-    with ShareClient(owner_cluster(certs, services, "hospital"), timeout=30) as hospital:
-        hospital.upload("lr-x", x)
-    with ShareClient(owner_cluster(certs, services, "modeller"), timeout=30) as modeller:
-        modeller.upload("lr-w", w)
-        modeller.upload("lr-b", b)
-    stores = [Store(s.store_dir, 128, 20) for s in services]
-    h = C.handle_of()
-    assert h.config.ring_bits == 128 and h.config.frac_bits == 20
-
-    def load(name):  # tp.load: each server reads its own share
-        metas, parts = [], []
-        for party, (store, dev) in enumerate(zip(stores, ("S1", "S2"))):
-            meta, share = read_share(store, name, party)
-            with tf.device(h.runtime.device(dev)):
-                parts.append(tf.constant(share))
-            metas.append(meta)
-        client.check_pair(name, *metas)
-        return C.wrap(h, parts, tf.float64)
-
-    y = tf.sigmoid(tf.matmul(load("lr-x"), load("lr-w")) + load("lr-b"))
-    uid = os.urandom(16).hex()  # tp.publish: each server stores its share
-    for party, (store, share) in enumerate(zip(stores, (y.share0, y.share1))):
-        write_share(store, "lr-prediction", share.numpy(), party, owner="hospital",
-                    upload_id=uid)
-    with ShareClient(owner_cluster(certs, services, "hospital"), timeout=30) as hospital:
-        got = hospital.fetch("lr-prediction")
-    want = 1 / (1 + np.exp(-(grid(x) @ grid(w) + grid(b))))
-    assert got.shape == (16, 1)
-    np.testing.assert_allclose(got, want, atol=1e-3)
 
 
 # --- bad input: a clear status, nothing stored -------------------------------

@@ -39,6 +39,7 @@ from tf_privpy import profiling  # noqa: E402
 from tf_privpy.profiling import ProfileError, profile  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
+from tf_privpy.share_io import load, publish  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
 
@@ -55,14 +56,24 @@ def convert(fn, input_signature=None, policy=None, passes=None):
 
 
 
+def __getattr__(name):
+    # tp.client (the data owners' side of the share service) is imported on
+    # first use: importing the service with tf_privpy would make `python -m
+    # tf_privpy.service.server` run a second copy of the server module.
+    if name == "client":
+        from tf_privpy.service import client
+        return client
+    raise AttributeError(f"module 'tf_privpy' has no attribute {name!r}")
+
+
 _dispatch.register()
 
 __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
     "CheckpointError", "ClusterError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
-    "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client_devices",
+    "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
     "converters", "convert", "datasets",
-    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "math", "models", "nn",
-    "ProfileError", "profile", "profiling", "reset",
+    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",
+    "models", "nn", "ProfileError", "profile", "profiling", "publish", "reset",
     "restore_variables", "save_variables", "servers", "Stats", "cost", "stats"])

@@ -15,6 +15,11 @@
         Writes a cluster file for four machines, recording this machine's
         tf_privpy build (every machine must run the same) and the servers'
         identity public keys (from keygen on each machine).
+    python -m tf_privpy.cluster issue-cert NAME --certs certs [--cluster cluster.json]
+        A data owner's client certificate for the share services (the CA in
+        certs/ is made when missing) and certs/owners/NAME.json, the owner's
+        settings for tp.client (with the services' addresses if the cluster
+        file names them); `revoke NAME --certs certs` revokes it.
     python -m tf_privpy.cluster check --cluster cluster.json
         From the driver's machine: connects, checks that every server answers
         as its role and runs this build, and prints them.
@@ -26,6 +31,7 @@ The Python API of `local` is LocalCluster (tests use it):
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -82,6 +88,10 @@ class LocalCluster:
       env: extra environment for every server; restart(role, env=...) can
         give one server its own.
       keep_logs: keep the log directory (each server's stdout and stderr).
+      share_services: also run S1's and S2's share services (TLS) beside
+        their TF servers, with stores under the log directory (stores/s1,
+        stores/s2) and the CA in cert_dir (made when missing; default: certs/
+        in the log directory); the cluster file names their addresses.
 
     Example:
       >>> c = LocalCluster(timeout_s=10).start()
@@ -90,7 +100,8 @@ class LocalCluster:
 
     def __init__(self, out: Optional[str] = None, timeout_s: float = cf.DEFAULT_TIMEOUT_S,
                  start_timeout_s: float = 180.0, env: Optional[Mapping[str, str]] = None,
-                 keep_logs: bool = False, host: str = "127.0.0.1"):
+                 keep_logs: bool = False, host: str = "127.0.0.1",
+                 share_services: bool = False, cert_dir: Optional[str] = None):
         self.out = out
         self.timeout_s = float(timeout_s)
         self.start_timeout_s = float(start_timeout_s)
@@ -103,13 +114,37 @@ class LocalCluster:
         self.path: Optional[str] = None
         self._server_file = os.path.join(self.log_dir, "servers.json")
         self._files = []
+        self.share_services = share_services
+        self.cert_dir = os.path.abspath(cert_dir or os.path.join(self.log_dir, "certs"))
+        self.share_ports: Dict[str, int] = {}
+
+    def share_store(self, role: str) -> str:
+        """The store folder of S1's or S2's share service."""
+        return os.path.join(self.log_dir, "stores", role)
+
+    def owner_cluster(self, owner: str) -> dict:
+        """A data owner's share-service settings (tp.client's cluster=...),
+        its certificate issued when missing."""
+        from tf_privpy.service import ca
+        paths = ca.owner_paths(self.cert_dir, owner)
+        if not os.path.exists(paths["cert"]):
+            ca.issue_cert(self.cert_dir, owner)
+        return dict(paths, s1=f"{self.host}:{self.share_ports['s1']}",
+                    s2=f"{self.host}:{self.share_ports['s2']}")
 
     # -------------------------------------------------------------- control
     def start(self) -> "LocalCluster":
         """Starts the four servers; returns once all answer (then the cluster
         file exists), or stops them and raises ClusterError naming the one
         that failed, with its stderr."""
-        ports = _free_ports(len(cf.ROLES))
+        ports = _free_ports(len(cf.ROLES) + 2)
+        services = {}
+        if self.share_services:
+            from tf_privpy.service import ca
+            if not os.path.exists(os.path.join(self.cert_dir, "ca.pem")):
+                ca.make_ca(self.cert_dir)
+            self.share_ports = dict(zip(("s1", "s2"), ports[len(cf.ROLES):]))
+            services = {r: f"{self.host}:{p}" for r, p in self.share_ports.items()}
         from tf_privpy.protocols.mpc import identity
         from tf_privpy.server import default_identity_key
         keys = {}  # each server's identity key, beside the file it reads
@@ -119,7 +154,8 @@ class LocalCluster:
                           if os.path.exists(path) else make_identity_key(path))
         self.cluster = cf.Cluster(
             tasks={r: f"{self.host}:{p}" for r, p in zip(cf.ROLES, ports)},
-            library=cf.library_identity(), timeout_s=self.timeout_s, identity=keys)
+            library=cf.library_identity(), timeout_s=self.timeout_s, identity=keys,
+            share_services=services)
         self.cluster.save(self._server_file)  # what the servers read
         try:
             for role in cf.ROLES:
@@ -211,9 +247,13 @@ class LocalCluster:
         out = open(os.path.join(self.log_dir, f"{role}.out"), "wb")
         err = open(os.path.join(self.log_dir, f"{role}.err"), "wb")
         self._files += [out, err]
+        share = []
+        if role in self.share_ports:
+            share = ["--share_port", str(self.share_ports[role]), "--cert_dir", self.cert_dir,
+                     "--share_store", self.share_store(role)]
         self.procs[role] = subprocess.Popen(
             [sys.executable, "-m", "tf_privpy.server", "--role", role,
-             "--cluster", self._server_file, "--exit_with_parent"],
+             "--cluster", self._server_file, "--exit_with_parent"] + share,
             stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
             start_new_session=True)  # Ctrl-C reaches us; we stop them in order
 
@@ -266,6 +306,9 @@ def _define_flags() -> None:
                             f"new: {cf.party(role)}'s identity public key (64 hex digits, "
                             "printed by keygen on its machine).")
     flags.DEFINE_bool("overwrite", False, "keygen: replace an existing key file.")
+    flags.DEFINE_bool("share_services", True, "local: also run S1's and S2's share services.")
+    flags.DEFINE_string("certs", None, "issue-cert, revoke, local: the share services' CA "
+                        "folder (local: default certs/ in its log directory).")
 
 
 def _exit_status(code: int) -> str:
@@ -277,18 +320,60 @@ def _say(msg: str) -> None:
     print(f"tf_privpy cluster: {msg}", file=sys.stderr, flush=True)
 
 
-def run_local(out: str, timeout_s: float, start_timeout_s: float, keep_logs: bool) -> int:
+def run_issue_cert(name: str, cert_dir: str, cluster_path: Optional[str]) -> int:
+    """`issue-cert NAME`: the owner's certificate and its tp.client settings."""
+    from tf_privpy.service import ca
+    try:
+        if not os.path.exists(os.path.join(cert_dir, "ca.pem")):
+            ca.make_ca(cert_dir)
+            _say(f"made the cluster CA in {cert_dir}")
+        paths = ca.issue_cert(cert_dir, name)
+    except (OSError, ValueError) as e:
+        _say(f"error: {e}")
+        return 1
+    settings = {k: os.path.relpath(v, os.path.dirname(paths["cert"]))
+                for k, v in paths.items() if k in ("ca", "cert", "key")}
+    if cluster_path and os.path.exists(cluster_path):
+        settings["share_services"] = dict(cf.load(cluster_path).share_services)
+    out = os.path.join(os.path.dirname(paths["cert"]), f"{name}.json")
+    with open(out, "w") as f:
+        json.dump(settings, f, indent=2)
+    print(f"issued {name}'s certificate: give the owner {paths['cert']}, {paths['key']} "
+          f"(its private key), {paths['ca']} and {out}; it then calls "
+          f"tp.client.upload(NAME, array, cluster={os.path.basename(out)!r})")
+    return 0
+
+
+def run_revoke(name: str, cert_dir: str) -> int:
+    from tf_privpy.service import ca
+    try:
+        serial = ca.revoke(cert_dir, name)
+    except (OSError, ValueError) as e:
+        _say(f"error: {e}")
+        return 1
+    print(f"revoked {name}'s certificate (serial {serial}): the share services refuse it "
+          "from the next call")
+    return 0
+
+
+def run_local(out: str, timeout_s: float, start_timeout_s: float, keep_logs: bool,
+              share_services: bool = True, cert_dir: Optional[str] = None) -> int:
     """`local`: start, wait for all four, write the file, run until stopped."""
     def on_signal(signum, _frame):
         raise KeyboardInterrupt
     # also SIGINT: a shell starts background jobs with it ignored
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    c = LocalCluster(out, timeout_s, start_timeout_s, keep_logs=keep_logs)
+    c = LocalCluster(out, timeout_s, start_timeout_s, keep_logs=keep_logs,
+                     share_services=share_services, cert_dir=cert_dir)
     try:
         _say(f"starting S1, S2, T1, T2 (logs in {c.log_dir})")
         c.start()
         where = ", ".join(f"{cf.party(r)} {a} (pid {c.pids[r]})" for r, a in c.cluster.servers.items())
+        if c.share_ports:
+            where += (f"; share services S1 {c.cluster.share_services['s1']}, S2 "
+                      f"{c.cluster.share_services['s2']} (CA in {c.cert_dir}: python -m "
+                      f"tf_privpy.cluster issue-cert NAME --certs {c.cert_dir})")
         print(f"tf_privpy cluster ready: {where}\ncluster file: {c.path}\nconnect with "
               f"tp.init(cluster={c.path!r}); Ctrl-C stops the servers", flush=True)
         while True:
@@ -368,12 +453,24 @@ def run_check(path: str, allow_public: bool) -> int:
 def main(argv) -> None:
     F = flags.FLAGS
     logging.set_verbosity(logging.WARNING)  # TF's connect logs its session config at INFO
-    if len(argv) != 2 or argv[1] not in ("local", "keygen", "new", "check"):
-        _say("usage: python -m tf_privpy.cluster {local|keygen|new|check} [flags] (--help)")
+    named = ("issue-cert", "revoke")
+    if len(argv) < 2 or argv[1] not in ("local", "keygen", "new", "check") + named \
+            or len(argv) != (3 if argv[1] in named else 2):
+        _say("usage: python -m tf_privpy.cluster {local|keygen|new|check|issue-cert NAME|"
+             "revoke NAME} [flags] (--help)")
+        sys.exit(2)
+    if argv[1] in named and not F.certs:
+        _say(f"error: {argv[1]} needs --certs DIR (the share services' CA folder)")
         sys.exit(2)
     try:
-        if argv[1] == "local":
-            code = run_local(F.out, F.timeout_s, F.start_timeout_s, F.keep_logs)
+        if argv[1] == "issue-cert":
+            code = run_issue_cert(argv[2], F.certs,
+                                  F.cluster if F["cluster"].present else None)
+        elif argv[1] == "revoke":
+            code = run_revoke(argv[2], F.certs)
+        elif argv[1] == "local":
+            code = run_local(F.out, F.timeout_s, F.start_timeout_s, F.keep_logs,
+                             F.share_services, F.certs)
         elif argv[1] == "keygen":
             code = run_keygen(F.out, F.overwrite)
         elif argv[1] == "new":

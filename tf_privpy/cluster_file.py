@@ -146,6 +146,8 @@ class Cluster:
     timeout_s: float = DEFAULT_TIMEOUT_S
     identity: Mapping[str, str] = dataclasses.field(default_factory=dict)
     path: Optional[str] = None
+    #: s1, s2 -> host:port of their share services (docs/share_service.md)
+    share_services: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def servers(self) -> Dict[str, str]:
@@ -162,6 +164,8 @@ class Cluster:
         out["timeout_s"] = self.timeout_s
         if self.identity:
             out["identity"] = dict(self.identity)
+        if self.share_services:
+            out["share_services"] = dict(self.share_services)
         return out
 
     def save(self, path: str) -> str:
@@ -180,7 +184,8 @@ def from_json(obj, source: str = "cluster file") -> Cluster:
     """Validates a decoded cluster file; raises ClusterError naming the problem."""
     if not isinstance(obj, dict):
         raise ClusterError(f"{source}: expected a JSON object")
-    unknown = set(obj) - {"version", "tasks", "library", "timeout_s", "identity"}
+    unknown = set(obj) - {"version", "tasks", "library", "timeout_s", "identity",
+                          "share_services"}
     if unknown:
         raise ClusterError(f"{source}: unknown keys {sorted(unknown)}")
     if obj.get("version") != FORMAT_VERSION:
@@ -223,8 +228,13 @@ def from_json(obj, source: str = "cluster file") -> Cluster:
             ok = False
         if not ok:
             raise ClusterError(f"{source}: identity of {role} must be 32 bytes in hex")
+    services = obj.get("share_services") or {}
+    if not isinstance(services, dict) or set(services) - {"s1", "s2"}:
+        raise ClusterError(f"{source}: 'share_services' maps s1 and s2 to host:port")
+    for role, addr in services.items():
+        parse_address(addr, f"{source}: {role}'s share service")
     return Cluster(tasks=dict(tasks), library=library, timeout_s=float(timeout),
-                   identity=dict(identity))
+                   identity=dict(identity), share_services=dict(services))
 
 
 def load(path: str) -> Cluster:

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from tf_privpy import distributed
+from tf_privpy import distributed, share_io
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, context, make_backend
 from tf_privpy.protocols.mpc.context import Handle, RuntimeError_
@@ -56,7 +56,8 @@ def _embedded_devices(num_clients: int = 1) -> Dict[str, str]:
 
 def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = None,
          num_clients: int = 1, cluster: Optional[str] = None,
-         timeout: Optional[float] = None, allow_public_address: bool = False) -> Handle:
+         timeout: Optional[float] = None, allow_public_address: bool = False,
+         share_stores: Optional[Dict[str, str]] = None) -> Handle:
     """Starts (or restarts) the tf_privpy runtime.
 
     In the embedded default it splits the host CPU into logical TF devices for
@@ -81,6 +82,10 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
         the cluster file's timeout_s, 30).
       allow_public_address: distributed mode: accept servers on public
         addresses (TF's gRPC has no TLS; see docs/distributed.md).
+      share_stores: embedded mode: {"S1": DIR, "S2": DIR}, the share
+        services' store folders that tp.load and tp.publish use on S1 and S2
+        (docs/share_service.md). In distributed mode each server names its
+        own (python -m tf_privpy.server --share-store DIR).
 
     Returns:
       The runtime handle (also available as `tp.get_runtime()`).
@@ -105,6 +110,9 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
                 "tp.Config(encrypt_links=False) with a cluster would send shares between "
                 "servers in the clear over TensorFlow's gRPC (no TLS): tf_privpy refuses. "
                 "Leave encrypt_links at None.")
+        if share_stores:
+            raise ValueError("tp.init(cluster=...) takes no share_stores: each server uses "
+                             "its own (python -m tf_privpy.server --share-store DIR)")
         if devices is not None or num_clients != 1:
             raise ValueError("tp.init(cluster=...) places the parties itself: give neither "
                              "devices nor num_clients (extra data owners are embedded-only)")
@@ -130,6 +138,9 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
         raise translated from e
     except KeyExchangeError as e:
         raise distributed.key_exchange_error(e) from None
+    # A driver serves no store of its own: only the embedded mode, which
+    # hosts S1's and S2's devices, attaches theirs.
+    share_io.attach_embedded(None if cluster is not None else share_stores)
     return context.set_handle(Handle(rt, make_backend(rt)))
 
 

@@ -147,11 +147,38 @@ def _register_identity(role: str, identity: dict) -> None:
     registry._funcs[cf.IDENTITY_TOKEN] = identity_fn
 
 
+def _start_share_service(role: str, host: str, port: int, cert_dir: Optional[str],
+                         store_dir: Optional[str], ring_bits: int):
+    """S1's or S2's share service beside its TF server, in this process, and
+    tp.load/tp.publish's functions on the same store. Returns (grpc server,
+    port)."""
+    if role not in ("s1", "s2"):
+        raise cf.ClusterError(f"--share_port: only S1 and S2 hold shares; {role} runs no "
+                              "share service")
+    if not cert_dir or not store_dir:
+        raise cf.ClusterError("--share_port needs --cert_dir (the cluster's CA folder, "
+                              "python -m tf_privpy.service.ca make-ca) and --share_store "
+                              "(where this server keeps its shares)")
+    from tf_privpy import share_io
+    from tf_privpy.service import server as service
+    try:
+        svc, bound = service.serve(role, port, cert_dir, store_dir, host=host,
+                                   ring_bits=ring_bits)
+    except (OSError, RuntimeError, ValueError) as e:
+        raise StartError(f"cannot start the share service on {host}:{port}: {e}") from None
+    share_io.attach_store(cf.party(role), store_dir)
+    return svc, bound
+
+
 def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
-          identity_key: Optional[str] = None) -> int:
+          identity_key: Optional[str] = None, share_port: Optional[int] = None,
+          cert_dir: Optional[str] = None, share_store: Optional[str] = None,
+          share_ring_bits: int = 128) -> int:
     cluster = cf.load(path)
     if role not in cf.ROLES:
         raise cf.ClusterError(f"--role must be one of {', '.join(cf.ROLES)}, got {role!r}")
+    if share_port is None and (cert_dir or share_store):
+        raise cf.ClusterError("--cert_dir and --share_store go with --share_port")
     cf.check_addresses(cluster, allow_public, "--allow_public_address")
     host, port = cf.parse_address(cluster.tasks[role])
     _check_local(host, port, role)
@@ -196,8 +223,13 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
               f"at {', '.join(others)}. Firewall it there (docs/distributed.md)."
               + (f" WARNING: {', '.join(public)} public." if public else ""),
               file=sys.stderr, flush=True)
+    share = None
+    if share_port is not None:
+        share = _start_share_service(role, host, share_port, cert_dir, share_store,
+                                     share_ring_bits)
     print(f"tf_privpy server {role} ready on {host}:{port} (tf_privpy {identity['version']}, "
-          f"ops library {identity['sha256'][:12]})", flush=True)
+          f"ops library {identity['sha256'][:12]})"
+          + (f"; share service on {host}:{share[1]}" if share else ""), flush=True)
 
     stop = threading.Event()
     got = []
@@ -215,6 +247,8 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
             break
     print(f"tf_privpy server {role} stopping ({got[0] if got else 'stop'})", file=sys.stderr,
           flush=True)
+    if share is not None:
+        share[0].stop(2).wait()
     del server
     return 0
 
@@ -231,6 +265,17 @@ def _define_flags() -> None:
     flags.DEFINE_string("identity_key", None,
                         "This server's identity key file (0600; python -m tf_privpy.cluster "
                         "keygen makes one). Default: ROLE.key beside the cluster file.")
+    flags.DEFINE_integer("share_port", None,
+                         "S1, S2: run this server's share service (TLS, client certificates) "
+                         "on this port, beside the TF server; 0 picks a free one. Also "
+                         "--share-port.")
+    flags.DEFINE_string("cert_dir", None, "With --share_port: the cluster's CA folder "
+                        "(python -m tf_privpy.service.ca make-ca). Also --cert-dir.")
+    flags.DEFINE_string("share_store", None, "With --share_port: the folder of this server's "
+                        "share records (durable; tp.load and tp.publish use it). Also "
+                        "--share-store.")
+    flags.DEFINE_enum("share_ring_bits", "128", ["64", "128"],
+                      "With --share_port: the ring the service accepts uploads in.")
     flags.mark_flags_as_required(["role", "cluster"])
 
 
@@ -240,7 +285,8 @@ def main(argv) -> None:
     F = flags.FLAGS
     try:
         code = serve(F.role, F.cluster, F.allow_public_address, F.exit_with_parent,
-                     F.identity_key)
+                     F.identity_key, F.share_port, F.cert_dir, F.share_store,
+                     int(F.share_ring_bits))
     except cf.ClusterError as e:
         _fail(str(e), 2)
     except StartError as e:
@@ -252,6 +298,16 @@ def main(argv) -> None:
     os._exit(code)
 
 
+def _underscored(argv: List[str]) -> List[str]:
+    """The issue's spelling (--share-port, --share-store, --cert-dir) as absl's."""
+    dashed = ("--share-port", "--share-store", "--cert-dir", "--share-ring-bits")
+    out = []
+    for a in argv:
+        name, eq, value = a.partition("=")
+        out.append("--" + name[2:].replace("-", "_") + eq + value if name in dashed else a)
+    return out
+
+
 if __name__ == "__main__":
     _define_flags()
-    app.run(main)
+    app.run(main, argv=_underscored(sys.argv))

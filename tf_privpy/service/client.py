@@ -1,4 +1,4 @@
-"""The data owner's side of the share service (to be exposed as tp.client).
+"""The data owner's side of the share service, exposed as tp.client.
 
     >>> cluster = ServiceCluster(s1="s1.example:7201", s2="s2.example:7202",
     ...                          ca="ca.pem", cert="hospital-a.pem", key="hospital-a.key")
@@ -379,13 +379,30 @@ def check_pair(name: str, m0: dict, m1: dict) -> None:
 
 def upload(name: str, array, cluster=None, overwrite: bool = False,
            progress: Optional[bool] = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> dict:
-    """Shares `array` on this machine and sends one share to S1 and one to S2."""
+    """Shares `array` on this machine and sends one share to S1 and one to S2.
+
+    The array is encoded and split here with a mask from os.urandom; each
+    service receives one share over TLS with the owner's certificate. Returns
+    {"name", "shape", "upload_id", "existed"}; raises ShareServiceError (code,
+    server) when a service refuses, ValueError for values out of the
+    fixed-point range (nothing is sent).
+
+    Example:
+      >>> tp.client.upload("records", np.ones((100, 5)), cluster="hospital-a.json")
+      {'name': 'records', 'shape': [100, 5], 'upload_id': '...', 'existed': False}
+    """
     with ShareClient(cluster) as c:
         return c.upload(name, array, overwrite=overwrite, progress=progress,
                         chunk_bytes=chunk_bytes)
 
 
 def fetch(name: str, cluster=None, raw: bool = False) -> np.ndarray:
-    """Fetches both shares of `name` (the caller must own it) and reconstructs it here."""
+    """Fetches both shares of `name` (the caller must own it: its upload, or a
+    result tp.publish stored for it) and reconstructs it here as float64
+    (raw: the ring integers).
+
+    Example:
+      >>> y = tp.client.fetch("prediction", cluster="hospital-a.json")
+    """
     with ShareClient(cluster) as c:
         return c.fetch(name, raw=raw)

@@ -53,6 +53,9 @@ _SAME = ("owner", "shape", "dtype", "ring_bits", "frac_bits", "party", "size_byt
          "kind")
 
 
+_OPENED: set = set()  # store folders this process has opened (abspaths)
+
+
 class StoreError(Exception):
     """code: the gRPC status name (grpc.StatusCode.<code>) the service answers."""
 
@@ -130,6 +133,7 @@ class Store:
                  max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES):
         if ring_bits not in (64, 128):
             raise ValueError(f"ring_bits must be 64 or 128, got {ring_bits}")
+        root = os.path.abspath(root)
         self.root, self.ring_bits, self.frac_bits = root, ring_bits, frac_bits
         self.max_record_bytes = int(max_record_bytes)
         self.records = os.path.join(root, "records")
@@ -137,6 +141,7 @@ class Store:
         os.makedirs(self.records, exist_ok=True)
         os.makedirs(self.tmp, exist_ok=True)
         self._clean_tmp()
+        _OPENED.add(self.root)
         self._lock = threading.Lock()
 
     def _clean_tmp(self) -> None:
@@ -147,7 +152,10 @@ class Store:
             try:
                 pid = int(leftover.split("-", 1)[0])
                 os.kill(pid, 0)
-                alive = pid != os.getpid()
+                # Our own pid: a dead process's files under a recycled pid,
+                # unless this process opened the folder already (the service
+                # and tp.publish's store in one server process).
+                alive = pid != os.getpid() or self.root in _OPENED
             except (ValueError, ProcessLookupError):
                 alive = False
             except PermissionError:

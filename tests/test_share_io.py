@@ -1,0 +1,280 @@
+"""tp.load and tp.publish on the embedded runtime, with S1's and S2's share
+services as real processes (real TLS) and their stores attached to the
+servers' devices (tp.init(share_stores=...)).
+
+Owners upload and fetch with tp.client from their own TLS clients; the
+private program between reads the stored shares on S1 and S2 and writes its
+result's shares there. test_load_placement_catches_a_misplaced_read shows the
+placement check fails on a deliberately broken tp.load whose share read runs
+on the client.
+"""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_privpy as tp
+from tf_privpy import share_io
+from tf_privpy.protocols.config import Config
+from tf_privpy.service import ca, local
+from tf_privpy.service.client import ShareClient, ShareServiceError
+
+import graphcheck
+
+RING = 128
+
+
+def grid(x):
+    cfg = Config(ring_bits=RING)
+    return tp.client.decode(tp.client.encode(x, cfg.ring_bits, cfg.frac_bits, cfg.bound),
+                            cfg.ring_bits, cfg.frac_bits)
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory):
+    certs = str(tmp_path_factory.mktemp("certs"))
+    ca.make_ca(certs)
+    pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp("stores"))).start()
+    tp.reset()
+    tp.init(share_stores={"S1": pair[0].store_dir, "S2": pair[1].store_dir})
+    yield pair
+    pair.stop()
+    tp.reset()
+    tp.init()
+
+
+def owner(services, name):
+    return ShareClient(services.cluster(name), timeout=60)
+
+
+def test_upload_load_predict_publish_fetch(services):
+    """A hospital uploads features, a modeller the weights; the driver loads
+    both (shares read on S1 and S2), predicts sigmoid(x @ w + b) privately
+    and publishes the result for the hospital, which fetches it: the
+    plaintext prediction on the fixed-point grid within the sigmoid's
+    tolerance. Also inside tf.function."""
+    rng = np.random.default_rng(4)
+    x, w, b = rng.normal(size=(16, 5)), rng.normal(size=(5, 1)), np.array([0.25])
+    with owner(services, "hospital") as c:
+        c.upload("e2e-x", x, progress=False)
+    with owner(services, "modeller") as c:
+        c.upload("e2e-w", w, progress=False)
+        c.upload("e2e-b", b, progress=False)
+
+    def predict():
+        return tf.sigmoid(tf.matmul(tp.load("e2e-x", tf.float64, shape=[16, 5]),
+                                    tp.load("e2e-w", tf.float64)) + tp.load("e2e-b"))
+
+    y = predict()
+    assert isinstance(y, tp.PrivateTensor) and y.shape == (16, 1)
+    meta = tp.publish(y, "e2e-prediction", owner="hospital")
+    assert meta["shape"] == [16, 1] and not meta["existed"]
+    tp.publish(tf.function(predict)(), "e2e-prediction-fn", owner="hospital")
+    want = 1 / (1 + np.exp(-(grid(x) @ grid(w) + grid(b))))
+    with owner(services, "hospital") as c:
+        np.testing.assert_allclose(c.fetch("e2e-prediction"), want, atol=1e-3)
+        np.testing.assert_allclose(c.fetch("e2e-prediction-fn"), want, atol=1e-3)
+    with owner(services, "modeller") as c, pytest.raises(ShareServiceError) as e:
+        c.fetch("e2e-prediction")
+    assert e.value.code.name == "PERMISSION_DENIED"
+
+
+def read_violations(concrete):
+    """What is wrong with the placement of tp.load's share reads in a traced
+    function: a read op not on its own server, and (graphcheck, taint from
+    each read where it actually runs) any op touching a read share off the
+    servers or any edge out of it that bypasses the channel."""
+    servers = tp.servers()
+    parties = graphcheck.Parties(servers)
+    reads = [op for op in concrete.graph.get_operations() if op.type == "EagerPyFunc"
+             and op.get_attr("token").decode().startswith("tf_privpy_share_read_")]
+    assert len(reads) == 2
+    bad, sources = [], {}
+    for op in reads:
+        party = op.get_attr("token").decode()[-2:].upper()
+        where = parties.of(op.device)
+        if where != party:
+            bad.append(f"{party}'s share is read on {where}")
+        sources[op.outputs[0].name] = where
+    return bad + graphcheck.graph_violations(concrete, servers, sources)
+
+
+def test_load_placement(services):
+    """Each share read runs on its own server, and every op that touches what
+    it read runs on a server or goes through the channel (graphcheck).
+    test_load_placement_catches_a_misplaced_read runs the same check on a
+    broken tp.load."""
+    with owner(services, "alice") as c:
+        c.upload("place-x", np.arange(6.0).reshape(2, 3), progress=False)
+    concrete = tf.function(lambda: tp.reveal(tp.load("place-x") * 2.0)).get_concrete_function()
+    assert read_violations(concrete) == []
+    np.testing.assert_allclose(concrete().numpy(), 2 * np.arange(6.0).reshape(2, 3))
+
+
+def test_load_placement_catches_a_misplaced_read(services, monkeypatch):
+    """The broken variant: tp.load's read op placed on the client (where a
+    distributed driver would receive the share). The check of
+    test_load_placement reports it, and the share's path to S1 and S2
+    outside the channel."""
+    with owner(services, "alice") as c:
+        c.upload("place-y", np.ones(3), progress=False)
+    real = share_io._run
+
+    def misplaced(h, party, action, inputs, dtype):
+        if action != "read":
+            return real(h, party, action, inputs, dtype)
+        with tf.device(h.runtime.device("client")):
+            return tf.raw_ops.EagerPyFunc(input=[tf.constant(v) for v in inputs],
+                                          token=share_io.token(action, party), Tout=[dtype])[0]
+    monkeypatch.setattr(share_io, "_run", misplaced)
+    concrete = tf.function(lambda: tp.reveal(tp.load("place-y"))).get_concrete_function()
+    bad = read_violations(concrete)
+    assert "S1's share is read on client" in bad and "S2's share is read on client" in bad
+    assert any("crosses client -> S1" in b and "outside the channel" in b for b in bad), bad
+
+
+def test_clear_errors(services):
+    """Unknown name, wrong expected shape, the wrong ring, publishing over
+    another owner's name or an existing one, a non-private value: each a clear
+    error, and nothing is stored by a refused publish."""
+    with pytest.raises(ShareServiceError, match="no record 'nope'.*upload it first") as e:
+        tp.load("nope")
+    assert e.value.code.name == "NOT_FOUND" and e.value.server == "S1"
+    with owner(services, "alice") as c:
+        c.upload("err-x", np.zeros((2, 2)), progress=False)
+    with pytest.raises(ValueError, match=r"has shape \[2, 2\], the program expects \[4\]"):
+        tp.load("err-x", shape=[4])
+    with pytest.raises(ShareServiceError, match="belongs to another owner") as e:
+        tp.publish(tp.share([1.0]), "err-x", owner="bob")
+    assert e.value.code.name == "PERMISSION_DENIED"
+    tp.publish(tp.share([1.0]), "err-r", owner="bob")
+    with pytest.raises(ShareServiceError, match="pass overwrite=True") as e:
+        tp.publish(tp.share([2.0]), "err-r", owner="bob")
+    assert e.value.code.name == "ALREADY_EXISTS"
+    tp.publish(tp.share([2.0]), "err-r", owner="bob", overwrite=True)
+    with owner(services, "bob") as c:
+        np.testing.assert_allclose(c.fetch("err-r"), [2.0])
+    with pytest.raises(ShareServiceError, match="record name") as e:
+        tp.publish(tp.share([1.0]), "../escape", owner="bob")
+    assert e.value.code.name == "INVALID_ARGUMENT"
+    assert not any(s.has("../escape") or s.pending() for s in services)
+    with pytest.raises(TypeError, match="takes a PrivateTensor"):
+        tp.publish(np.ones(2), "err-plain", owner="bob")
+
+
+def test_wrong_ring_and_revoked_owner(services):
+    """A record of the 128-bit ring loaded by a 64-bit runtime is refused
+    with the Config to use; a revoked owner can neither upload nor fetch what
+    was published for it (refused at the TLS layer)."""
+    with owner(services, "carol") as c:
+        c.upload("ring-x", np.ones(2), progress=False)
+    stores = {"S1": services[0].store_dir, "S2": services[1].store_dir}
+    tp.reset()
+    tp.init(tp.Config(ring_bits=64), share_stores=stores)
+    try:
+        with pytest.raises(ShareServiceError, match="128-bit ring.*ring_bits=128") as e:
+            tp.load("ring-x")
+        assert e.value.code.name == "FAILED_PRECONDITION"
+    finally:
+        tp.reset()
+        tp.init(share_stores=stores)
+    tp.publish(tp.share([3.0]), "for-carol", owner="carol")
+    ca.revoke(services.cert_dir, "carol")
+    with owner(services, "carol") as c, pytest.raises(ShareServiceError) as e:
+        c.fetch("for-carol")
+    assert e.value.code.name in ("UNAVAILABLE", "UNAUTHENTICATED")
+
+
+def test_without_stores_the_error_says_how_to_attach(services):
+    tp.reset()
+    tp.init()
+    try:
+        with pytest.raises(ShareServiceError, match="no share store on S1.*share_stores"):
+            tp.load("anything")
+    finally:
+        tp.reset()
+        tp.init(share_stores={"S1": services[0].store_dir, "S2": services[1].store_dir})
+
+
+DRIVER = """
+import json, sys
+import tensorflow as tf
+import tf_privpy as tp
+from tensorflow.python.ops import script_ops
+tp.init(cluster=sys.argv[1], timeout=60)
+# the driver serves no store: a share read placed here would fail, not leak
+assert not [t for t in script_ops._py_funcs._funcs if str(t).startswith("tf_privpy_share_")]
+y = tf.sigmoid(tf.matmul(tp.load("d-x", tf.float64), tp.load("d-w", tf.float64)))
+print("REPLY", json.dumps(tp.publish(y, "d-y", owner="hospital")), flush=True)
+try:
+    tp.load("d-missing")
+except tp.client.ShareServiceError as e:
+    print("REPLY", json.dumps({"code": e.code.name, "server": e.server, "msg": str(e)}))
+"""
+
+
+@pytest.mark.slow
+def test_distributed_upload_load_publish_fetch(tmp_path):
+    """The distributed path, each piece its own process: `cluster local`'s
+    four servers with S1's and S2's share services beside their TF servers
+    (--share_port), owners uploading and fetching over TLS, and a driver that
+    loads, predicts and publishes; the driver process has no store function
+    at all. About 15-20 s here (five TF processes on two cores)."""
+    import json
+    import subprocess
+    import sys
+    from tf_privpy.cluster import LocalCluster
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(8, 3)), rng.normal(size=(3, 1))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with LocalCluster(timeout_s=60, start_timeout_s=240, share_services=True) as c:
+        assert set(c.cluster.share_services) == {"s1", "s2"}
+        tp.client.upload("d-x", x, cluster=c.owner_cluster("hospital"), progress=False)
+        tp.client.upload("d-w", w, cluster=c.owner_cluster("modeller"), progress=False)
+        r = subprocess.run([sys.executable, "-c", DRIVER, c.path], capture_output=True,
+                           text=True, timeout=600, cwd=root,
+                           env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
+        replies = [json.loads(l[6:]) for l in r.stdout.splitlines() if l.startswith("REPLY ")]
+        assert r.returncode == 0 and len(replies) == 2, (r.stdout[-2000:], r.stderr[-3000:])
+        assert replies[0]["shape"] == [8, 1]
+        assert replies[1]["code"] == "NOT_FOUND" and replies[1]["server"] == "S1"
+        got = tp.client.fetch("d-y", cluster=c.owner_cluster("hospital"))
+        np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
+        for role in ("s1", "s2"):  # each server stored only its own share
+            assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))
+
+
+def test_server_share_flags_are_checked():
+    """--share_port only on S1 and S2, and only with a CA folder and a store:
+    a clear error before anything starts."""
+    from tf_privpy import cluster_file as cf
+    from tf_privpy.server import _start_share_service, _underscored
+    with pytest.raises(cf.ClusterError, match="only S1 and S2 hold shares"):
+        _start_share_service("t1", "127.0.0.1", 0, "certs", "store", 128)
+    with pytest.raises(cf.ClusterError, match="needs --cert_dir"):
+        _start_share_service("s1", "127.0.0.1", 0, None, "store", 128)
+    assert _underscored(["p", "--share-port=7", "--cert-dir", "/a-b", "--role", "s1"]) == [
+        "p", "--share_port=7", "--cert_dir", "/a-b", "--role", "s1"]
+
+
+def test_issue_cert_writes_the_owners_settings(tmp_path, capsys):
+    """`cluster issue-cert NAME` makes the CA when missing, the owner's
+    certificate and owners/NAME.json, which tp.client reads (with the
+    services' addresses from the cluster file); a bad share_services entry in
+    a cluster file is refused."""
+    from tf_privpy import cluster_file as cf
+    from tf_privpy.cluster import run_issue_cert, run_revoke
+    tasks = {r: f"127.0.0.1:{7101 + i}" for i, r in enumerate(cf.ROLES)}
+    path = cf.Cluster(tasks=tasks, share_services={"s1": "127.0.0.1:7201",
+                                                   "s2": "127.0.0.1:7202"}).save(
+        str(tmp_path / "cluster.json"))
+    certs = str(tmp_path / "certs")
+    assert run_issue_cert("hospital-a", certs, path) == 0
+    settings = tp.client.ServiceCluster.load(os.path.join(certs, "owners", "hospital-a.json"))
+    assert (settings.s1, settings.s2) == ("127.0.0.1:7201", "127.0.0.1:7202")
+    assert os.path.exists(settings.cert) and os.path.exists(settings.ca)
+    assert run_revoke("hospital-a", certs) == 0
+    with pytest.raises(cf.ClusterError, match="share_services"):
+        cf.from_json({"version": cf.FORMAT_VERSION, "tasks": tasks,
+                      "share_services": {"t1": "127.0.0.1:1"}})

@@ -28,14 +28,14 @@ def _n_ops(concrete) -> int:
 
 def test_graph_size_does_not_grow_with_n():
     """2^8 (36 layers) and 2^12 (78 layers): the loop body is the same and
-    only the unrolled remainder (< LAYERS_PER_ITERATION layers) differs;
+    so is the one-layer loop of the remainder;
     unrolled, the op count grew with the layers (about 270 per layer)."""
     counts = {}
     for n in (2 ** 8, 2 ** 12):
         x = tp.share(np.zeros(n))
         counts[n] = _n_ops(tf.function(lambda a: tp.sort(a)).get_concrete_function(x))
     assert len(compare.batcher_layers(2 ** 12)) > 2 * len(compare.batcher_layers(2 ** 8))
-    assert counts[2 ** 12] <= 1.3 * counts[2 ** 8], counts
+    assert counts[2 ** 12] <= 1.1 * counts[2 ** 8], counts
 
 
 @pytest.mark.slow

@@ -287,12 +287,13 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
     O(log^2 n) layers, each one comparison round and one multiplication
     round for all its comparators.
 
-    Inside a graph the layers run as ONE tf.while_loop whose body is a
-    compare-exchange layer with its comparators computed from the layer's
-    (k, j) on each share holder: the graph no longer grows with the number
-    of layers (a 2^16 sort had ~2·10^5 ops and took over 15 s to build,
-    issue 15). Eagerly, or when one layer would exceed the comparison batch
-    (the loop does not chunk), the layers are unrolled."""
+    Inside a graph the layers run in tf.while_loops whose bodies are
+    compare-exchange layers with their comparators computed from the layer's
+    (k, j) on each share holder: the graph holds 9 layers whatever n (the
+    unrolled network of 2^16 had 136 and took 18 s or more to build, issue
+    15). Eagerly, for fewer than LAYERS_PER_ITERATION layers, or when one
+    layer would exceed the comparison batch (the loop does not chunk), the
+    layers are unrolled."""
     limbs = backend.limbs
     idx = None
     if with_index:
@@ -314,37 +315,45 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
 
 #: layers per iteration of the sorting loop: within an iteration the
 #: garbling of later layers overlaps the rounds of earlier ones (it needs no
-#: data), across iterations it cannot; 8 ran a 2^12 sort ~4x faster than 1
-#: and keeps the graph at 8-15 layers whatever n
+#: data), across iterations it cannot; 8 ran a 2^12 sort ~3x faster than 1
+#: while the graph holds 9 layers whatever n (the rest: a loop of 1)
 LAYERS_PER_ITERATION = 8
 
 
 def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
                descending: bool):
     """The layers of `steps` as a tf.while_loop of LAYERS_PER_ITERATION
-    layers per iteration, the remainder unrolled after it (see `sort_last`)."""
-    p = 1
-    while p < n:
-        p *= 2
-    per_iter = LAYERS_PER_ITERATION
-    iters = len(steps) // per_iter
-    looped = steps[:iters * per_iter]
-    ks = np.array([k for k, _, _, _ in looped], np.int64)
-    js = np.array([j for _, j, _, _ in looped], np.int64)
+    layers per iteration, the remainder as a loop of one layer per
+    iteration (see `sort_last`)."""
     if C.active():
         # The body is traced once with unknown layer sizes: its protocol
-        # calls declare nothing (paused below), the loop declares each
+        # calls declare nothing (paused there), the loop declares each
         # layer's bill here, as the unrolled layers would.
-        for _, _, a, _ in looped:
+        for _, _, a, _ in steps:
             e = rows * len(a)
             C.declare(backend.ltz_bill(e))
             e *= 2 if idx is not None else 1
             C.declare(backend.mul_bill([e], [e], [e]))
+    full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
+    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
+    return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)
+
+
+def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
+                descending: bool):
+    """One tf.while_loop over `steps`, per_iter layers per iteration."""
+    if not steps:
+        return x, idx
+    p = 1
+    while p < n:
+        p *= 2
+    ks = np.array([k for k, _, _, _ in steps], np.int64)
+    js = np.array([j for _, j, _, _ in steps], np.int64)
     with_index = idx is not None
 
     def cond(i0, i1, *_):
         with backend.on(0):
-            return i0 < iters * per_iter
+            return i0 < len(steps)
 
     def body(i0, i1, *v):
         xs, ids = (v[0], v[1]), ((v[2], v[3]) if with_index else None)
@@ -366,14 +375,10 @@ def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
                 nxt.append(i + per_iter)
         return tuple(nxt) + tuple(xs) + (tuple(ids) if with_index else ())
 
-    if iters:
-        start = []
-        for party in range(2):
-            with backend.on(party):
-                start.append(tf.constant(0, tf.int64))
-        loop_vars = tuple(start) + tuple(x) + (tuple(idx) if with_index else ())
-        out = tf.while_loop(cond, body, loop_vars, parallel_iterations=1)
-        x, idx = (out[2], out[3]), ((out[4], out[5]) if with_index else None)
-    for _, _, a, b in steps[iters * per_iter:]:
-        x, idx = _exchange(backend, x, idx, a, b, _inverse(a, b, n, len(a)), len(a), descending)
-    return x, idx
+    start = []
+    for party in range(2):
+        with backend.on(party):
+            start.append(tf.constant(0, tf.int64))
+    loop_vars = tuple(start) + tuple(x) + (tuple(idx) if with_index else ())
+    out = tf.while_loop(cond, body, loop_vars, parallel_iterations=1)
+    return (out[2], out[3]), ((out[4], out[5]) if with_index else None)

@@ -245,6 +245,7 @@ def _exchange(backend: Backend, x: Shares, idx, ia, ib, inv, m, descending: bool
         di = backend.local(cut(m, None), both)
     else:
         dv = backend.mul(c, d, truncate=False)
+
     def back(lo, hi, old):
         return backend.local(lambda u, v, w, party: sh.gather(
             sh.concat([u, v, w], -1, limbs), per(inv, party), -1, limbs), lo, hi, old)

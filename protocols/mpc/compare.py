@@ -315,9 +315,12 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
 
 
 #: layers per iteration of the sorting loop: within an iteration the
-#: garbling of later layers overlaps the rounds of earlier ones (it needs no
-#: data), across iterations it cannot; 8 ran a 2^12 sort ~3x faster than 1
-#: while the graph holds 9 layers whatever n (the rest: a loop of 1)
+#: garbling of later layers can overlap the rounds of earlier ones (it needs
+#: no data), across iterations it cannot (an iteration ends when all its
+#: stateful ops did). 8 ran a 2^12 sort ~2.7x faster than 1, with 9 layers
+#: in the graph whatever n (the rest: a loop of 1). Still about 2x slower to
+#: run than the unrolled network at 2^16 (issue 15: garbling the next
+#: iteration's tables inside the current one would recover the overlap).
 LAYERS_PER_ITERATION = 8
 
 

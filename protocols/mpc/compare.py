@@ -318,9 +318,10 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
 #: garbling of later layers can overlap the rounds of earlier ones (it needs
 #: no data), across iterations it cannot (an iteration ends when all its
 #: stateful ops did). 8 ran a 2^12 sort ~2.7x faster than 1, with 9 layers
-#: in the graph whatever n (the rest: a loop of 1). Still about 2x slower to
-#: run than the unrolled network at 2^16 (issue 15: garbling the next
-#: iteration's tables inside the current one would recover the overlap).
+#: in the graph whatever n (the rest: a loop of 1). Its run is still slower
+#: than the unrolled network's (2^16 on 2 loaded cores: 10.3 s vs 9.0 s in the
+#: quietest samples, up to 2x under more load); garbling the next
+#: iteration's tables inside the current one would recover the overlap.
 LAYERS_PER_ITERATION = 8
 
 

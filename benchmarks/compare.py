@@ -23,6 +23,8 @@ flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
 flags.DEFINE_list("sizes", ["1000", "10000", "100000", "1000000"], "comparison batch sizes")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_list("sort_sizes", ["1024", "65536"], "sort lengths (TF-Encrypted task)")
+flags.DEFINE_list("sort_graph_sizes", ["1024", "4096", "16384", "65536"],
+                  "sort lengths timed inside a tf.function: graph build and run (issue 15)")
 flags.DEFINE_list("max_groups", ["1024", "65536"], "number of groups of 4 for max")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for compare.json and compare.png")
@@ -36,6 +38,26 @@ ANCHORS = {"privpy_cmp_per_s": 150_125, "obliv_c_cmp_per_s": 78_431,
 flags.DEFINE_integer("fn_n", 10_000, "elements for the derived-function timings")
 
 
+def _sort_graph_times(v, reps: int) -> dict:
+    """Trace time, first-call setup (first call minus a run) and median run
+    time of tp.sort(v) as a tf.function."""
+    import numpy as np
+    import tensorflow as tf
+    f = tf.function(lambda a: tp.sort(a))
+    t0 = time.perf_counter()
+    f.get_concrete_function(v)
+    t1 = time.perf_counter()
+    f(v).share0.numpy()
+    first = time.perf_counter() - t1
+    runs = []
+    for _ in range(max(1, reps)):
+        t = time.perf_counter()
+        f(v).share0.numpy()
+        runs.append(time.perf_counter() - t)
+    run = float(np.median(runs))
+    return {"trace_s": t1 - t0, "setup_s": max(0.0, first - run), "run_s": run}
+
+
 def main(argv):
     del argv
     tp.init()
@@ -46,7 +68,7 @@ def main(argv):
     tf.get_logger().setLevel("ERROR")
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "anchors": ANCHORS, "compare": [], "relu": [], "tasks": [],
-           "functions": []}
+           "functions": [], "sort_graph": []}
     for bits in map(int, F.rings):
         tp.reset()
         tp.init(tp.Config(ring_bits=bits))
@@ -105,11 +127,14 @@ def main(argv):
                                      "plaintext_us": tpl / F.fn_n * 1e6,
                                      "crypten": ANCHORS["crypten_us_per_elt"].get(name)})
         for m in map(int, F.sort_sizes):
-            # eagerly: a sorting network of 2^16 has 136 layers, a large graph to trace
+            # eagerly (the layers unrolled); inside a tf.function: sort_graph below
             v = tp.share(rng.uniform(-100, 100, m))
             res["tasks"].append({"ring": bits, "task": f"sort {m}",
                                  "s": best_time(lambda: tp.sort(v).share0.numpy()[:1], 1),
                                  "tfe_lan_s": ANCHORS["tfe_sort_65536_s"] if m == 65536 else None})
+        for m in map(int, F.sort_graph_sizes):
+            res["sort_graph"].append(dict(ring=bits, n=m, **_sort_graph_times(
+                tp.share(rng.uniform(-100, 100, m)), F.reps)))
         for g in map(int, F.max_groups):
             v = tp.share(rng.uniform(-100, 100, (g, 4)))
             f = tf.function(lambda a: tp.reduce_max(a, axis=1))
@@ -135,6 +160,11 @@ def main(argv):
                  for r in res["compare"]])
     print_table("ReLU", ["ring", "n", "ReLU /s"],
                 [[r["ring"], f"{r['n']:,}", f"{r['per_s']:,.0f}"] for r in res["relu"]])
+    print_table("tp.sort inside a tf.function: graph build (trace; first-call setup = first "
+                "call - run) and run, median (issue 15 target: build < 10 s at 2^16)",
+                ["ring", "n", "trace s", "first-call setup s", "run s"],
+                [[r["ring"], f"{r['n']:,}", f"{r['trace_s']:.2f}", f"{r['setup_s']:.2f}",
+                  f"{r['run_s']:.3f}"] for r in res["sort_graph"]])
     print_table("TF-Encrypted benchmark tasks (TFE: 3 machines, LAN)",
                 ["ring", "task", "tf_privpy s", "TF-Encrypted s"],
                 [[r["ring"], r["task"], f"{r['s']:.3f}",

@@ -72,7 +72,8 @@ def share_inputs(concrete, n_private: int) -> Dict[str, str]:
 def graph_violations(concrete, devices: Dict[str, str],
                      tainted_inputs: Dict[str, str]) -> List[str]:
     """Violations in a ConcreteFunction's graph; tainted_inputs maps the names
-    of its placeholders that hold shares to the party holding each."""
+    of its placeholders that hold shares to the party holding each. The
+    bodies of while loops (tf.while_loop: the sorting network) are followed."""
     parties = Parties(devices)
     graph = concrete.graph
     party_of_tensor = dict(tainted_inputs)
@@ -82,8 +83,20 @@ def graph_violations(concrete, devices: Dict[str, str],
         party_of_tensor[internal.name] = p
         if p in SERVERS:
             tainted.add(internal.name)  # keys, counters, tables held by a server
-    bad = []
-    for op in graph.get_operations():
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    bad: List[str] = []
+    _walk(graph.get_operations(), parties, party_of_tensor, tainted, library, bad)
+    return bad
+
+
+WHILE_OPS = {"While", "StatelessWhile"}
+
+
+def _walk(ops, parties, party_of_tensor, tainted, library, bad, where_prefix=""):
+    for op in ops:
+        if op.type in WHILE_OPS:
+            _follow_while(op, parties, party_of_tensor, tainted, library, bad)
+            continue
         if any(op.get_attr(a.name) is not None for a in op.op_def.attr
                if a.type == "func"):
             bad.append(f"{op.name} ({op.type}) calls a function: not followed")
@@ -114,7 +127,38 @@ def graph_violations(concrete, devices: Dict[str, str],
             party_of_tensor.setdefault(out.name, where)  # placeholders keep their holder
             if t_in and op.type not in SHAPE_OPS and not (ends and ends[1] == "client"):
                 tainted.add(out.name)
-    return bad
+
+
+def _follow_while(op, parties, party_of_tensor, tainted, library, bad):
+    """A while loop: TF lowers it to Enter/Merge/Switch/NextIteration/Exit
+    nodes per loop variable, each on the device of the tensor that enters
+    (tensorflow/core/common_runtime/lower_while_op.cc), and inlines the body
+    with its ops' own devices. So the loop moves nothing by itself if each
+    loop variable leaves the body on the party it entered on; the body and
+    the condition are checked like the graph, their inputs held as the
+    loop's."""
+    from tensorflow.python.framework import function_def_to_graph
+
+    outs = {}
+    for attr in ("cond", "body"):
+        fg = function_def_to_graph.function_def_to_graph(library[op.get_attr(attr).name])
+        inner_party, inner_tainted = {}, set()
+        for inp, ph in zip(op.inputs, fg.inputs):
+            inner_party[ph.name] = party_of_tensor.get(inp.name, parties.of(inp.op.device))
+            if inp.name in tainted:
+                inner_tainted.add(ph.name)
+        _walk(fg.get_operations(), parties, inner_party, inner_tainted, library, bad)
+        if attr == "body":
+            outs = [(inner_party.get(t.name, parties.of(t.op.device)), t.name in inner_tainted)
+                    for t in fg.outputs]
+    for k, (inp, out, (party, t_out)) in enumerate(zip(op.inputs, op.outputs, outs)):
+        src = party_of_tensor.get(inp.name, parties.of(inp.op.device))
+        if inp.dtype != tf.resource and party != src:
+            bad.append(f"{op.name}: loop variable {k} enters on {src} but the body returns "
+                       f"it on {party}")
+        party_of_tensor.setdefault(out.name, src)
+        if t_out or inp.name in tainted:
+            tainted.add(out.name)
 
 
 class EagerRecorder:

@@ -16,6 +16,7 @@ RUNS = {
     "micro": (["--rings=64", "--mul_n=1000", "--sizes=16", "--reps=1", "--share_mib=1",
                "--share_clients=4"], "micro.json"),
     "compare": (["--rings=64", "--sizes=100", "--reps=1", "--sort_sizes=16",
+                 "--sort_graph_sizes=16",
                  "--max_groups=16", "--fn_n=100"], "compare.json"),
     "functions": (["--rings=64", "--sizes=20", "--reps=1", "--functions=exp,divide,softmax"],
                   "functions.json"),
@@ -45,6 +46,7 @@ def test_benchmark_runs(name, tmp_path):
     if name == "compare":
         row = res["compare"][0]
         assert row["online_bytes_per_cmp"] > 0 and row["with_garbling_tf_function_per_s"] > 0
+        assert res["sort_graph"][0]["run_s"] > 0 and res["sort_graph"][0]["trace_s"] > 0
     if name == "converter":
         row = res["rows"][0]
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0

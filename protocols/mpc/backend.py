@@ -192,6 +192,16 @@ class Backend(abc.ABC):
         local truncation removes its failure (about |xy|/2^(l-1) per element,
         DESIGN §3; issue 15)."""
 
+    def mul_bill(self, x_shape, y_shape, out_shape) -> C.Cost:
+        """What `mul` sends for operands of these (static) shapes: nothing
+        here; the protocol backends override it. For callers that run a
+        multiplication inside a graph loop and declare its bill outside."""
+        return C.Cost()
+
+    def ltz_bill(self, n: int, pregarbled: bool = False) -> C.Cost:
+        """What `ltz` sends for n comparisons (see `mul_bill`)."""
+        return C.Cost()
+
     @abc.abstractmethod
     def ltz(self, x: Shares, pregarbled=None, integer: bool = False) -> Shares:
         """Shares of the bit [x < 0], encoded as fixed-point 1.0 or 0.0 (DESIGN §6).
@@ -300,6 +310,10 @@ class PrivPyBackend(Backend):
             left = rt.check_stream(server, t, t, nt, n_st, server, left)
             with tf.device(rt.device(t)):
                 msg = kernels.mul_assist(left, right, kt, nt, bits, **geo)
+            if kind == "mul" and msg.shape.rank is None:
+                # the kernel's shape function gives up on unknown dims (a
+                # sort's loop body); a sealed link needs the rank
+                msg.set_shape(tf.broadcast_static_shape(left.shape, right.shape))
             msgs[other] = rt.send1(t, _SERVERS[other], msg)  # T1 -> S2, T2 -> S1
         z = []
         for p, party in enumerate(_SERVERS):
@@ -310,9 +324,14 @@ class PrivPyBackend(Backend):
         with tf.device(rt.device("S1")):
             rt.count(rounds=2, multiplications=tf.size(z[0], out_type=tf.int64) // self.limbs)
         if C.active():
-            C.declare(C.mul_cost(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z)),
-                                 bits))
+            C.declare(self.mul_bill(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z))))
         return z[0], z[1]
+
+    def mul_bill(self, x_shape, y_shape, out_shape) -> C.Cost:
+        return C.mul_cost(x_shape, y_shape, out_shape, self.bits)
+
+    def ltz_bill(self, n: int, pregarbled: bool = False) -> C.Cost:
+        return C.ltz_cost(n, self.bits, int(self.cfg.comparison_batch), pregarbled)
 
     def ltz(self, x: Shares, pregarbled: Optional[Pregarbled] = None,
             integer: bool = False) -> Shares:
@@ -334,7 +353,7 @@ class PrivPyBackend(Backend):
         n_static = low[0].shape[0]
         chunk = int(self.cfg.comparison_batch)
         if C.active():
-            C.declare(C.ltz_cost(n_static, self.bits, chunk, pregarbled is not None))
+            C.declare(self.ltz_bill(n_static, pregarbled is not None))
         if pregarbled is None and n_static is not None and n_static > chunk:
             # Bounded memory: garbled tables take 2 KB per comparison, so big
             # batches go in chunks, S1 garbling each after it finished the last.

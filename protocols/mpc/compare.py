@@ -24,6 +24,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from . import cost as C
+from . import kernels
 from . import shares as sh
 from .backend import Backend, Shares
 
@@ -179,15 +181,10 @@ def reduce_max(backend: Backend, x: Shares, axis: int, keepdims: bool = False,
 
 
 # --------------------------------------------------------------- sorting
-def batcher_layers(n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """Layers of Batcher's odd-even merge sort for n elements, as index
-    arrays (a, b), a < b, disjoint within a layer. Built for the next power
-    of two; comparators touching indices >= n are dropped, which is the same
-    as padding with +inf (they would never swap).
-
-    Vectorized with numpy: the equivalent Python loops over the ~4·10^6
-    comparators of n = 2^16 took 6-10 s of every graph build of tp.sort
-    (issue 15)."""
+def _batcher_steps(n: int) -> List[Tuple[int, int, np.ndarray, np.ndarray]]:
+    """(k, j, a, b) of each layer of Batcher's odd-even merge sort for n
+    elements: comparators (a[t], a[t] + j) of the merge of blocks of k
+    (see `batcher_layers`)."""
     p = 1
     while p < n:
         p *= 2
@@ -201,10 +198,22 @@ def batcher_layers(n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
             b = a + j
             keep = (b < min(p, n)) & (a // (2 * k) == b // (2 * k))
             if keep.any():
-                layers.append((a[keep], b[keep]))
+                layers.append((k, j, a[keep], b[keep]))
             j //= 2
         k *= 2
     return layers
+
+
+def batcher_layers(n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Layers of Batcher's odd-even merge sort for n elements, as index
+    arrays (a, b), a < b, disjoint within a layer. Built for the next power
+    of two; comparators touching indices >= n are dropped, which is the same
+    as padding with +inf (they would never swap).
+
+    Vectorized with numpy: the equivalent Python loops over the ~4·10^6
+    comparators of n = 2^16 took 6-10 s of every graph build of tp.sort
+    (issue 15)."""
+    return [(a, b) for _, _, a, b in _batcher_steps(n)]
 
 
 def batcher_pairs(n: int) -> List[List[Tuple[int, int]]]:
@@ -212,42 +221,181 @@ def batcher_pairs(n: int) -> List[List[Tuple[int, int]]]:
     return [list(zip(a.tolist(), b.tolist())) for a, b in batcher_layers(n)]
 
 
+def _exchange(backend: Backend, x: Shares, idx, ia, ib, inv, m, descending: bool):
+    """One layer of compare-exchanges: the pairs (ia[t], ib[t]) along the
+    last axis are put in order (one comparison round, one multiplication
+    round), and the elements gathered back by `inv` from [lo, hi, x].
+    ia, ib, inv, m: per share holder (tuples), or the same numpy arrays for
+    both. With idx (the positions' shares), they move along."""
+    limbs = backend.limbs
+    per = lambda v, party: v[party] if isinstance(v, tuple) else v  # noqa: E731
+    take = lambda v: lambda s, party: sh.gather(s, per(v, party), -1, limbs)  # noqa: E731
+    a, b = backend.local(take(ia), x), backend.local(take(ib), x)
+    d = backend.sub(a, b)
+    # c = 1 where the pair is out of order
+    c = backend.ltz(backend.neg(d) if not descending else d, integer=True)
+    if idx is not None:
+        ja, jb = backend.local(take(ia), idx), backend.local(take(ib), idx)
+        cat = lambda p: sh.concat(p, -1, limbs)  # noqa: E731
+        # both products in one multiplication (mul_many needs static shapes)
+        both = backend.mul(backend.map_many(cat, [c, c]),
+                           backend.map_many(cat, [d, backend.sub(ja, jb)]), truncate=False)
+        cut = lambda lo, hi: lambda s, party: sh.getitem(  # noqa: E731
+            s, (Ellipsis, slice(per(lo, party), per(hi, party))), limbs)
+        dv = backend.local(cut(0, m), both)
+        di = backend.local(cut(m, None), both)
+    else:
+        dv = backend.mul(c, d, truncate=False)
+
+    def back(lo, hi, old):
+        return backend.local(lambda u, v, w, party: sh.gather(
+            sh.concat([u, v, w], -1, limbs), per(inv, party), -1, limbs), lo, hi, old)
+
+    x = back(backend.sub(a, dv), backend.add(b, dv), x)
+    if idx is not None:
+        idx = back(backend.sub(ja, di), backend.add(jb, di), idx)
+    return x, idx
+
+
+def _inverse(a, b, n: int, m):
+    """Where each position's new value lies in [lo (m), hi (m), x (n)]: the
+    a's in lo, the b's in hi, the untouched ones in x (numpy or TF)."""
+    if isinstance(a, np.ndarray):
+        inv = 2 * m + np.arange(n, dtype=np.int64)
+        inv[a] = np.arange(m)
+        inv[b] = m + np.arange(m)
+        return inv
+    r = tf.range(m, dtype=tf.int64)
+    inv = tf.tensor_scatter_nd_update(tf.range(n, dtype=tf.int64) + 2 * m, a[:, None], r)
+    return tf.tensor_scatter_nd_update(inv, b[:, None], m + r)
+
+
+def _layer_indices(k, j, n: int, p: int):
+    """The comparators (a, b) of layer (k, j) of `_batcher_steps`, the
+    inverse gather and their number, computed in TF from the scalars k, j
+    (int64), so that one loop body serves every layer."""
+    starts = tf.range(j % k, tf.maximum(p - j, 0), 2 * j)
+    a = tf.reshape(starts[:, None] + tf.range(j)[None, :], [-1])
+    b = a + j
+    keep = (b < n) & tf.equal(a // (2 * k), b // (2 * k))
+    a, b = tf.boolean_mask(a, keep), tf.boolean_mask(b, keep)
+    m = tf.size(a, out_type=tf.int64)
+    return a, b, _inverse(a, b, n, m), m
+
+
 def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
               with_index: bool = False):
     """Sorts along the last axis (static length n) with Batcher's network:
     O(log^2 n) layers, each one comparison round and one multiplication
-    round for all its comparators."""
+    round for all its comparators.
+
+    Inside a graph the layers run in tf.while_loops whose bodies are
+    compare-exchange layers with their comparators computed from the layer's
+    (k, j) on each share holder: the graph holds 9 layers whatever n (the
+    unrolled network of 2^16 had 136 and took 18 s or more to build, issue
+    15). Eagerly, for fewer than LAYERS_PER_ITERATION layers, or when one
+    layer would exceed the comparison batch (the loop does not chunk), the
+    layers are unrolled."""
     limbs = backend.limbs
     idx = None
     if with_index:
         shape = sh.dynamic_shape(x[0], limbs)
         idx = backend.add_public(backend.sub(x, x),
                                  tf.broadcast_to(tf.range(n, dtype=tf.float64), shape))
-    for ia, ib in batcher_layers(n):
-        touched = np.concatenate([ia, ib])
-        rest = np.setdiff1d(np.arange(n), touched)
-        order = np.concatenate([ia, ib, rest])
-        inv = np.argsort(order)
-        take = lambda s, i: sh.gather(s, i, -1, limbs)  # noqa: E731
-        a = backend.map_shares(lambda s: take(s, ia), x)
-        b = backend.map_shares(lambda s: take(s, ib), x)
-        d = backend.sub(a, b)
-        # c = 1 where the pair is out of order
-        c = backend.ltz(backend.neg(d) if not descending else d, integer=True)
-        if with_index:
-            ja = backend.map_shares(lambda s: take(s, ia), idx)
-            jb = backend.map_shares(lambda s: take(s, ib), idx)
-            dv, di = backend.mul_many([(c, d), (c, backend.sub(ja, jb))], truncate=False)
-        else:
-            dv = backend.mul(c, d, truncate=False)
-        lo, hi = backend.sub(a, dv), backend.add(b, dv)
-        parts = [lo, hi]
-        if len(rest):
-            parts.append(backend.map_shares(lambda s: take(s, rest), x))
-        x = backend.map_many(lambda p: take(sh.concat(p, -1, limbs), inv), parts)
-        if with_index:
-            iparts = [backend.sub(ja, di), backend.add(jb, di)]
-            if len(rest):
-                iparts.append(backend.map_shares(lambda s: take(s, rest), idx))
-            idx = backend.map_many(lambda p: take(sh.concat(p, -1, limbs), inv), iparts)
+    steps = _batcher_steps(n)
+    rows = sh.logical_shape(x[0], limbs)[:-1].num_elements()
+    most = max((len(a) for _, _, a, _ in steps), default=0)
+    if (tf.inside_function() and len(steps) >= LAYERS_PER_ITERATION and rows is not None
+            and rows * most <= int(backend.cfg.comparison_batch)):
+        x, idx = _sort_loop(backend, x, idx, n, steps, rows, descending)
+    else:
+        for _, _, a, b in steps:
+            x, idx = _exchange(backend, x, idx, a, b, _inverse(a, b, n, len(a)), len(a),
+                               descending)
     return (x, idx) if with_index else x
+
+
+#: layers per iteration of the sorting loop: within an iteration the
+#: garbling of later layers can overlap the rounds of earlier ones (it needs
+#: no data), across iterations it cannot (an iteration ends when all its
+#: stateful ops did). 8 ran a 2^12 sort ~2.7x faster than 1, with 9 layers
+#: in the graph whatever n (the rest: a loop of 1). Its run is still slower
+#: than the unrolled network's (2^16 on 2 loaded cores: 10.3 s vs 9.0 s in the
+#: quietest samples, up to 2x under more load); garbling the next
+#: iteration's tables inside the current one would recover the overlap.
+LAYERS_PER_ITERATION = 8
+
+
+def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
+               descending: bool):
+    """The layers of `steps` as a tf.while_loop of LAYERS_PER_ITERATION
+    layers per iteration, the remainder as a loop of one layer per
+    iteration (see `sort_last`)."""
+    if C.active():
+        # The body is traced once with unknown layer sizes: its protocol
+        # calls declare nothing (paused there), the loop declares each
+        # layer's bill here, as the unrolled layers would.
+        for _, _, a, _ in steps:
+            e = rows * len(a)
+            C.declare(backend.ltz_bill(e))
+            e *= 2 if idx is not None else 1
+            C.declare(backend.mul_bill([e], [e], [e]))
+    full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
+    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
+    return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)
+
+
+def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
+                descending: bool):
+    """One tf.while_loop over `steps`, per_iter layers per iteration."""
+    if not steps:
+        return x, idx
+    p = 1
+    while p < n:
+        p *= 2
+    ks = np.array([k for k, _, _, _ in steps], np.int64)
+    js = np.array([j for _, j, _, _ in steps], np.int64)
+    with_index = idx is not None
+
+    def cond(i0, i1, *_):
+        with backend.on(0):
+            return i0 < len(steps)
+
+    def body(i0, i1, *v):
+        xs, ids = (v[0], v[1]), ((v[2], v[3]) if with_index else None)
+        for u in range(per_iter):
+            # each holder computes the (public) comparators from its own
+            # counter: nothing crosses between parties outside the channel
+            ia, ib, inv, m = [], [], [], []
+            for party, i in enumerate((i0, i1)):
+                with backend.on(party):
+                    la, lb, li, lm = _layer_indices(tf.gather(ks, i + u), tf.gather(js, i + u),
+                                                    n, p)
+                    ia.append(la), ib.append(lb), inv.append(li), m.append(lm)
+            with C.paused():
+                xs, ids = _exchange(backend, xs, ids, tuple(ia), tuple(ib), tuple(inv),
+                                    tuple(m), descending)
+        nxt = []
+        for party, i in enumerate((i0, i1)):
+            with backend.on(party):
+                nxt.append(i + per_iter)
+        return tuple(nxt) + tuple(xs) + (tuple(ids) if with_index else ())
+
+    start = []
+    for party in range(2):
+        with backend.on(party):
+            start.append(tf.constant(0, tf.int64))
+    loop_vars = tuple(start) + tuple(x) + (tuple(idx) if with_index else ())
+    out = list(tf.while_loop(cond, body, loop_vars, parallel_iterations=1))
+    # The loop condition is computed on S1 and reaches the other parties as
+    # TF's own control-flow message, outside the sealed channel. A party made
+    # to leave the loop early would stall the others (a timeout), never
+    # return a half-sorted result: each holder checks its own counter.
+    for party in range(2):
+        with backend.on(party):
+            out[2 + party] = kernels.check(
+                tf.equal(out[party], len(steps)), out[2 + party],
+                f"tf_privpy: a sort's loop on the share holder {party + 1} ran a different "
+                f"number of layers than its {len(steps)} (its loop condition was changed "
+                "on the way from S1?):", out[party])
+    return (out[2], out[3]), ((out[4], out[5]) if with_index else None)

@@ -150,6 +150,11 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
                             n_words, needed)
     out = []
     for s, t, n, e in zip(shapes, like, sizes, elems):
-        out.append(_from_words(checked[pos:pos + n], t.dtype, s, e))
+        o = _from_words(checked[pos:pos + n], t.dtype, s, e)
+        # a shape read from the message has unknown static rank: the
+        # sender's static shape (rank known, dims maybe not) is the
+        # receiver's too, and later seals need the rank (a sort's loop)
+        o.set_shape(t.shape)
+        out.append(o)
         pos = pos + n
     return out

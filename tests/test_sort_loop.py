@@ -1,0 +1,118 @@
+"""The sorting network as a graph loop (issue 15): inside a tf.function,
+tp.sort and tp.math.top_k run Batcher's layers in a tf.while_loop
+(protocols/mpc/compare.py sort_last), so the graph does not grow with n,
+while the results, the placement of every op, and the bill against the
+channel's counters stay those of the unrolled network (which eager code
+still runs). Each trace of the loop bodies takes several seconds: 20-65 s
+per test on 2 shared cores under load, about 5 min in all, so all slow."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.eager import context
+
+import graphcheck
+import tf_privpy as tp
+from test_channel import assert_declared_equals_counted
+from tf_privpy.protocols.mpc import compare, cost
+
+
+def _grid(a, f):
+    return np.round(np.asarray(a, np.float64) * 2.0 ** f) / 2.0 ** f
+
+
+def _n_ops(concrete) -> int:
+    """Ops of the graph and of every function it calls (the loop body)."""
+    gd = concrete.graph.as_graph_def()
+    return len(gd.node) + sum(len(f.node_def) for f in gd.library.function)
+
+
+@pytest.mark.slow
+def test_graph_size_does_not_grow_with_n():
+    """2^8 (36 layers) and 2^12 (78 layers): the loop body is the same and
+    so is the one-layer loop of the remainder;
+    unrolled, the op count grew with the layers (about 270 per layer)."""
+    counts = {}
+    for n in (2 ** 8, 2 ** 12):
+        x = tp.share(np.zeros(n))
+        counts[n] = _n_ops(tf.function(lambda a: tp.sort(a)).get_concrete_function(x))
+    assert len(compare.batcher_layers(2 ** 12)) > 2 * len(compare.batcher_layers(2 ** 8))
+    assert counts[2 ** 12] <= 1.1 * counts[2 ** 8], counts
+
+
+@pytest.mark.slow
+def test_loop_equals_unrolled_exactly(ring):
+    """The same values and indices as the unrolled network run eagerly,
+    exactly (the selects are untruncated), ties included; a length with
+    dropped comparators in one ring, a power of two in the other."""
+    n = 40 if ring == 64 else 64
+    cfg = tp.get_runtime().config
+    rng = np.random.default_rng(n)
+    x = _grid(rng.normal(0, 50, (2, n)), cfg.frac_bits)
+    x[:, ::5] = x[:, :1]  # ties
+    px = tp.share(x)
+    for fn in (lambda a: [tp.sort(a)], lambda a: [tp.sort(a, 0, "DESCENDING")],
+               lambda a: list(tp.math.top_k(a, 7))):
+        eager = [v.reveal().numpy() for v in fn(px)]
+        looped = [v.reveal().numpy() for v in tf.function(fn)(px)]
+        for e, g in zip(eager, looped):
+            np.testing.assert_array_equal(g, e)
+    np.testing.assert_array_equal(looped[0], -np.sort(-x, -1)[:, :7])
+
+
+@pytest.mark.slow
+def test_loop_bill_equals_counters(ring):
+    """The loop declares each layer's bill while tracing; the channel and
+    protocol counters in TF state count every iteration's messages."""
+    x = tp.share(np.random.default_rng(0).uniform(-9, 9, (3, 40)))
+    for fn in (lambda a: tp.sort(a), lambda a: tp.math.top_k(a, 4)):
+        f = tf.function(fn)
+        f(x)
+        with tp.stats() as counted:
+            f(x)
+        with cost.record() as declared:
+            tf.function(fn).get_concrete_function(x)
+        assert_declared_equals_counted(declared, counted)
+        assert counted.comparisons == 3 * sum(len(a) for a, _ in compare.batcher_layers(40))
+
+
+@pytest.mark.slow
+def test_loop_placement():
+    """Traced: every op of the loop body runs on its owner (graphcheck follows
+    the loop). Run: the client's partition receives no share, only control
+    edges and the loop's public condition."""
+    servers = tp.servers()
+    x = tp.share(np.random.default_rng(0).uniform(-9, 9, (2, 64)))
+    fn = lambda a: list(tp.math.top_k(a, 3))  # noqa: E731
+    concrete = tf.function(fn, autograph=False).get_concrete_function(x)
+    assert any(op.type in graphcheck.WHILE_OPS for op in concrete.graph.get_operations())
+    bad = graphcheck.graph_violations(concrete, servers, graphcheck.share_inputs(concrete, 1))
+    assert not bad, "\n".join(bad[:20])
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    try:
+        tf.function(fn)(x)
+        md = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+    client = graphcheck.canon(servers["client"])
+    received = [n for fg in md.function_graphs for pg in fg.partition_graphs for n in pg.node
+                if n.op == "_Recv" and graphcheck.canon(n.device) == client]
+    assert received, "no partition of the client found"
+    data = [n.name for n in received if n.attr["tensor_type"].type != tf.float32.as_datatype_enum
+            and "/cond/" not in n.name]  # control edges travel as float32
+    assert not data, data
+
+
+@pytest.mark.slow
+def test_loop_over_sealed_links():
+    """Sealing inside the loop (counters in TF variables, dynamic shapes)."""
+    tp.reset()
+    tp.init(tp.Config(encrypt_links=True))
+    try:
+        x = np.random.default_rng(1).uniform(-9, 9, (2, 40))
+        px = tp.share(x)
+        got = tf.function(lambda a: tp.sort(a))(px).reveal().numpy()
+        np.testing.assert_array_equal(got, tp.sort(px).reveal().numpy())
+    finally:
+        tp.reset()
+        tp.init()

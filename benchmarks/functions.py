@@ -2,12 +2,16 @@
 
 Embedded four-server runtime, both rings, each function as a tf.function on
 shares of n elements (rows of 10 for softmax), best of --reps timed calls
-after a warm-up. Compares the range-reduction methods of
-protocols/numerics.py ("thresholds": one comparison per octave threshold in
-one round; "binary_search": one comparison per level, a few levels):
+after a warm-up (the median is recorded too). Compares the range-reduction
+methods of protocols/mpc/range_reduction.py ("thresholds": one comparison
+per octave threshold in one round; "binary_search": one comparison per
+level, a few levels; "leading_one": one garbled leading-one circuit per
+element for the octave functions, binary search for exp and log):
 
     python benchmarks/functions.py                                   # the default method
     python benchmarks/functions.py --sizes=10000 --methods=thresholds,binary_search --reps=2
+    python benchmarks/functions.py --sizes=100000 --methods=binary_search,leading_one \
+        --functions=reciprocal,divide,sqrt,rsqrt --reps=5
 
 Results go to benchmarks/results/functions.json.
 """
@@ -20,7 +24,8 @@ import tf_privpy as tp
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
 flags.DEFINE_list("sizes", ["100", "10000", "100000"], "elements per call")
 flags.DEFINE_list("methods", ["binary_search"],
-                  "range_reduction settings (thresholds: the one-round method, ~10x slower)")
+                  "range_reduction settings: binary_search, thresholds (the one-round "
+                  "method, ~10x slower), leading_one")
 flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", "log",
                                 "sigmoid", "tanh", "softmax", "log_softmax"],
                   "functions to time (also sigmoid_folded, tanh_folded: "
@@ -45,7 +50,7 @@ def main(argv):
     import numpy as np
     import tensorflow as tf
 
-    from _report import best_time, machine, print_table, write_json
+    from _report import best_time, machine, print_table, timings, write_json
     tf.get_logger().setLevel("ERROR")
     fns = {"exp": tp.exp, "reciprocal": tp.math.reciprocal, "sqrt": tp.sqrt,
            "rsqrt": tp.math.rsqrt, "log": tp.math.log, "sigmoid": tp.sigmoid, "tanh": tp.tanh,
@@ -93,23 +98,26 @@ def main(argv):
                     if name == "divide":
                         w = tp.share(wv)
                         f = tf.function(lambda a, b: tp.divide(b, a))
-                        t = best_time(lambda: f(v, w).share0.numpy()[:1], F.reps)
+                        t, med = timings(lambda: f(v, w).share0.numpy()[:1], F.reps)
                     else:
                         f = tf.function(lambda a, fn=fns[name]: fn(a))
-                        t = best_time(lambda: f(v).share0.numpy()[:1], F.reps)
+                        t, med = timings(lambda: f(v).share0.numpy()[:1], F.reps)
                     m = int(np.prod(shape))
                     row = {"ring": bits, "method": method, "n": m, "fn": name,
                            "ms": t * 1e3, "us_per_elt": t / m * 1e6,
+                           "median_us_per_elt": med / m * 1e6,
                            "tf_plaintext_us_per_elt": plaintext_us(name, vals, wv),
                            "crypten_us_per_elt": CRYPTEN_US.get(name.split("_")[0])}
                     res["rows"].append(row)
                     print(row, flush=True)
     print_table("Derived functions, tf.function, embedded runtime, best of "
                 f"{F.reps} (CrypTen: its own hardware, 10^4 elements)",
-                ["ring", "method", "n", "function", "ms", "µs/element", "TF plaintext µs/el",
+                ["ring", "method", "n", "function", "ms", "µs/element", "median µs/el",
+                 "TF plaintext µs/el",
                  "CrypTen µs/el"],
                 [[r["ring"], r["method"], f"{r['n']:,}", r["fn"], f"{r['ms']:.1f}",
-                  f"{r['us_per_elt']:.2f}", f"{r['tf_plaintext_us_per_elt']:.4f}",
+                  f"{r['us_per_elt']:.2f}", f"{r['median_us_per_elt']:.2f}",
+                  f"{r['tf_plaintext_us_per_elt']:.4f}",
                   "" if r["crypten_us_per_elt"] is None else r["crypten_us_per_elt"]]
                  for r in res["rows"]])
     write_json(os.path.join(F.out, "functions.json"), res)

@@ -32,6 +32,9 @@ CASES = {
     "relu": (((33,),), lambda x: tp.nn.relu(x)),
     "max": (((8, 4),), lambda x: tp.reduce_max(x, 1)),
     "sigmoid": (((10,),), lambda x: tp.sigmoid(x)),
+    # range reductions by the leading-one circuit (|x| and sign; x and a comparison)
+    "reciprocal": (((12,),), lambda x: tp.math.reciprocal(x)),
+    "log": (((12,),), lambda x: tp.math.log(x)),
     "mul_public": (((3, 3),), lambda x: x * 2.5 + 1.0),
 }
 

@@ -236,9 +236,10 @@ def _doc_costs():
                           64: (int(g[5]), int(g[6]), int(g[7]), float(g[9]), float(g[11]))}
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and all(re.fullmatch(r"\S+ / \S+", c) for c in cells[1:]):
+        k = len(G.RANGE_REDUCTIONS)
+        if len(cells) == 1 + 3 * k and all(re.fullmatch(r"\S+ / \S+", c) for c in cells[1:]):
             pairs = [tuple(float(v) for v in c.split(" / ")) for c in cells[1:]]
-            methods[cells[0]] = {m: {ring: (pairs[i][r], pairs[2 + i][r], pairs[4 + i][r])
+            methods[cells[0]] = {m: {ring: (pairs[i][r], pairs[k + i][r], pairs[2 * k + i][r])
                                      for r, ring in enumerate((128, 64))}
                                  for i, m in enumerate(G.RANGE_REDUCTIONS)}
     return rows, methods
@@ -298,7 +299,10 @@ def test_rounds_are_the_critical_path():
 
 
 # ------------------------------------------------------------ range reduction
-RANGE_REDUCTIONS = ["binary_search", "thresholds"]
+RANGE_REDUCTIONS = ["binary_search", "thresholds", "leading_one"]
+#: the functions whose range reduction is the leading-one circuit under
+#: "leading_one" (log: plus one comparison); exp falls back to binary_search
+OCTAVE_FNS = ("reciprocal", "divide", "sqrt", "rsqrt", "log")
 
 
 def _init_rr(ring, backend, rr):
@@ -325,8 +329,12 @@ REDUCED_CASES = [(c, c[0] + ("_neg" if i == 2 else "")) for i, c in enumerate(DO
 @pytest.mark.parametrize("name,fn,ref,xs", [c for c, _ in REDUCED_CASES],
                          ids=[i for _, i in REDUCED_CASES])
 def test_domain_targets_both_range_reductions(rt_rr, name, fn, ref, xs):
-    """Both methods meet the targets (the default one is also tested above,
-    on both backends); a third of the grid of test_domain_targets."""
+    """Every method meets the targets (the defaults are also tested above,
+    on both backends); a third of the grid of test_domain_targets. exp
+    under "leading_one" is its binary search: not repeated."""
+    rr = tp.get_runtime().config.function_setting("reciprocal", "range_reduction")
+    if rr == "leading_one" and name not in OCTAVE_FNS:
+        pytest.skip("exp uses binary_search under leading_one")
     x = on_grid(xs()[::3])
     check(fn(share(x)).reveal(), ref(x), TARGETS[rt_rr][name], name)
 
@@ -394,6 +402,14 @@ def test_range_reduction_comparison_counts(ring):
             th = G.costs(name, ring, range_reduction="thresholds")
             assert (bs["comparisons"], th["comparisons"]) == (want_bs, want_th), name
             assert th["cmp_rounds"] == 1 and 1 <= bs["cmp_rounds"] <= bs["rounds"]
+            # one leading-one circuit per element (log: and one comparison); exp:
+            # binary search
+            lo = G.costs(name, ring, range_reduction="leading_one")
+            if name in OCTAVE_FNS:
+                assert lo["comparisons"] == (2 if name == "log" else 1), name
+                assert lo["rounds"] < bs["rounds"] and lo["products"] < bs["products"], name
+            else:
+                assert lo == bs, name
         # unsigned reciprocal: no sign comparison
         for rr, want in (("binary_search", 7), ("thresholds", 43 if ring == 128 else 31)):
             _init_rr(ring, "plaintext", rr)
@@ -461,10 +477,12 @@ def test_terms_schedule_and_values():
 
 
 def test_range_reduction_setting_and_override(rt128):
-    """binary_search is the default; per call and per runtime overridable;
-    the two methods agree to the targets; a bad name raises."""
+    """leading_one is the default of every range reduction but exp's
+    (binary_search); per call and per runtime
+    overridable; the methods agree to the targets; a bad name raises."""
     cfg = tp.get_runtime().config
-    assert all(cfg.function_setting(k, "range_reduction") == "binary_search" for k in G.REDUCED)
+    assert {k: cfg.function_setting(k, "range_reduction") for k in G.REDUCED} == dict(
+        {k: "leading_one" for k in OCTAVE_FNS + ("softmax", "log_softmax")}, exp="binary_search")
     x = on_grid(np.geomspace(0.01, 100, 200))
     p = share(x)
     for fn, ref in ((M.reciprocal, 1 / x), (M.sqrt, np.sqrt(x)), (M.log, np.log(x)),

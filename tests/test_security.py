@@ -195,8 +195,9 @@ def derived_views(fn, which):
 
 @pytest.mark.parametrize("fn", [tp.math.reciprocal, tp.exp], ids=["reciprocal", "exp"])
 def test_binary_search_views_are_uniform_and_secret_independent(ring, fn):
-    """The binary-search range reduction (protocols/mpc/numerics.py) composes the
-    multiplication and comparison protocols only, with secret thresholds
+    """The range reductions (protocols/mpc/range_reduction.py: reciprocal's
+    leading-one circuit, exp's binary search) compose the multiplication,
+    comparison and leading-one protocols only, with secret thresholds
     taken from tables of earlier bits: every party receives the same messages
     (sender, shape, dtype) whatever the secret, each uniform, and nothing
     reaches the client."""
@@ -213,9 +214,9 @@ def test_binary_search_views_are_uniform_and_secret_independent(ring, fn):
                 # coefficients): the same bytes whatever the secret
                 np.testing.assert_array_equal(m0.numpy(), m1.numpy(), err_msg=what)
                 continue
-            if m0.dtype == tf.uint8:  # decoding bits of garbled comparators
+            if m0.dtype == tf.uint8:  # decoding bits of garbled comparators / circuits
                 for m in (m0, m1):
-                    p = stats.binomtest(int(np.sum(m.numpy())), m.shape[0]).pvalue
+                    p = stats.binomtest(int(np.sum(m.numpy())), m.numpy().size).pvalue
                     assert p > ALPHA, f"{what}: decode bits are biased (p = {p:.2g})"
                 continue
             assert_uniform(m0, what + " (tiny)")

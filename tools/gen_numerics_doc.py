@@ -27,6 +27,8 @@ import tensorflow as tf  # noqa: E402
 
 import tf_privpy as tp  # noqa: E402
 from tf_privpy.protocols.mpc.ops import math_fns as M  # noqa: E402
+from tf_privpy.protocols.mpc import cost as COST  # noqa: E402
+from tf_privpy.protocols.mpc import leading_one as LO  # noqa: E402
 from tf_privpy.protocols.mpc import numerics as N  # noqa: E402
 
 SOFTMAX_N = 10  # row length of the softmax rows
@@ -69,7 +71,7 @@ FUNCTIONS = [
 
 SETTING_KEYS = ("method", "range_reduction", "degree", "piece_octaves", "iterations",
                 "log_degree")
-RANGE_REDUCTIONS = ("binary_search", "thresholds")
+RANGE_REDUCTIONS = ("binary_search", "thresholds", "leading_one")
 # functions whose range reduction is configurable (protocols/defaults.json)
 REDUCED = ("exp", "log", "reciprocal", "divide", "sqrt", "rsqrt", "softmax", "log_softmax")
 
@@ -201,11 +203,11 @@ def cost_rows(static):
 
 
 def method_rows(tables):
-    """Both range reductions side by side: {method: static table}."""
-    a, b = RANGE_REDUCTIONS
-    lines = [f"| function | rounds (128 / 64): {a} | {b} | comparisons / element "
-             f"(128 / 64): {a} | {b} | products / element (128 / 64): {a} | {b} |",
-             "|---|---|---|---|---|---|---|"]
+    """The range reductions side by side: {method: static table}."""
+    ms = " | ".join(RANGE_REDUCTIONS)
+    lines = [f"| function | rounds (128 / 64): {ms} | comparisons / element (128 / 64): {ms} | "
+             f"products / element (128 / 64): {ms} |",
+             "|---|" + "---|" * (3 * len(RANGE_REDUCTIONS))]
     for e in FUNCTIONS:
         if not any(k in e[0] for k in REDUCED):
             continue
@@ -215,6 +217,51 @@ def method_rows(tables):
                 c = tables[m][e[0]]
                 cells.append(f"{fmt_num(c[128][key])} / {fmt_num(c[64][key])}")
         lines.append(f"| {e[0]} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def circuit_rows():
+    """The garbled circuits of the range reductions, per element: AND gates
+    and bytes (cost.py's declarations, without the 8-byte stream headers)."""
+    lines = ["| ring | circuit | input bits W | AND gates | garbled tables + decoding bits "
+             "(bytes / element, S1 → T) | input labels (bytes / element, S1 + S2 → T) | "
+             "re-shared output (bytes / output bit, T → S) |", "|---|---|---|---|---|---|---|"]
+    for ring in (128, 64):
+        h = init(ring, "plaintext")
+        w = LO.default_width(h.config)
+        lines.append(f"| {ring} | comparator [x1 < -x2] (DESIGN §6) | 64 | 64 | "
+                     f"{COST.GC_TABLE_BYTES + COST.GC_DECODE_BYTES} | {2 * COST.GC_LABEL_BYTES} | "
+                     f"{ring // 8} |")
+        for mag, what in ((False, "leading one of x (sqrt, rsqrt, log, softmax, unsigned 1/x)"),
+                          (True, "leading one of \\|x\\| and the sign (1/x, divide)")):
+            g = COST.leading_one_gates(w, mag)
+            lines.append(f"| {ring} | {what} | {w} | {g} | {g * 32 + w} | {2 * w * 16} | "
+                         f"{ring // 8} |")
+    return lines
+
+
+BYTES_FUNCTIONS = ("reciprocal", "divide", "sqrt", "rsqrt", "log", "softmax", "log_softmax")
+
+
+def function_bytes(name, ring, range_reduction):
+    """Bytes on the wire per element of one call (all links, tp.cost's
+    declared bill of a traced call, privpy backend)."""
+    h = init(ring, "privpy", range_reduction)
+    entry = next(e for e in FUNCTIONS if e[0] == name)
+    xs = [tp.share(tf.constant(v)) for v in grid(entry[4], entry[5], 1000, h.config.frac_bits)]
+    fn = (lambda a, b: M.divide(a, b)) if name == "divide" else \
+        {"reciprocal": M.reciprocal, "sqrt": M.sqrt, "rsqrt": M.rsqrt, "log": M.log,
+         "softmax": M.softmax, "log_softmax": M.log_softmax}[name]
+    return tp.cost(fn, *xs).bytes / xs[-1].shape.num_elements()
+
+
+def bytes_rows():
+    lines = ["| function | bytes / element, 128-bit: binary_search | leading_one | "
+             "bytes / element, 64-bit: binary_search | leading_one |", "|---|---|---|---|---|"]
+    for name in BYTES_FUNCTIONS:
+        cells = [f"{function_bytes(name, ring, m):,.0f}" for ring in (128, 64)
+                 for m in ("binary_search", "leading_one")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -264,9 +311,17 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   [2^j, 2^(j+1)) of x (j from -f to log2 B: 43 octaves in the 128-bit ring, 31 in the 64-bit
   ring), exp the piece of t = x·log2 e; then piecewise-constant values (initial guesses 2^-j,
   2^k, k, m·ln 2) follow from the comparison bits. Comparisons dominate the cost (a garbled
-  64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are two methods
+  64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are three methods
   (`range_reduction`):
-  - **`binary_search` (default).** A few levels of ONE comparison per element each (the first
+  - **`leading_one` (default, except for exp).** ONE garbled circuit per element (below:
+    89-133 AND gates in the 128-bit ring, 65-97 in the 64-bit ring, against 64 for one
+    comparator) gives, as integer bit shares, [|x| ≥ 2^j] for every octave boundary at once;
+    every value of the octave is an exact local matmul of these bits: one comparison round and
+    one circuit instead of 7-8 comparators. log's pieces [2^(j-1/2), 2^(j+1/2)) take one more
+    comparison, c = [x ≥ 2^(q+1/2)] on the octave q with a threshold that is a table of the
+    circuit's bits (local); then m = q + c and z = x·2^-q·(1 - c/2) (c·z exact). exp's pieces
+    of t = x·log2 e are not octaves: it keeps `binary_search`, also under this setting.
+  - **`binary_search` (default of exp).** A few levels of ONE comparison per element each (the first
     level adds the x ≤ 0 / saturation rows and, for signed inputs, the sign): each level halves
     the candidate range and renormalizes x into it (z ← z·2^-offset, an exact power of two
     taken from a table of the level's bit, one multiplication), so the next level compares z with
@@ -282,8 +337,8 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   - **`thresholds`.** x is compared with every boundary at once (one batched `ltz` on an
     [N, K] tensor), the values are public linear combinations of the K bits (one local matmul):
     1 comparison round, K comparisons per element. Fewer rounds, many more comparisons.
-  Boundaries are compared on the fixed-point grid (rounded up to it), so the first levels are
-  exact; later levels see z with truncation errors of a few units of 2^-(f+8), which can only
+  Boundaries are compared on the fixed-point grid (rounded up to it; the leading-one thresholds
+  are exact bit positions), so the first levels are exact; later levels see z with truncation errors of a few units of 2^-(f+8), which can only
   move an element sitting within ~2^-f·z of a boundary to the neighbouring piece, whose
   approximation is as good there.
 - **Products in batches.** Independent products of a step go in one multiplication round;
@@ -329,8 +384,9 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
 Rounds are sequential communication rounds on the critical path, measured by
 instrumenting the backend (`protocols.mpc.numerics.CostTracker`): each batched private
 multiplication counts 1 (PrivPy's protocol: one message from S to T and one back), each
-batched comparison counts 1 comparison round (one garbled-circuit evaluation); the
-(mult + cmp) split is that of one longest path. Comparisons and, with binary search, rounds
+batched comparison counts 1 comparison round (one garbled-circuit evaluation), and so does a
+leading-one circuit, counted as one comparison per element (its AND gates and bytes are in the
+circuit table below); the (mult + cmp) split is that of one longest path. Comparisons and, with binary search, rounds
 depend on the ring (the number of octaves from one ulp to the bound B). softmax and
 log_softmax: rows of n = {n};
 their rounds include the max tree (4 levels for n = 10). Defaults:
@@ -377,16 +433,43 @@ Quotients must themselves be in range: x / y with |x / y| ≥ B wraps like any o
 
 
 METHODS_HEAD = """
-### The two range reductions
+### The three range reductions
 
-The same functions with `range_reduction` = `binary_search` (the default) and `thresholds`
-(one comparison per boundary, all in one round). Measured µs per element: `benchmarks/functions.py`
-and the README. Errors of both are in the tables below.
+The same functions with `range_reduction` = `binary_search`, `thresholds` (one comparison per
+boundary, all in one round) and `leading_one` (one garbled leading-one circuit per element, log
+one comparison more; exp, whose pieces are not octaves, and log_softmax's short log of the row
+sums use binary_search under it). Measured µs per element:
+`benchmarks/functions.py` and the README. Errors of the defaults and of `thresholds` are in the
+tables below.
+
+"""
+
+CIRCUIT_HEAD = """
+### The leading-one circuit
+
+`protocols/mpc/leading_one.py`, `ops/gc/leading_one.h` (issue 14). One garbled circuit per
+element rebuilds x mod 2^W from the low W bits of the two shares (a ripple-carry adder inside
+the circuit: exact, as reduction mod 2^W is a ring homomorphism), optionally takes |x| (an
+incrementer on x XOR sign), and a prefix OR gives the thresholds o_j = [v ≥ 2^j] for every bit
+position j < W - 1 (and the sign). W = ceil(log2 B) + f + 3 holds every value below 2B. The
+assistants decode the o_j of the octave boundaries masked by bits of the S1-S2 stream and
+re-share them as integer bits, exactly as a comparison re-shares its bit (DESIGN §6); every
+table of the octave (2^-j, 2^(-j/2), the initial guess of 1/x) is then r_0 + Σ_k (r_(k+1) -
+r_k)·o_k, one exact local matmul. Without |x| a negative x sets o_(W-2) (the x ≤ 0 row) for free.
+Garbling, hashing and the no-OT label scheme are the comparator's (half-gates, free XOR, fixed-key
+AES); XOR gates are free, so the cost is the AND gates (two 16-byte ciphertexts each):
+
+"""
+
+BYTES_HEAD = """
+All bytes on the wire per element of a whole call (every link; the declared bill of a traced
+call, `tp.cost`), binary search against the leading-one circuit:
 
 """
 
 
-def render(static, errs, backend, points, tables=None, errs_alt=None):
+def render(static, errs, backend, points, tables=None, errs_alt=None, circuits=None,
+           fbytes=None):
     lines = [HEADER.replace("{n}", str(SOFTMAX_N))]
     cfg = tp.get_runtime().config
     lines.append("| function | method and settings |")
@@ -398,6 +481,12 @@ def render(static, errs, backend, points, tables=None, errs_alt=None):
     if tables is not None:
         lines.append(METHODS_HEAD)
         lines += method_rows(tables)
+    if circuits is not None:
+        lines.append(CIRCUIT_HEAD)
+        lines += circuits
+    if fbytes is not None:
+        lines.append(BYTES_HEAD)
+        lines += fbytes
     if errs is not None:
         lines.append(ERR_HEAD.replace("{backend}", backend).replace("{points}", str(points)))
         lines += error_rows(errs)
@@ -437,6 +526,7 @@ def main(argv=None):
     tp.init()
     static = static_table()
     tables = {m: static_table(range_reduction=m) for m in RANGE_REDUCTIONS}
+    circuits, fbytes = circuit_rows(), bytes_rows()
     errs = errs_alt = None
     if not a.static_only:
         errs, errs_alt = {}, {}
@@ -451,7 +541,7 @@ def main(argv=None):
                           flush=True)
         errs_alt = {k: v for k, v in errs_alt.items() if v}
     init(128, a.backend)
-    text = render(static, errs, a.backend, a.points, tables, errs_alt)
+    text = render(static, errs, a.backend, a.points, tables, errs_alt, circuits, fbytes)
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         f.write(text + "\n")

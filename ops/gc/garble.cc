@@ -23,6 +23,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "ops/gc/gc_internal.h"
 #include "ops/prg/aes_ctr.h"
 
 namespace tf_privpy {
@@ -33,6 +34,13 @@ const uint8_t kFixedAesKey[16] = {0x24, 0x3F, 0x6A, 0x88, 0x85, 0xA3,
                                   0x03, 0x70, 0x73, 0x44};
 
 namespace {
+
+using internal::Arena;
+using internal::Fill;
+using internal::FixedKeyAes;
+using internal::Select;
+using internal::Sigma;
+using internal::Xor;
 
 // Comparisons per batch-major chunk: 128 KB of X labels + 128 KB of Y
 // labels (garbling) or 512 KB of labels and tables (evaluation) per chunk.
@@ -56,14 +64,6 @@ void CopyRows(const Block* src, int64_t rows, int64_t row_len, Block* dst,
     std::copy(src + r * row_len, src + (r + 1) * row_len, dst + r * stride);
 }
 
-inline Block Xor(Block a, Block b) { return {a.lo ^ b.lo, a.hi ^ b.hi}; }
-// a if bit (lsb) is set, else 0; branch-free.
-inline Block Select(uint64_t bit, Block a) {
-  const uint64_t m = 0 - (bit & 1);
-  return {a.lo & m, a.hi & m};
-}
-// sigma(X_hi || X_lo) = (X_hi XOR X_lo) || X_hi   (GKWY 2020, section 7).
-inline Block Sigma(Block x) { return {x.hi, x.hi ^ x.lo}; }
 inline uint64_t TweakLo(int64_t i, int g, int half) {
   return (static_cast<uint64_t>(i) << 7) | (static_cast<uint64_t>(g) << 1) |
          static_cast<uint64_t>(half);
@@ -92,91 +92,6 @@ inline void PrefetchPart(const void* p, int64_t len, int part, int parts) {
   for (int64_t o = b & ~int64_t{63}; o < e; o += 64) __builtin_prefetch(c + o);
 }
 
-// Per-thread scratch memory, reused across shards and calls: a shard of a
-// few chunks would otherwise allocate (and page-fault) ~0.5 MB every time.
-// A shard body never calls ParallelFor, so a thread runs one body at a time.
-// With wipe set (garbling: zero labels, which T must never see) the used
-// part is zeroed when the shard ends; the evaluator's scratch only holds
-// copies of its own input tensors.
-class Arena {
- public:
-  Arena(int64_t blocks, bool wipe) : wipe_(wipe) {
-    thread_local std::vector<Block> storage;
-    if (static_cast<int64_t>(storage.size()) < blocks) storage.resize(blocks);
-    begin_ = next_ = storage.data();
-  }
-  ~Arena() {
-    if (wipe_) std::fill(begin_, next_, Block{0, 0});  // storage outlives us
-  }
-  Block* Take(int64_t blocks) {
-    Block* p = next_;
-    next_ += blocks;
-    return p;
-  }
-
- private:
-  bool wipe_;
-  Block* begin_;
-  Block* next_;
-};
-
-struct CtxDeleter {
-  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
-};
-
-// AES-128-ECB under the public fixed key: the permutation pi of the hash.
-class FixedKeyAes {
- public:
-  bool Init() {
-    ctx_.reset(EVP_CIPHER_CTX_new());
-    return ctx_ &&
-           EVP_EncryptInit_ex(ctx_.get(), EVP_aes_128_ecb(), nullptr,
-                              kFixedAesKey, nullptr) == 1 &&
-           EVP_CIPHER_CTX_set_padding(ctx_.get(), 0) == 1;
-  }
-  // out[k] = pi(in[k]), k < count (count * 16 < 2^31).
-  bool Permute(const Block* in, Block* out, int64_t count) {
-    if (count == 0) return true;
-    int outl = 0;
-    const int len = static_cast<int>(count * sizeof(Block));
-    return EVP_EncryptUpdate(ctx_.get(), reinterpret_cast<uint8_t*>(out),
-                             &outl, reinterpret_cast<const uint8_t*>(in),
-                             len) == 1 &&
-           outl == len;
-  }
-
- private:
-  std::unique_ptr<EVP_CIPHER_CTX, CtxDeleter> ctx_;
-};
-
-bool Fill(const uint8_t key[16], uint64_t nonce, uint64_t offset, void* out,
-          size_t len, std::string* error) {
-  return PrgFill(key, nonce, offset, static_cast<uint8_t*>(out), len,
-                 SerialFor, error);
-}
-
-// Runs body(chunk_begin, chunk_size, error) over all chunks of n in
-// parallel; reports the first error.
-template <typename Body>
-bool ForChunks(int64_t n, int64_t cycles_per_item,
-               const ParallelFor& parallel_for, std::string* error,
-               const Body& body) {
-  if (n <= 0) return true;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::atomic<bool> failed{false};
-  std::string first_error;
-  std::atomic_flag error_taken = ATOMIC_FLAG_INIT;
-  parallel_for(chunks, kChunk * cycles_per_item, [&](int64_t cb, int64_t ce) {
-    std::string err;
-    if (!body(cb * kChunk, std::min(n, ce * kChunk), &err)) {
-      if (!error_taken.test_and_set()) first_error = err;
-      failed = true;
-    }
-  });
-  if (failed) *error = first_error;
-  return !failed;
-}
-
 }  // namespace
 
 bool DeriveDelta(const uint8_t key12[16], uint64_t nonce, Block* delta,
@@ -198,7 +113,7 @@ bool Garble(const uint8_t key12[16], uint64_t nonce, int64_t n, Block* tables,
   Block delta;
   if (!DeriveDelta(key12, nonce, &delta, error)) return false;
   const Block sdelta = Sigma(delta);  // sigma is linear: sigma(A^D) = sigma(A)^sigma(D)
-  return ForChunks(n, kGarbleCycles, parallel_for, error,
+  return internal::ForChunks(n, kChunk, kGarbleCycles, parallel_for, error,
                    [&](int64_t begin, int64_t end, std::string* err) {
     FixedKeyAes aes;
     if (!aes.Init()) {
@@ -294,7 +209,7 @@ bool EncodeInput(const uint8_t key12[16], uint64_t nonce, Role role,
   Block delta;
   if (!DeriveDelta(key12, nonce, &delta, error)) return false;
   const uint64_t base = LabelsOffset(role, n);
-  return ForChunks(n, 600, parallel_for, error,
+  return internal::ForChunks(n, kChunk, 600, parallel_for, error,
                    [&](int64_t begin, int64_t end, std::string* err) {
     for (int64_t i0 = begin; i0 < end; i0 += kChunk) {
       const int64_t m = std::min(kChunk, end - i0);
@@ -323,7 +238,7 @@ bool Evaluate(uint64_t nonce, int64_t first_index, int64_t n, const Block* table
     *error = "comparison indices out of range";
     return false;
   }
-  return ForChunks(n, kEvalCycles, parallel_for, error,
+  return internal::ForChunks(n, kChunk, kEvalCycles, parallel_for, error,
                    [&](int64_t begin, int64_t end, std::string* err) {
     FixedKeyAes aes;
     if (!aes.Init()) {

@@ -214,6 +214,20 @@ class Backend(abc.ABC):
         exact in the 64-bit ring too (issue 15). Same protocol and cost: the
         assistants' re-sharing (DESIGN §6 step 4-5) just omits the scale."""
 
+    def leading_one(self, x: Shares, columns: Sequence[int], magnitude: bool = False,
+                    width: Optional[int] = None) -> Shares:
+        """Integer bit shares [N, len(columns)] of the leading-one circuit's
+        outputs for a flat x [N] (protocols/mpc/leading_one.py): column j <
+        W - 1 is [v >= 2^j], v = |x| (magnitude) or x, as ring integers
+        (fixed point: x·2^f); column W - 1 is [x < 0]. One garbled circuit
+        per element, two rounds. width W (default from the bound) <= 64."""
+        from . import leading_one as lo
+        w = lo.default_width(self.cfg) if width is None else int(width)
+        if not 3 <= w <= 64:
+            raise ValueError(f"leading_one width must be in [3, 64], got {w}")
+        impl = lo.privpy_leading_one if self.name == "privpy" else lo.plaintext_leading_one
+        return impl(self, x, columns, magnitude, w)
+
     def fixed_from_bits(self, c: Shares) -> Shares:
         """Fixed-point shares c·2^f from integer bit shares c: a local
         multiplication by the public integer 2^f, exact in the ring."""

@@ -146,6 +146,41 @@ def ltz_cost(n: int, ring_bits: int, batch: int, pregarbled: bool = False) -> Co
     return c
 
 
+def leading_one_gates(width: int, magnitude: bool) -> int:
+    """AND gates of the garbled leading-one circuit (ops/gc/leading_one.h):
+    adder W - 1, prefix OR W - 2, and W - 2 more for |x| (magnitude)."""
+    return (width - 1) + (width - 2) + (width - 2 if magnitude else 0)
+
+
+def leading_one_chunk_cost(n: int, ring_bits: int, width: int, magnitude: bool,
+                           outputs: int) -> Cost:
+    """One batch of n garbled leading-one circuits (protocols/mpc/leading_one.py),
+    sent as the comparison's (DESIGN §6): round 1, S1 sends each assistant its
+    part of the tables (G AND gates x 32 bytes) and decoding bits (width
+    bytes) per element, S1 and S2 the labels of their shares' low `width`
+    bits; round 2, each assistant sends `outputs` re-shared bits per element
+    to the other server. Counted as n comparisons (one circuit each)."""
+    e = ring_bits // 8
+    table = leading_one_gates(width, magnitude) * 32 + width
+    labels = width * 16
+    c = Cost(rounds=2, comparisons=n)
+    for t, k, own, other in (("T1", n // 2, "S1", "S2"), ("T2", n - n // 2, "S2", "S1")):
+        c.send("S1", t, k * table + 2 * NONCE_BYTES)
+        c.send(own, t, k * labels + 2 * NONCE_BYTES)
+        c.send(other, t, k * labels + NONCE_BYTES)
+        c.send(t, other, k * outputs * e)
+    return c
+
+
+def leading_one_cost(n: int, ring_bits: int, width: int, magnitude: bool, outputs: int,
+                     batch: int) -> Cost:
+    """n leading-one circuits, garbled in sequential chunks of at most `batch`."""
+    c = Cost()
+    for start in range(0, max(n, 1), batch):
+        c += leading_one_chunk_cost(min(batch, n - start), ring_bits, width, magnitude, outputs)
+    return c
+
+
 # --------------------------------------------------------------- recording
 _local = threading.local()
 

@@ -127,6 +127,36 @@ def gc_output_mask(key12, nonce, n):
     return _ops().tf_privpy_gc_output_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
 
 
+def gc_leading_one_garble(key12, nonce, n, width: int, magnitude: bool):
+    """S1: garbled leading-one circuits (ops/gc/leading_one.h) for n elements
+    -> (tables [n, G, 4], decode [n, width])."""
+    return _ops().tf_privpy_gc_leading_one_garble(key12=key12, nonce=nonce,
+                                                  n=tf.cast(n, tf.int64), width=width,
+                                                  magnitude=magnitude)
+
+
+def gc_leading_one_encode(key12, nonce, values, width: int, role: str):
+    """Active input labels [n, width, 2] of the low `width` bits of int64
+    values; role "a" = S1's share x1, role "b" = S2's share x2."""
+    return _ops().tf_privpy_gc_leading_one_encode(key12=key12, nonce=nonce, values=values,
+                                                  width=width, role=role)
+
+
+def gc_leading_one_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
+                            width: int, magnitude: bool):
+    """T1/T2: masked outputs (uint8 [n, width]): [v >= 2^j] for j < width - 1
+    and the sign, each XOR its mask, of elements first_index, ... of the batch."""
+    return _ops().tf_privpy_gc_leading_one_evaluate(
+        tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
+        first_index=tf.cast(first_index, tf.int64), width=width, magnitude=magnitude)
+
+
+def gc_leading_one_mask(key12, nonce, n, width: int):
+    """S1/S2: the output mask bits (uint8 [n, width])."""
+    return _ops().tf_privpy_gc_leading_one_mask(key12=key12, nonce=nonce,
+                                                n=tf.cast(n, tf.int64), width=width)
+
+
 # ----------------------------------------------------------------- b2a family
 def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
     return _ops().tf_privpy_bit_share_assist(bits=bits, key=key, nonce=nonce,

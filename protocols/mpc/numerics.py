@@ -5,9 +5,11 @@ Building blocks (all on `Shares`, through the Backend API only):
 
 - Range reduction (protocols/range_reduction.py): the octave of x, or the
   piece of t = x·log2 e for exp, and the values that go with it (2^-j, 2^k,
-  m·ln 2), by a binary search of one garbled comparison per element per level
-  ("binary_search", default) or one comparison per boundary in one round
-  ("thresholds"). Config "range_reduction", per call overridable.
+  m·ln 2), by one garbled leading-one circuit per element for octave pieces
+  ("leading_one", protocols/mpc/leading_one.py), a binary search of one
+  garbled comparison per element per level ("binary_search") or one
+  comparison per boundary in one round ("thresholds"). Config
+  "range_reduction", per call overridable.
 - Fixed point (protocols/lifted.py): tables exact on the fixed-point grid,
   lifted arithmetic with 8 more fractional bits in the 128-bit ring.
 - Products of independent values are batched: a tree of powers of degree d
@@ -608,6 +610,15 @@ class CostTracker:
     def ltz(self, x: Shares, **kw) -> Shares:
         d = self.depth(x)
         out = self._b.ltz(x, **kw)
+        self.comparisons += self._size(x)
+        self._set(out, (d[0] + 1, d[1], d[2] + 1))
+        return out
+
+    def leading_one(self, x: Shares, columns, **kw) -> Shares:
+        """One garbled leading-one circuit per element: a comparison round,
+        counted as one comparison per element (cost.leading_one_cost)."""
+        d = self.depth(x)
+        out = self._b.leading_one(x, columns, **kw)
         self.comparisons += self._size(x)
         self._set(out, (d[0] + 1, d[1], d[2] + 1))
         return out

@@ -24,7 +24,17 @@ Comparisons are the dominant cost (a garbled 64-bit comparator each, about
   first (one comparison, |x| by one exact product). ~log2 K comparisons per
   element instead of K.
 
-Only `ltz`, multiplications and local operations are used: the four-server
+- "leading_one": for octave plans (pieces [2^j, 2^(j+1)): reciprocal,
+  divide, sqrt, rsqrt, softmax's row sums), ONE garbled leading-one circuit
+  per element (Backend.leading_one, protocols/mpc/leading_one.py; issue 14)
+  gives the integer bits [x >= 2^j] of every boundary at once, and the
+  values are one exact local matmul of them: one comparison round and about
+  one and a half comparators' worth of garbling instead of log2 K + 1
+  comparators. Pieces [2^(j+δ), 2^(j+1+δ)) (log: δ = -1/2) take one more
+  comparison against a table of the octave bits. exp's pieces of t fall
+  back to "binary_search".
+
+Only `ltz`, `leading_one`, multiplications and local operations are used: the four-server
 security model is that of those protocols (DESIGN §5, §6), with fresh masks
 and garbled tables per call, and no value is revealed to pick a threshold.
 Tables are rounded to the fixed-point grid so these combinations are exact
@@ -38,7 +48,9 @@ import math
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+import tensorflow as tf
 
+from . import shares as sh
 from .backend import Shares
 from .lifted import Ctx, mul_round
 
@@ -91,6 +103,10 @@ class Lin:
     lifted: bool = True
 
 
+#: the range-reduction methods (config "range_reduction")
+METHODS = ("binary_search", "thresholds", "leading_one")
+
+
 def radices(plan: Plan, method: str, window: int) -> List[int]:
     """Pieces per level. "thresholds": one level, every boundary compared at
     once (K - 1 comparisons). "binary_search": two sub-blocks per level, except
@@ -100,9 +116,9 @@ def radices(plan: Plan, method: str, window: int) -> List[int]:
     product's truncation fails with probability ~|xy|·2^(2f-64)). A search
     that would save fewer than 2 comparisons per element (K <= 5: a softmax
     row sum) stays one level: rounds are not free either."""
-    if method not in ("thresholds", "binary_search"):
-        raise ValueError(f"unknown range_reduction {method!r} (thresholds, binary_search)")
-    if method == "thresholds" or plan.K <= 2:
+    if method not in METHODS:
+        raise ValueError(f"unknown range_reduction {method!r} ({', '.join(METHODS)})")
+    if method in ("thresholds", "leading_one") or plan.K <= 2:
         return [plan.K]
     per = max(window // plan.h, 1)
     rad = [min(plan.K, max(2, -(-plan.K // per)))]
@@ -140,6 +156,15 @@ def reduce_range(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object], meth
     the neighbouring piece, whose approximation is as good there.
     """
     b = ctx.b
+    if method == "leading_one":
+        if by_leading_one_applies(plan, want_z):
+            return _by_leading_one(ctx, v, plan, feats, want_z)
+        if sub_octave_applies(plan, feats) and len(radices(plan, "binary_search",
+                                                              ctx.window)) > 1:
+            return _sub_octave_by_leading_one(ctx, v, plan, feats, want_z)
+        # exp's pieces of t; a short plan (log_softmax's row sums: K <= 5) is one
+        # round of K - 1 comparisons, fewer rounds than circuit + comparison
+        method = "binary_search"
     rad = radices(plan, method, ctx.window)
     L = len(rad)
     if plan.signed and L > 1:
@@ -291,3 +316,152 @@ def octave_plan(ctx: Ctx, signed: bool = False) -> Plan:
     jlo, jhi = octaves(ctx)
     return Plan("mul", K=jhi - jlo + 1, jlo=jlo, below=None if signed else 2.0 ** jlo,
                  signed=signed)
+
+
+# ------------------------------------------------------- by the leading one
+def by_leading_one_applies(plan: Plan, want_z: bool = False) -> bool:
+    """Whether `plan` has octave pieces [2^j, 2^(j+1)) whose boundaries are
+    the leading-one circuit's thresholds (reciprocal, divide, sqrt, rsqrt,
+    softmax's row sums); the others (exp's pieces of t, log's boundaries
+    2^(j-1/2)) use "binary_search" under the "leading_one" setting."""
+    return (plan.mode == "mul" and plan.delta == 0 and plan.h == 1 and plan.above is None
+            and not (plan.signed and want_z))
+
+
+def sub_octave_applies(plan: Plan, feats: Dict[str, object]) -> bool:
+    """Whether `plan` has pieces [2^(j+δ), 2^(j+1+δ)), -1 < δ < 0, and only
+    additive features (log's m·ln 2: δ = -1/2)."""
+    return (plan.mode == "mul" and -1 < plan.delta < 0 and plan.h == 1 and not plan.signed
+            and plan.above is None and all(isinstance(f, Lin) for f in feats.values()))
+
+
+def _thermometer_table(ctx: Ctx, o: Shares, rows, keys, lifted) -> Shares:
+    """[N, len(keys)] shares of rows[r][key] where r = Σ_k o_k, from integer
+    bit shares o [N, K] of a thermometer (o_k = [x >= θ_k], θ increasing):
+    r_0 + Σ_k (r_(k+1) - r_k)·o_k with the values as integers on the (lifted
+    where `lifted`) fixed-point grid: one local matmul, exact, no truncation."""
+    b = ctx.b
+    unit = 2.0 ** (ctx.f + np.where(np.asarray(lifted, bool), ctx.E, 0))
+    vals = np.round(np.array([[r[k] for k in keys] for r in rows], np.float64) * unit)
+    coeff = np.concatenate([vals[1:] - vals[:-1], vals[:1]], 0)
+    if np.abs(coeff).max() >= 2.0 ** 52:
+        raise ValueError("piecewise table out of range")
+    col = ctx.column(o, 0)
+    one = b.add_public(b.sub(col, col), ctx.fill(col, 1.0), frac_bits=0)
+    aug = b.map_many(lambda p: sh.concat(p, 1, ctx.limbs),
+                     [o, b.map_shares(lambda s: sh.expand_dims(s, 1, ctx.limbs), one)])
+    return b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=0,
+                        c_bound=2.0 ** 62)
+
+
+def _by_leading_one(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object],
+                    want_z: bool) -> Dict[str, Shares]:
+    """Range reduction by ONE garbled leading-one circuit per element
+    (protocols/mpc/leading_one.py; issue 14): o_k = [v >= 2^(j_k)] for every
+    octave boundary (positions j_k + f of the ring integer), so the features
+    are r_0 + Σ_k (r_(k+1) - r_k)·o_k on integer bits with integer grid
+    coefficients: one local matmul, exact, no truncation. Unsigned plans use
+    the circuit on x itself (89 AND gates at W = 46): x < 0 sets o_(W-2),
+    which gets the below row. Signed plans use |x| and the sign s (133
+    gates) and multiply the odd features (neg_sign = -1) by 1 - 2s, exact,
+    in one more round. z = v·2^-j (want_z) is one product."""
+    from .leading_one import default_width
+    b = ctx.b
+    width = default_width(b.cfg)
+    geo = [k for k, f in feats.items() if isinstance(f, Geo)]
+    lin = [k for k, f in feats.items() if isinstance(f, Lin)]
+    if plan.signed and lin:
+        raise ValueError("a signed range reduction has no additive features")
+
+    def piece(i):
+        r = {k: feats[k].c * feats[k].r ** i for k in geo}
+        r.update({k: feats[k].c0 + feats[k].c1 * i for k in lin})
+        r["zs"] = 2.0 ** -(plan.jlo + i)
+        return r
+
+    special = dict({k: 0.0 for k in geo}, zs=0.0, **{k: feats[k].below for k in lin})
+    p0 = plan.jlo + ctx.f                           # bit position of 2^jlo
+    pos = [p0 + i for i in range(1, plan.K)]
+    rows = [piece(i) for i in range(plan.K)]
+    if plan.below is not None or plan.signed:       # x < 2^jlo: below (zero) row
+        pos, rows = [p0] + pos, [special] + rows
+    if plan.below is not None and not plan.signed:  # x < 0: o_(W-2) = 1
+        pos, rows = pos + [width - 2], rows + [special]
+    if not pos or pos[0] < 0 or any(q <= p for p, q in zip(pos, pos[1:])) \
+            or pos[-1] > width - 2:
+        raise ValueError(f"octave boundaries at bits {pos} do not fit the leading-one "
+                         f"circuit's {width - 1} positions")
+    cols = pos + ([width - 1] if plan.signed else [])
+    o = b.leading_one(v, cols, magnitude=plan.signed)          # integer bits [N, k(+1)]
+    keys = geo + lin + (["zs"] if want_z else [])
+    lifted = [True] * len(geo) + [feats[k].lifted for k in lin] + [True] * want_z
+    n_thr = len(pos)
+    therm = ctx.columns(o, 0, n_thr) if plan.signed else o
+    tab = _thermometer_table(ctx, therm, rows, keys, lifted)
+    res: Dict[str, Shares] = {k: ctx.column(tab, i) for i, k in enumerate(keys)}
+    jobs = []
+    if plan.signed:
+        s = ctx.column(o, n_thr)
+        sgn = b.public_sub(ctx.fill(v, 1.0), b.add(s, s), frac_bits=0)      # ±1, integer
+        jobs += [(k, (res[k], sgn), False) for k in geo if feats[k].neg_sign < 0]
+    if want_z:
+        jobs.append(("z", (v, res.pop("zs")), True))
+    if jobs:
+        if plan.signed:                             # ±1 times grid values: exact
+            outs = b.mul_many([j[1] for j in jobs], truncate=False)
+        else:
+            outs = mul_round(ctx, [j[1] for j in jobs], [j[2] for j in jobs])
+        for (key, _, _), out in zip(jobs, outs):
+            res[key] = out
+    res["levels"] = 1
+    return res
+
+
+def _sub_octave_by_leading_one(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object],
+                               want_z: bool) -> Dict[str, Shares]:
+    """Pieces [2^(j+δ), 2^(j+1+δ)) with -1 < δ < 0 (log: δ = -1/2) from the
+    octave [2^q, 2^(q+1)) of the leading-one circuit and ONE comparison
+    c = [x >= 2^(q+1+δ)] against a threshold that is a table of the octave
+    bits (local): the piece is j = q + c. Lin features are a table plus
+    c·c1 (local), z = z0 - c·z0/2 with z0 = x·2^-q computed beside the
+    comparison (c·z0 is exact: an integer bit times a lifted value). Three
+    rounds and 1 circuit + 1 comparator per element, against about
+    log2 K + 1 comparators in as many rounds."""
+    from .leading_one import default_width
+    b = ctx.b
+    width = default_width(b.cfg)
+    lin = list(feats)
+    big = 2.0 ** math.ceil(math.log2(b.cfg.bound) + 2)    # never reached: c = 0
+    qmax = plan.jlo + plan.K - 1
+    qs = list(range(max(plan.jlo - 1, -ctx.f), qmax + 1))
+
+    def octave(q):
+        r = {k: feats[k].c0 + feats[k].c1 * (q - plan.jlo) for k in lin}
+        r.update(zs=2.0 ** -q, th=ctx.grid_up(2.0 ** (q + 1 + plan.delta)) if q < qmax else big)
+        return r
+
+    special = dict({k: feats[k].below for k in lin}, zs=0.0, th=big)
+    pos = [q + ctx.f for q in qs[1:]]
+    rows = [octave(q) for q in qs]
+    if plan.below is not None:                      # x < 2^qs[0]: below row
+        pos, rows = [qs[0] + ctx.f] + pos, [special] + rows
+        pos, rows = pos + [width - 2], rows + [special]   # x < 0: o_(W-2) = 1
+    o = b.leading_one(v, pos)
+    keys = lin + ["zs", "th"]
+    lifted = [feats[k].lifted for k in lin] + [True, False]
+    tab = _thermometer_table(ctx, o, rows, keys, lifted)
+    th = ctx.column(tab, len(lin) + 1)
+    c = b.ltz(b.sub(v, th), integer=True)           # [x < θ]: c = 1 - it
+    c = b.public_sub(ctx.fill(v, 1.0), c, frac_bits=0)
+    z0 = mul_round(ctx, [(v, ctx.column(tab, len(lin)))], [True])[0]   # beside the comparison
+    res: Dict[str, Shares] = {}
+    for i, k in enumerate(lin):
+        unit = 2.0 ** (ctx.f + (ctx.E if feats[k].lifted else 0))
+        step = b.mul_public(c, ctx.fill(v, round(feats[k].c1 * unit)), c_frac_bits=0,
+                            c_bound=2.0 ** 62)
+        res[k] = b.add(ctx.column(tab, i), step)
+    if want_z:
+        cz = b.mul(c, z0, truncate=False)
+        res["z"] = b.sub(z0, ctx.lower(cz, 1))
+    res["levels"] = 2
+    return res

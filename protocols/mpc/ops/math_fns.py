@@ -8,9 +8,12 @@ be overridden per call. Errors, rounds and costs: docs/numerics.md.
 
 The functions that find an octave or an integer part first (reciprocal,
 divide, sqrt, rsqrt, exp, log, softmax, log_softmax) take `range_reduction`:
-"binary_search" (default: about log2 of the number of octaves comparisons
-per element, one per round) or "thresholds" (one comparison per octave
-boundary, all in one round: fewer rounds, many more comparisons).
+"leading_one" (default, except for exp: one garbled leading-one circuit per
+element gives the octave of x in one round, log adds one comparison; exp,
+whose pieces are not octaves, uses binary_search under it), "binary_search"
+(exp's default: about log2 of the number of octaves comparisons per element,
+one per round) or "thresholds" (one comparison per octave boundary, all in
+one round: many more comparisons).
 
 Inputs must be in the shared range |x| < B. A private value cannot raise an
 error without revealing itself, so out-of-domain inputs have documented
@@ -60,7 +63,8 @@ def reciprocal(x: PrivateTensor, method: Optional[str] = None, iterations: Optio
         "newton" (2 rounds per iteration, self-correcting).
       iterations: Newton iterations (default 4: error (1/3)^16).
       signed: False when x > 0 is known (fewer comparisons).
-      range_reduction: "binary_search" (default) or "thresholds".
+      range_reduction: "leading_one", "binary_search" or "thresholds" (default:
+        the config's, see the module doc).
 
     Example:
       >>> tp.math.reciprocal(tp.share([4.0, -0.5])).reveal()   # [0.25, -2.]

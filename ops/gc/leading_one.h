@@ -1,0 +1,105 @@
+// Garbled leading-one circuit (priority encoder): the range reduction of the
+// private numerics (protocols/mpc/leading_one.py; issue 14) in ONE garbled
+// circuit per element instead of a binary search of 7-8 comparators.
+// Garbling, hash, tweaks and the no-OT input scheme are those of the
+// comparator (garble.h; PrivPy §5.3, DESIGN §6): S1 garbles, S1 and S2 derive
+// every wire label from their pair key, an assistant T evaluates.
+//
+// Function. Inputs a (S1's share x1) and b (S2's share x2) are the low W bits
+// (W = width, 3 <= W <= 64) of the shares in any ring Z_2^l, l >= W: reduction
+// mod 2^W is a ring homomorphism, so x mod 2^W = a + b mod 2^W EXACTLY (no
+// wrap probability, unlike the comparator's [x1 < -x2]). Read as a signed
+// W-bit integer this is x when |x| < 2^(W-1). Outputs, W bits per element:
+//     out[j] = [v >= 2^j]   (j = 0 .. W-2, a "thermometer"),
+//     out[W-1] = s = [x < 0] (the sign bit of x mod 2^W),
+// where v = |x| (magnitude = true) or v = x mod 2^(W-1) (magnitude = false:
+// the W-1 low bits as an unsigned number; a negative x >= -2^(W-2) then has
+// out[W-2] = 1, which callers use as the "x <= 0" row for free).
+// The leading one of v is at p = Σ_j out[j] - 1 and the one-hot vector of p
+// is out[j] - out[j+1]: both are linear in the outputs, so once the bits are
+// arithmetic shares, any table of p (2^-p, p·ln 2, ...) is a local dot product.
+//
+// Circuit (bits least significant first; XOR free, AND half-gates):
+//   adder     c_0 = 0, x_i = a_i ^ b_i ^ c_i,
+//             c_{i+1} = c_i ^ ((a_i ^ c_i) & (b_i ^ c_i))        W - 1 ANDs
+//   magnitude y_i = x_i ^ s, v_i = y_i ^ d_i, d_0 = s, d_{i+1} = d_i & y_i
+//             (|x| = (x XOR s) + s, i < W-1)                      W - 2 ANDs
+//   prefix OR o_{W-2} = v_{W-2}, o_i = o_{i+1} | v_i
+//             = o_{i+1} ^ v_i ^ (o_{i+1} & v_i)                   W - 2 ANDs
+// so 2W - 3 AND gates (3W - 5 with magnitude): 89 / 133 at W = 46, 125 / 187
+// at W = 64, against 64 for one comparator.
+//
+// Hash tweak j.hi = nonce, j.lo = i << 9 | g << 1 | half (g < 256 gates).
+//
+// Stream of (key12, nonce) (ops/prg/aes_ctr.h), for a batch of n elements:
+//     [0, 16)                              Delta (lsb forced to 1)
+//     [16, 16 + 16 W n)                    zero labels of a: block
+//                                          16 + 16 (W i + k) is a_{i,k}^0
+//     [16 + 16 W n, 16 + 32 W n)           zero labels of b, same order
+//     [16 + 32 W n, 16 + 33 W n)           output masks: m[i, j] = lsb of
+//                                          byte 16 + 32 W n + W i + j
+// W and n are part of the layout: S1 and S2 must use the same for one nonce.
+#ifndef TF_PRIVPY_OPS_GC_LEADING_ONE_H_
+#define TF_PRIVPY_OPS_GC_LEADING_ONE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "ops/common/parallel.h"
+#include "ops/gc/garble.h"
+
+namespace tf_privpy {
+namespace gc {
+
+constexpr int kLeadingOneMinWidth = 3;
+constexpr int kLeadingOneMaxWidth = 64;
+
+// AND gates of the circuit (ciphertext pairs per element).
+inline int LeadingOneAndGates(int width, bool magnitude) {
+  return (width - 1) + (width - 2) + (magnitude ? width - 2 : 0);
+}
+
+enum class LoRole { kA, kB };  // kA: S1's x1; kB: S2's x2.
+
+inline uint64_t LoLabelsOffset(LoRole role, int64_t n, int width) {
+  return 16 + (role == LoRole::kA ? 0 : static_cast<uint64_t>(n) * width * 16);
+}
+inline uint64_t LoMaskOffset(int64_t n, int width) {
+  return 16 + 2 * static_cast<uint64_t>(n) * width * 16;
+}
+
+// S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element i
+// (G = LeadingOneAndGates); decode[i * W + j] = lsb(zero label of out j) ^ m.
+bool LeadingOneGarble(const uint8_t key12[16], uint64_t nonce, int64_t n,
+                      int width, bool magnitude, Block* tables,
+                      uint8_t* decode, const ParallelFor& parallel_for,
+                      std::string* error);
+
+// S1 (kA, values = x1) or S2 (kB, values = x2): labels[i * W + k] = active
+// label of bit k of values[i] (only the low W bits are used).
+bool LeadingOneEncode(const uint8_t key12[16], uint64_t nonce, LoRole role,
+                      int width, const int64_t* values, int64_t n,
+                      Block* labels, const ParallelFor& parallel_for,
+                      std::string* error);
+
+// T1/T2: bits[i * W + j] = out[j] ^ m[i, j] of elements first_index + i of
+// the garbled batch (a slice of it, as for the comparator).
+bool LeadingOneEvaluate(uint64_t nonce, int64_t first_index, int64_t n,
+                        int width, bool magnitude, const Block* tables,
+                        const uint8_t* decode, const Block* labels_a,
+                        const Block* labels_b, uint8_t* bits,
+                        const ParallelFor& parallel_for, std::string* error);
+
+// S1 and S2: m[i * W + j] in {0, 1}.
+bool LeadingOneMask(const uint8_t key12[16], uint64_t nonce, int64_t n,
+                    int width, uint8_t* m, const ParallelFor& parallel_for,
+                    std::string* error);
+
+// Plaintext reference: the same circuit on bits (for tests): out[0..W-1].
+void LeadingOnePlain(uint64_t a, uint64_t b, int width, bool magnitude,
+                     uint8_t* out);
+
+}  // namespace gc
+}  // namespace tf_privpy
+
+#endif  // TF_PRIVPY_OPS_GC_LEADING_ONE_H_

@@ -1,0 +1,187 @@
+// Kernels of the garbled leading-one circuit (registrations in
+// leading_one_ops.cc; circuit, outputs and stream layout in leading_one.h).
+#include <string>
+
+#include "ops/common/tf_util.h"
+#include "ops/gc/leading_one.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Status;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::TensorShapeUtils;
+namespace errors = ::tensorflow::errors;
+
+namespace {
+
+gc::Block* Blocks(Tensor* t) {
+  return reinterpret_cast<gc::Block*>(const_cast<char*>(t->tensor_data().data()));
+}
+const gc::Block* Blocks(const Tensor& t) {
+  return reinterpret_cast<const gc::Block*>(t.tensor_data().data());
+}
+uint8_t* Bytes(Tensor* t) {
+  return reinterpret_cast<uint8_t*>(const_cast<char*>(t->tensor_data().data()));
+}
+const uint8_t* Bytes(const Tensor& t) {
+  return reinterpret_cast<const uint8_t*>(t.tensor_data().data());
+}
+
+// The width and magnitude attributes every kernel of the family reads.
+class LeadingOneBase : public OpKernel {
+ public:
+  explicit LeadingOneBase(OpKernelConstruction* ctx, bool has_magnitude) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &width_));
+    OP_REQUIRES(ctx, width_ >= gc::kLeadingOneMinWidth && width_ <= gc::kLeadingOneMaxWidth,
+                errors::InvalidArgument("width must be in [3, 64] (the circuit reads the "
+                                        "low 64 bits of the shares), got ", width_));
+    if (has_magnitude) OP_REQUIRES_OK(ctx, ctx->GetAttr("magnitude", &magnitude_));
+  }
+
+ protected:
+  int gates() const { return gc::LeadingOneAndGates(width_, magnitude_); }
+  int width_ = 0;
+  bool magnitude_ = false;
+};
+
+Status ReadKeyNonceN(OpKernelContext* ctx, uint8_t key[16], uint64_t* nonce, int64_t* n) {
+  TF_RETURN_IF_ERROR(ReadKey(ctx->input(0), "key12", key));
+  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(1), "nonce", nonce));
+  const Tensor& t = ctx->input(2);
+  if (t.dtype() != ::tensorflow::DT_INT64 || !TensorShapeUtils::IsScalar(t.shape()))
+    return errors::InvalidArgument("n must be an int64 scalar, got shape ",
+                                   t.shape().DebugString());
+  *n = t.scalar<int64_t>()();
+  if (*n < 0 || *n > gc::kMaxComparisons)
+    return errors::InvalidArgument("n (the number of elements) must be in [0, ",
+                                   gc::kMaxComparisons, "], got ", *n);
+  return ::tensorflow::OkStatus();
+}
+
+class GarbleOp : public LeadingOneBase {
+ public:
+  explicit GarbleOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
+  void Compute(OpKernelContext* ctx) override {
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, ReadKeyNonceN(ctx, key, &nonce, &n));
+    Tensor *tables, *decode;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gates(), 4}), &tables));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, width_}), &decode));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::LeadingOneGarble(key, nonce, n, width_, magnitude_, Blocks(tables),
+                                     Bytes(decode), TfParallelFor(ctx), &error),
+                errors::Internal("GcLeadingOneGarble: ", error));
+  }
+};
+
+class EncodeOp : public LeadingOneBase {
+ public:
+  explicit EncodeOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, false) {
+    std::string role;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("role", &role));
+    role_ = role == "a" ? gc::LoRole::kA : gc::LoRole::kB;
+  }
+  void Compute(OpKernelContext* ctx) override {
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
+    const Tensor& values = ctx->input(2);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsVector(values.shape()),
+                errors::InvalidArgument("values must be a vector [n] of int64, got shape ",
+                                        values.shape().DebugString()));
+    const int64_t n = values.dim_size(0);
+    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
+                errors::InvalidArgument("values: too many elements (", n, ")"));
+    Tensor* labels;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_, 2}), &labels));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::LeadingOneEncode(key, nonce, role_, width_, values.flat<int64_t>().data(),
+                                     n, Blocks(labels), TfParallelFor(ctx), &error),
+                errors::Internal("GcLeadingOneEncode: ", error));
+  }
+
+ private:
+  gc::LoRole role_;
+};
+
+class EvaluateOp : public LeadingOneBase {
+ public:
+  explicit EvaluateOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& tables = ctx->input(0);
+    const int64_t n = tables.dims() == 3 ? tables.dim_size(0) : -1;
+    OP_REQUIRES(ctx, tables.dims() == 3 && tables.dim_size(1) == gates() &&
+                         tables.dim_size(2) == 4,
+                errors::InvalidArgument("tables must have shape [n, ", gates(),
+                                        ", 4] (width ", width_, ", magnitude ", magnitude_,
+                                        "), got ", tables.shape().DebugString()));
+    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
+                errors::InvalidArgument("tables: too many elements (", n, ")"));
+    const Tensor& decode = ctx->input(1);
+    OP_REQUIRES(ctx, decode.shape() == TensorShape({n, width_}),
+                errors::InvalidArgument("decode must have shape [", n, ", ", width_, "], got ",
+                                        decode.shape().DebugString()));
+    for (int i : {2, 3})
+      OP_REQUIRES(ctx, ctx->input(i).shape() == TensorShape({n, width_, 2}),
+                  errors::InvalidArgument(i == 2 ? "labels_a" : "labels_b", " must have shape [",
+                                          n, ", ", width_, ", 2], got ",
+                                          ctx->input(i).shape().DebugString()));
+    uint64_t nonce = 0;
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(4), "nonce", &nonce));
+    const Tensor& fi = ctx->input(5);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(fi.shape()),
+                errors::InvalidArgument("first_index must be an int64 scalar, got shape ",
+                                        fi.shape().DebugString()));
+    const int64_t first_index = fi.scalar<int64_t>()();
+    OP_REQUIRES(ctx, first_index >= 0 && first_index <= gc::kMaxComparisons - n,
+                errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
+                                        " - n], got ", first_index));
+    Tensor* bits;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &bits));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::LeadingOneEvaluate(nonce, first_index, n, width_, magnitude_,
+                                       Blocks(tables), Bytes(decode), Blocks(ctx->input(2)),
+                                       Blocks(ctx->input(3)), Bytes(bits), TfParallelFor(ctx),
+                                       &error),
+                errors::Internal("GcLeadingOneEvaluate: ", error));
+  }
+};
+
+class MaskOp : public LeadingOneBase {
+ public:
+  explicit MaskOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, false) {}
+  void Compute(OpKernelContext* ctx) override {
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, ReadKeyNonceN(ctx, key, &nonce, &n));
+    Tensor* m;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &m));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::LeadingOneMask(key, nonce, n, width_, Bytes(m), TfParallelFor(ctx), &error),
+                errors::Internal("GcLeadingOneMask: ", error));
+  }
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcLeadingOneGarble").Device(DEVICE_CPU), GarbleOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcLeadingOneEncode").Device(DEVICE_CPU), EncodeOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcLeadingOneEvaluate").Device(DEVICE_CPU), EvaluateOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcLeadingOneMask").Device(DEVICE_CPU), MaskOp);
+
+}  // namespace tf_privpy

@@ -1,0 +1,133 @@
+// Op registrations of the garbled leading-one circuit (a priority encoder
+// on the low `width` bits of x = x1 + x2; issue 14). Circuit, outputs and
+// stream layout: leading_one.h; kernels: leading_one_kernels.cc. The
+// protocol (protocols/mpc/leading_one.py) runs them as the comparison runs
+// the comparator (DESIGN §6): garble on S1, encode on S1 and S2, evaluate on
+// T1/T2, masks on S1/S2, then the b2a family re-shares the output bits.
+// A 128-bit label or ciphertext is an int64 pair (lo, hi), little-endian.
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::Status;
+using ::tensorflow::shape_inference::DimensionHandle;
+using ::tensorflow::shape_inference::InferenceContext;
+using ::tensorflow::shape_inference::ShapeHandle;
+
+namespace {
+
+int AndGates(int width, bool magnitude) {
+  return (width - 1) + (width - 2) + (magnitude ? width - 2 : 0);
+}
+
+Status CheckKeyNonce(InferenceContext* c) {
+  ShapeHandle s;
+  DimensionHandle d;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &s));
+  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(s, 0), 2, &d));
+  return c->WithRank(c->input(1), 0, &s);
+}
+
+}  // namespace
+
+REGISTER_OP("TfPrivpy>GcLeadingOneGarble")
+    .Input("key12: int64")
+    .Input("nonce: int64")
+    .Input("n: int64")
+    .Output("tables: int64")
+    .Output("decode: uint8")
+    .Attr("width: int >= 3")
+    .Attr("magnitude: bool")
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(CheckKeyNonce(c));
+      ShapeHandle s;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
+      DimensionHandle n;
+      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &n));
+      int width;
+      bool magnitude;
+      TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
+      TF_RETURN_IF_ERROR(c->GetAttr("magnitude", &magnitude));
+      c->set_output(0, c->MakeShape({n, AndGates(width, magnitude), 4}));
+      c->set_output(1, c->MakeShape({n, width}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("S1: garbles n leading-one circuits (leading_one.h) with the secrets "
+         "of the (key12, nonce) S1-S2 stream. tables[i, g] = (TG.lo, TG.hi, "
+         "TE.lo, TE.hi) of AND gate g of element i; decode[i, j] = lsb(zero "
+         "label of output j) XOR m[i, j].");
+
+REGISTER_OP("TfPrivpy>GcLeadingOneEncode")
+    .Input("key12: int64")
+    .Input("nonce: int64")
+    .Input("values: int64")
+    .Output("labels: int64")
+    .Attr("width: int >= 3")
+    .Attr("role: {'a', 'b'}")
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(CheckKeyNonce(c));
+      ShapeHandle v;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &v));
+      int width;
+      TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
+      c->set_output(0, c->MakeShape({c->Dim(v, 0), width, 2}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("S1 (role 'a', values = the low 64 bits of its share x1) or S2 "
+         "(role 'b', values = those of x2): labels[i, k] = (lo, hi) of the "
+         "active label of bit k of values[i], k < width.");
+
+REGISTER_OP("TfPrivpy>GcLeadingOneEvaluate")
+    .Input("tables: int64")
+    .Input("decode: uint8")
+    .Input("labels_a: int64")
+    .Input("labels_b: int64")
+    .Input("nonce: int64")
+    .Input("first_index: int64")
+    .Output("bits: uint8")
+    .Attr("width: int >= 3")
+    .Attr("magnitude: bool")
+    .SetShapeFn([](InferenceContext* c) {
+      int width;
+      TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
+      ShapeHandle s;
+      DimensionHandle n = c->UnknownDim(), d;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &s));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(s, 0), &n));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &s));
+      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(s, 0), &n));
+      TF_RETURN_IF_ERROR(c->WithValue(c->Dim(s, 1), width, &d));
+      for (int i : {2, 3}) {
+        TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 3, &s));
+        TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(s, 0), &n));
+      }
+      c->set_output(0, c->MakeShape({n, width}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("T1/T2: evaluates garbled leading-one circuits; bits[i, j] = "
+         "out_j XOR m[i, j]: out_j = [v >= 2^j] (j < width - 1) and out_(width-1) "
+         "= [x < 0], v = |x| (magnitude) or x mod 2^(width-1). Row i is "
+         "element first_index + i of the garbled batch (it fixes the tweaks).");
+
+REGISTER_OP("TfPrivpy>GcLeadingOneMask")
+    .Input("key12: int64")
+    .Input("nonce: int64")
+    .Input("n: int64")
+    .Output("m: uint8")
+    .Attr("width: int >= 3")
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(CheckKeyNonce(c));
+      ShapeHandle s;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
+      DimensionHandle n;
+      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &n));
+      int width;
+      TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
+      c->set_output(0, c->MakeShape({n, width}));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("S1 and S2: the output masks m[i, j] in {0, 1} of the n leading-one "
+         "circuits garbled with (key12, nonce).");
+
+}  // namespace tf_privpy

@@ -1,0 +1,247 @@
+"""The garbled leading-one circuit (ops/gc/leading_one.h) and its protocol
+(protocols/mpc/leading_one.py, issue 14): kernels against a numpy / Python-int
+reference, the protocol in both rings and backends (random values, zeros,
+negatives, edge positions 0 and 62 and the sign bit 63 at width 64), its
+declared cost against the channel's counters, and what the assistants see.
+About 25 s on 2 cores."""
+import numpy as np
+import pytest
+import tensorflow as tf
+from scipy import stats
+
+import tf_privpy as tp
+from conftest import run
+from tf_privpy.protocols.mpc import cost, kernels
+from tf_privpy.protocols.mpc import leading_one as LO
+
+I64 = np.iinfo(np.int64)
+ALPHA = 1e-7
+
+
+def reference(xs, width, magnitude):
+    """Python ints: o_j = [v >= 2^j] (j < W-1) and [x < 0], x = xs mod 2^W signed."""
+    out = []
+    for x in xs:
+        x = int(x) % (1 << width)
+        neg = x >> (width - 1)
+        xs_ = x - (neg << width)
+        v = (abs(xs_) if magnitude else x) % (1 << (width - 1))
+        out.append([int(v >= (1 << j)) for j in range(width - 1)] + [neg])
+    return np.array(out, np.int64)
+
+
+def ring_values(ring, rng):
+    """Ring integers (two's complement): zeros, ±1, ±powers of two at every
+    position, their neighbours, random values of every size, the extremes."""
+    v = [0, 0, 1, -1, 2, -2, 3, I64.max, I64.min, I64.min + 1]
+    for j in range(63):
+        v += [1 << j, -(1 << j), (1 << j) + 1, (1 << j) - 1, -(1 << j) + 1]
+    v += [int(r) >> int(s) for r, s in zip(rng.integers(I64.min, I64.max, 400, dtype=np.int64),
+                                          rng.integers(0, 64, 400))]
+    return v
+
+
+def shares_of(ints, ring):
+    """Shares of exact ring integers (no fixed-point encoding)."""
+    b = tp.get_runtime().backend
+    lo = np.array(ints, np.int64)
+    enc = lo if ring == 64 else np.stack([lo, np.where(lo < 0, -1, 0).astype(np.int64)], 1)
+    return b.share(tf.constant(enc))
+
+
+def revealed_bits(b, s, ring):
+    v = b.reveal(s).numpy()
+    return v[..., 0] if ring == 128 else v
+
+
+# ----------------------------------------------------------------- kernels
+@pytest.mark.parametrize("width,magnitude", [(64, True), (64, False), (46, True), (34, False),
+                                             (3, True)])
+def test_kernels_against_python_ints(width, magnitude):
+    rng = np.random.default_rng(width)
+    x = np.array(ring_values(64, rng), np.int64)
+    r = rng.integers(I64.min, I64.max, len(x), dtype=np.int64, endpoint=True)
+    a, bb = r, (x.astype(np.uint64) - r.astype(np.uint64)).astype(np.int64)  # x = a + b
+    key = tf.constant(rng.integers(I64.min, I64.max, 2, dtype=np.int64))
+    nonce, n = tf.constant(7, tf.int64), len(x)
+    tables, decode = kernels.gc_leading_one_garble(key, nonce, n, width, magnitude)
+    assert tables.shape == (n, cost.leading_one_gates(width, magnitude), 4)
+    la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a), width, "a")
+    lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb), width, "b")
+    m = kernels.gc_leading_one_mask(key, nonce, n, width).numpy()
+    h = n // 3   # two slices, as T1 and T2 evaluate them
+    bits = np.concatenate([
+        kernels.gc_leading_one_evaluate(tables[:h], decode[:h], la[:h], lb[:h], nonce, 0,
+                                        width, magnitude).numpy(),
+        kernels.gc_leading_one_evaluate(tables[h:], decode[h:], la[h:], lb[h:], nonce, h,
+                                        width, magnitude).numpy()])
+    np.testing.assert_array_equal(bits ^ m, reference(x, width, magnitude))
+    # a slice evaluated with the wrong first index decodes garbage
+    wrong = kernels.gc_leading_one_evaluate(tables[h:], decode[h:], la[h:], lb[h:], nonce, 0,
+                                            width, magnitude).numpy()
+    assert (wrong != bits[h:]).mean() > 0.2
+
+
+def test_kernels_reject_bad_shapes_and_widths():
+    key, nonce = tf.constant([1, 2], tf.int64), tf.constant(1, tf.int64)
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
+        kernels.gc_leading_one_mask(key, nonce, 4, 65)
+    tables, decode = kernels.gc_leading_one_garble(key, nonce, 4, 10, True)
+    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 10, "a")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="tables must have shape"):
+        kernels.gc_leading_one_evaluate(tables, decode, la, la, nonce, 0, 10, False)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="labels_b must have shape"):
+        kernels.gc_leading_one_evaluate(tables, decode, la, la[:3], nonce, 0, 10, True)
+
+
+# ---------------------------------------------------------------- protocol
+@pytest.fixture(params=[(r, b) for r in (128, 64) for b in ("privpy", "plaintext")],
+                ids=lambda p: f"ring{p[0]}-{p[1]}")
+def rt(request):
+    ring, backend = request.param
+    tp.reset()
+    tp.init(tp.Config(ring_bits=ring, backend=backend))
+    yield ring
+    tp.reset()
+    tp.init()
+
+
+@pytest.mark.parametrize("magnitude", [True, False], ids=["abs", "raw"])
+def test_protocol_edges_at_width_64(rt, magnitude, mode):
+    """Every output of the widest circuit for edge and random ring integers:
+    position 0 (x = ±1), position 62 (2^62 <= |x| < 2^63) and the sign (63)."""
+    ring = rt
+    b = tp.get_runtime().backend
+    ints = ring_values(ring, np.random.default_rng(3))
+    s = shares_of(ints, ring)
+    cols = list(range(64))
+    out = run(mode, lambda s0, s1: b.leading_one((s0, s1), cols, magnitude, width=64),
+              s[0], s[1])
+    np.testing.assert_array_equal(revealed_bits(b, out, ring), reference(ints, 64, magnitude))
+
+
+def test_protocol_fixed_point_values_default_width(rt):
+    """tp.share'd values over the whole range, a column subset in any order:
+    the default width holds every in-range value exactly."""
+    ring = rt
+    b = tp.get_runtime().backend
+    cfg = b.cfg
+    w = LO.default_width(cfg)
+    rng = np.random.default_rng(4)
+    x = np.concatenate([[0.0, 2.0 ** -cfg.frac_bits, -(2.0 ** -cfg.frac_bits), cfg.bound - 1,
+                         1 - cfg.bound], rng.uniform(-1, 1, 500) * 2.0 ** rng.uniform(-20, 23, 500)
+                        .clip(max=np.log2(cfg.bound) - 0.01)])
+    ints = np.round(x * 2.0 ** cfg.frac_bits).astype(np.int64)
+    px = tp.share(x)
+    cols = [w - 1, 0, 5, w - 2, 17]
+    for magnitude in (True, False):
+        got = revealed_bits(b, b.leading_one((px.share0, px.share1), cols, magnitude), ring)
+        np.testing.assert_array_equal(got, reference(ints, w, magnitude)[:, cols])
+    with pytest.raises(ValueError, match="columns must be in"):
+        b.leading_one((px.share0, px.share1), [w])
+
+
+def test_declared_cost_equals_channel_counts(ring):
+    """cost.leading_one_cost is what the channel counts, in two chunks too."""
+    b = tp.get_runtime().backend
+    px = tp.share(np.linspace(-100, 100, 301))
+    for batch in (None, 400):   # 400 comparators' memory: 192 circuits of 133 gates
+        if batch:
+            tp.reset()
+            tp.init(tp.Config(ring_bits=ring, comparison_batch=batch))
+            b = tp.get_runtime().backend
+            px = tp.share(np.linspace(-100, 100, 301))
+        with cost.record() as declared, tp.stats() as counted:
+            b.leading_one((px.share0, px.share1), [0, 3, 9], magnitude=True)
+        assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
+        assert (declared.rounds, declared.comparisons) == (counted.rounds, counted.comparisons)
+        assert declared.rounds == (2 if batch is None else 4)
+
+
+# ---------------------------------------------------------------- security
+def _views(secret_ints, ring, monkeypatch):
+    """({receiver: [(sender, message)]}, [T's evaluated (masked) bits])."""
+    rt = tp.get_runtime().runtime
+    evaluated = []
+    real = kernels.gc_leading_one_evaluate
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        evaluated.append(out)
+        return out
+
+    monkeypatch.setattr(kernels, "gc_leading_one_evaluate", spy)
+    b = tp.get_runtime().backend
+    s = shares_of(secret_ints, ring)
+    seen = {}
+    with rt.observe(lambda src, dst, t: seen.setdefault(dst, []).append((src, t))):
+        b.leading_one(s, list(range(LO.default_width(b.cfg))), magnitude=True)
+    return seen, evaluated
+
+
+def assert_bits_uniform(bits, what):
+    bits = np.asarray(bits)
+    for j in range(bits.shape[1]):
+        p = stats.binomtest(int(bits[:, j].sum()), bits.shape[0]).pvalue
+        assert p > ALPHA, f"{what}: output bit {j} is biased (p = {p:.2g})"
+
+
+def _check_views(ring, monkeypatch):
+    n = 1 << 12
+    rng = np.random.default_rng(9)
+    v0, e0 = _views([0] * n, ring, monkeypatch)
+    v1, e1 = _views([int(v) for v in rng.integers(-(1 << 40), 1 << 40, n)], ring, monkeypatch)
+    for ev, what in ((e0, "zeros"), (e1, "random")):
+        assert_bits_uniform(np.concatenate([e.numpy() for e in ev]), f"T's decoded bits ({what})")
+    for party in ("S1", "S2", "T1", "T2"):
+        assert [(s, m.shape, m.dtype) for s, m in v0[party]] == \
+            [(s, m.shape, m.dtype) for s, m in v1[party]], party
+        for (src, m0), (_, m1) in zip(v0[party], v1[party]):
+            if m0.shape.rank == 0:          # stream nonce, first index: public counters
+                continue
+            what = f"{src}->{party} {m0.dtype.name}{m0.shape}"
+            if m0.dtype == tf.uint8:        # decoding bits
+                assert_bits_uniform(m0.numpy(), what)
+                assert_bits_uniform(m1.numpy(), what)
+                continue
+            for m in (m0, m1):
+                h = np.bincount(np.frombuffer(m.numpy().tobytes(), np.uint8), minlength=256)
+                assert stats.chisquare(h).pvalue > ALPHA, f"{what}: bytes not uniform"
+            h = np.stack([np.bincount(np.frombuffer(m.numpy().tobytes(), np.uint8),
+                                      minlength=256) for m in (m0, m1)])
+            assert stats.chi2_contingency(h)[1] > ALPHA, f"{what}: depends on the secret"
+
+
+def test_views_are_uniform_and_secret_independent(ring, monkeypatch):
+    """Every message T1, T2, S1 and S2 receive (tables, decoding bits, labels,
+    re-shared bits) and the bits the assistants decode are uniform and the
+    same distribution for x = 0 and random x."""
+    _check_views(ring, monkeypatch)
+
+
+def test_view_check_fails_without_output_masks(monkeypatch):
+    """The check above can fail: a deliberately broken variant whose output
+    masks are all zero (S1 folds m into the decoding bits, S1 and S2 unmask
+    with 0; results stay right) lets T decode the thresholds themselves."""
+    tp.reset()
+    tp.init(tp.Config(ring_bits=64))
+    try:
+        real_garble, real_mask = kernels.gc_leading_one_garble, kernels.gc_leading_one_mask
+
+        def garble_no_mask(key, nonce, n, width, magnitude):
+            tables, decode = real_garble(key, nonce, n, width, magnitude)
+            return tables, decode ^ real_mask(key, nonce, n, width)
+
+        monkeypatch.setattr(kernels, "gc_leading_one_garble", garble_no_mask)
+        monkeypatch.setattr(kernels, "gc_leading_one_mask",
+                            lambda key, nonce, n, width: tf.zeros(tf.stack(
+                                [tf.cast(n, tf.int64), width]), tf.uint8))
+        b = tp.get_runtime().backend
+        s = shares_of([5, -9, 0, 1 << 20], 64)
+        got = revealed_bits(b, b.leading_one(s, list(range(34)), magnitude=True, width=34), 64)
+        np.testing.assert_array_equal(got, reference([5, -9, 0, 1 << 20], 34, True))
+        with pytest.raises(AssertionError, match="biased"):
+            _check_views(64, monkeypatch)
+    finally:
+        tp.reset()
+        tp.init()

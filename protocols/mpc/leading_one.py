@@ -115,9 +115,9 @@ def _chunk(backend, low, cols, magnitude: bool, width: int, after):
         la, lb = (l_own, l_other) if own == 0 else (l_other, l_own)   # a from S1, b from S2
         tables_t, decode_t, nonce_t, first_t = at_t[t]
         kt, nt = rt.key_material(server, t, t)
-        checks = [rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other]),
-                  rt.check_stream(server, t, t, nt, n_st, server)]
-        with tf.device(rt.device(t)), tf.control_dependencies(checks):
+        la = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], la)
+        la = rt.check_stream(server, t, t, nt, n_st, server, la)
+        with tf.device(rt.device(t)):
             masked = kernels.gc_leading_one_evaluate(tables_t, decode_t, la, lb, nonce_t,
                                                      first_t, width, magnitude)
             m = kernels.bit_share_assist(tf.gather(masked, cols, axis=1), kt, nt, bits, 0)

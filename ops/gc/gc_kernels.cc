@@ -4,6 +4,7 @@
 
 #include "ops/common/tf_util.h"
 #include "ops/gc/garble.h"
+#include "ops/gc/gc_kernel_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 
@@ -21,30 +22,9 @@ namespace errors = ::tensorflow::errors;
 
 namespace {
 
-gc::Block* Blocks(Tensor* t) {
-  return reinterpret_cast<gc::Block*>(const_cast<char*>(t->tensor_data().data()));
-}
-const gc::Block* Blocks(const Tensor& t) {
-  return reinterpret_cast<const gc::Block*>(t.tensor_data().data());
-}
-uint8_t* Bytes(Tensor* t) {
-  return reinterpret_cast<uint8_t*>(const_cast<char*>(t->tensor_data().data()));
-}
-const uint8_t* Bytes(const Tensor& t) {
-  return reinterpret_cast<const uint8_t*>(t.tensor_data().data());
-}
-
-// The batch size input: an int64 scalar in [0, kMaxComparisons].
-Status ReadBatchSize(const Tensor& t, int64_t* n) {
-  if (t.dtype() != ::tensorflow::DT_INT64 || !TensorShapeUtils::IsScalar(t.shape()))
-    return errors::InvalidArgument("n must be an int64 scalar, got shape ",
-                                   t.shape().DebugString());
-  *n = t.scalar<int64_t>()();
-  if (*n < 0 || *n > gc::kMaxComparisons)
-    return errors::InvalidArgument("n (the number of comparisons) must be in [0, ",
-                                   gc::kMaxComparisons, "], got ", *n);
-  return ::tensorflow::OkStatus();
-}
+using gc_kernels::Blocks;
+using gc_kernels::Bytes;
+using gc_kernels::ReadKeyNonceBatch;
 
 // t must be int64 [n, 64, width]; sets *n (or checks it against *n >= 0).
 Status CheckBatchTensor(const Tensor& t, const char* what, int width, int64_t* n) {
@@ -61,14 +41,6 @@ Status CheckBatchTensor(const Tensor& t, const char* what, int width, int64_t* n
   return ::tensorflow::OkStatus();
 }
 
-// Inputs (key12, nonce, n) shared by GcGarble and GcOutputMask.
-tensorflow::Status ReadKeyNonceBatch(OpKernelContext* ctx, uint8_t key[16], uint64_t* nonce,
-                                     int64_t* n) {
-  TF_RETURN_IF_ERROR(ReadKey(ctx->input(0), "key12", key));
-  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(1), "nonce", nonce));
-  return ReadBatchSize(ctx->input(2), n);
-}
-
 class GcGarbleOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
@@ -77,7 +49,7 @@ class GcGarbleOp : public OpKernel {
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, key, &nonce, &n));
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "comparisons", key, &nonce, &n));
     Tensor *tables, *decode;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gc::kBits, 4}), &tables));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &decode));
@@ -168,7 +140,7 @@ class GcOutputMaskOp : public OpKernel {
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, key, &nonce, &n));
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "comparisons", key, &nonce, &n));
     Tensor* m;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n}), &m));
     std::string error;

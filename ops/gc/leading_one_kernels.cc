@@ -3,6 +3,7 @@
 #include <string>
 
 #include "ops/common/tf_util.h"
+#include "ops/gc/gc_kernel_util.h"
 #include "ops/gc/leading_one.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -21,18 +22,9 @@ namespace errors = ::tensorflow::errors;
 
 namespace {
 
-gc::Block* Blocks(Tensor* t) {
-  return reinterpret_cast<gc::Block*>(const_cast<char*>(t->tensor_data().data()));
-}
-const gc::Block* Blocks(const Tensor& t) {
-  return reinterpret_cast<const gc::Block*>(t.tensor_data().data());
-}
-uint8_t* Bytes(Tensor* t) {
-  return reinterpret_cast<uint8_t*>(const_cast<char*>(t->tensor_data().data()));
-}
-const uint8_t* Bytes(const Tensor& t) {
-  return reinterpret_cast<const uint8_t*>(t.tensor_data().data());
-}
+using gc_kernels::Blocks;
+using gc_kernels::Bytes;
+using gc_kernels::ReadKeyNonceBatch;
 
 // The width and magnitude attributes every kernel of the family reads.
 class LeadingOneBase : public OpKernel {
@@ -51,28 +43,15 @@ class LeadingOneBase : public OpKernel {
   bool magnitude_ = false;
 };
 
-Status ReadKeyNonceN(OpKernelContext* ctx, uint8_t key[16], uint64_t* nonce, int64_t* n) {
-  TF_RETURN_IF_ERROR(ReadKey(ctx->input(0), "key12", key));
-  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(1), "nonce", nonce));
-  const Tensor& t = ctx->input(2);
-  if (t.dtype() != ::tensorflow::DT_INT64 || !TensorShapeUtils::IsScalar(t.shape()))
-    return errors::InvalidArgument("n must be an int64 scalar, got shape ",
-                                   t.shape().DebugString());
-  *n = t.scalar<int64_t>()();
-  if (*n < 0 || *n > gc::kMaxComparisons)
-    return errors::InvalidArgument("n (the number of elements) must be in [0, ",
-                                   gc::kMaxComparisons, "], got ", *n);
-  return ::tensorflow::OkStatus();
-}
-
 class GarbleOp : public LeadingOneBase {
  public:
   explicit GarbleOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceN(ctx, key, &nonce, &n));
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
     Tensor *tables, *decode;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gates(), 4}), &tables));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, width_}), &decode));
@@ -92,6 +71,7 @@ class EncodeOp : public LeadingOneBase {
     role_ = role == "a" ? gc::LoRole::kA : gc::LoRole::kB;
   }
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
@@ -120,6 +100,7 @@ class EvaluateOp : public LeadingOneBase {
  public:
   explicit EvaluateOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     const Tensor& tables = ctx->input(0);
     const int64_t n = tables.dims() == 3 ? tables.dim_size(0) : -1;
     OP_REQUIRES(ctx, tables.dims() == 3 && tables.dim_size(1) == gates() &&
@@ -164,10 +145,11 @@ class MaskOp : public LeadingOneBase {
  public:
   explicit MaskOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, false) {}
   void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
     int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceN(ctx, key, &nonce, &n));
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
     Tensor* m;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &m));
     std::string error;

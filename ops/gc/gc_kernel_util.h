@@ -1,0 +1,58 @@
+// Helpers shared by the kernels of the garbled-circuit family (gc_kernels.cc,
+// the comparator; leading_one_kernels.cc, the leading-one circuit): views of
+// tensors as labels and bytes, and the batch-size input both read.
+#ifndef TF_PRIVPY_OPS_GC_GC_KERNEL_UTIL_H_
+#define TF_PRIVPY_OPS_GC_GC_KERNEL_UTIL_H_
+
+#include <cstdint>
+
+#include "ops/common/tf_util.h"
+#include "ops/gc/garble.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace tf_privpy {
+namespace gc_kernels {
+
+inline gc::Block* Blocks(::tensorflow::Tensor* t) {
+  return reinterpret_cast<gc::Block*>(const_cast<char*>(t->tensor_data().data()));
+}
+inline const gc::Block* Blocks(const ::tensorflow::Tensor& t) {
+  return reinterpret_cast<const gc::Block*>(t.tensor_data().data());
+}
+inline uint8_t* Bytes(::tensorflow::Tensor* t) {
+  return reinterpret_cast<uint8_t*>(const_cast<char*>(t->tensor_data().data()));
+}
+inline const uint8_t* Bytes(const ::tensorflow::Tensor& t) {
+  return reinterpret_cast<const uint8_t*>(t.tensor_data().data());
+}
+
+// The batch size input: an int64 scalar in [0, gc::kMaxComparisons];
+// `what` names its elements in the error ("comparisons", "elements").
+inline ::tensorflow::Status ReadBatchSize(const ::tensorflow::Tensor& t, const char* what,
+                                          int64_t* n) {
+  if (t.dtype() != ::tensorflow::DT_INT64 ||
+      !::tensorflow::TensorShapeUtils::IsScalar(t.shape()))
+    return ::tensorflow::errors::InvalidArgument("n must be an int64 scalar, got shape ",
+                                                 t.shape().DebugString());
+  *n = t.scalar<int64_t>()();
+  if (*n < 0 || *n > gc::kMaxComparisons)
+    return ::tensorflow::errors::InvalidArgument("n (the number of ", what,
+                                                 ") must be in [0, ", gc::kMaxComparisons,
+                                                 "], got ", *n);
+  return ::tensorflow::OkStatus();
+}
+
+// Inputs 0-2 (key12, nonce, n) of the garbling and output-mask kernels.
+inline ::tensorflow::Status ReadKeyNonceBatch(::tensorflow::OpKernelContext* ctx,
+                                              const char* what, uint8_t key[16],
+                                              uint64_t* nonce, int64_t* n) {
+  TF_RETURN_IF_ERROR(ReadKey(ctx->input(0), "key12", key));
+  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(1), "nonce", nonce));
+  return ReadBatchSize(ctx->input(2), what, n);
+}
+
+}  // namespace gc_kernels
+}  // namespace tf_privpy
+
+#endif  // TF_PRIVPY_OPS_GC_GC_KERNEL_UTIL_H_

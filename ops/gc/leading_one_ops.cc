@@ -5,6 +5,7 @@
 // the comparator (DESIGN §6): garble on S1, encode on S1 and S2, evaluate on
 // T1/T2, masks on S1/S2, then the b2a family re-shares the output bits.
 // A 128-bit label or ciphertext is an int64 pair (lo, hi), little-endian.
+#include "ops/gc/leading_one.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -17,16 +18,20 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 namespace {
 
-int AndGates(int width, bool magnitude) {
-  return (width - 1) + (width - 2) + (magnitude ? width - 2 : 0);
-}
-
 Status CheckKeyNonce(InferenceContext* c) {
   ShapeHandle s;
   DimensionHandle d;
   TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &s));
   TF_RETURN_IF_ERROR(c->WithValue(c->Dim(s, 0), 2, &d));
   return c->WithRank(c->input(1), 0, &s);
+}
+
+// Inputs (key12, nonce, n) of the garbling and mask ops; *n from n's value.
+Status CheckKeyNonceN(InferenceContext* c, DimensionHandle* n) {
+  TF_RETURN_IF_ERROR(CheckKeyNonce(c));
+  ShapeHandle s;
+  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
+  return c->MakeDimForScalarInput(2, n);
 }
 
 }  // namespace
@@ -40,16 +45,13 @@ REGISTER_OP("TfPrivpy>GcLeadingOneGarble")
     .Attr("width: int >= 3")
     .Attr("magnitude: bool")
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(CheckKeyNonce(c));
-      ShapeHandle s;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
       DimensionHandle n;
-      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &n));
+      TF_RETURN_IF_ERROR(CheckKeyNonceN(c, &n));
       int width;
       bool magnitude;
       TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
       TF_RETURN_IF_ERROR(c->GetAttr("magnitude", &magnitude));
-      c->set_output(0, c->MakeShape({n, AndGates(width, magnitude), 4}));
+      c->set_output(0, c->MakeShape({n, gc::LeadingOneAndGates(width, magnitude), 4}));
       c->set_output(1, c->MakeShape({n, width}));
       return ::tensorflow::OkStatus();
     })
@@ -117,11 +119,8 @@ REGISTER_OP("TfPrivpy>GcLeadingOneMask")
     .Output("m: uint8")
     .Attr("width: int >= 3")
     .SetShapeFn([](InferenceContext* c) {
-      TF_RETURN_IF_ERROR(CheckKeyNonce(c));
-      ShapeHandle s;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
       DimensionHandle n;
-      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &n));
+      TF_RETURN_IF_ERROR(CheckKeyNonceN(c, &n));
       int width;
       TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
       c->set_output(0, c->MakeShape({n, width}));

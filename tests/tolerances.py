@@ -337,7 +337,8 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
 #: - sigmoid: the exp's error times e/(1 + e)^2 <= 1/4 plus 1/17^4 of the
 #:   division; tanh = 2·sigmoid(2x) - 1 doubles it;
 #: - log: ln x inherits the relative error of e^-y (|ln x|^3/(6·4^n) =
-#:   2.4e-5 at x = 200 with n = 10; 6e-3 with n = 6 in the 64-bit ring);
+#:   2.4e-5 at x = 200 with n = 10; 6e-3 with n = 6 in the 64-bit ring, plus
+#:   its 2^(n+1) lost ulps, 2e-3, and the Householder terms' truncations);
 #: - softmax, log_softmax: exp's absolute error on [-1.8·2^n, 0] (output <= 1)
 #:   and the row sum's reciprocal (1e-5) or log.
 FAST_TOL = {
@@ -345,6 +346,6 @@ FAST_TOL = {
           "sigmoid": ("abs", 5e-5), "tanh": ("abs", 1e-4), "log": ("abs", 1e-4),
           "softmax": ("abs", 5e-5), "log_softmax": ("abs", 1e-4)},
     64: {"exp": ("rel", 1e-2), "reciprocal": ("abs", 7.6e-5),
-         "sigmoid": ("abs", 1e-3), "tanh": ("abs", 2e-3), "log": ("abs", 1e-2),
+         "sigmoid": ("abs", 1e-3), "tanh": ("abs", 2e-3), "log": ("abs", 1.5e-2),
          "softmax": ("abs", 1e-3), "log_softmax": ("abs", 3e-3)},
 }

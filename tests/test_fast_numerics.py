@@ -195,3 +195,28 @@ def test_converter_policy_selects_the_mode():
     # tree, and the range reductions of exp and of the row sums' reciprocal
     assert bills["fast"] == 8 * 3 + 8 * 4, bills
     assert bills["exact"] > bills["fast"] + 8 * 3 * 6, bills
+
+
+def test_training_policy_selects_the_mode():
+    """convert_training under Policy(numerics_mode=...): the LR step's
+    sigmoid costs one comparison per example in fast mode (7 exact), and one
+    step moves the weights as the exact one does, up to lr·|x|·(the fast
+    sigmoid's error) per weight."""
+    tf.keras.utils.set_random_seed(0)
+    model = tp.models.logistic_regression(4)
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+    y = (rng.uniform(size=(8, 1)) > 0.5).astype(np.float32)
+    bills, weights = {}, {}
+    for m in ("exact", "fast"):
+        w0 = model.get_weights()
+        trainer = tp.keras.convert_training(model, tf.keras.losses.BinaryCrossentropy(),
+                                            tf.keras.optimizers.SGD(0.1),
+                                            policy=tp.Policy(numerics_mode=m))
+        bills[m] = trainer.cost(8).comparisons
+        trainer.step(x, y)
+        weights[m] = np.concatenate([np.ravel(v) for v in trainer.weights(reveal=True)])
+        model.set_weights(w0)
+    assert bills == {"exact": 8 * 7, "fast": 8}, bills
+    tol = 0.1 * (FAST_TOL[128]["sigmoid"][1] + 1e-4) + 4 * ulp(20)
+    np.testing.assert_allclose(weights["fast"], weights["exact"], atol=tol)

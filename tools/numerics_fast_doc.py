@@ -53,8 +53,8 @@ METHODS = {
     "exp": "(1 + u + u²/2)^(2^n), u = x/2^n: n + 1 squarings-deep products, no comparison",
     "reciprocal": "Chebyshev-optimal public polynomial guess on [lo, hi], then Goldschmidt "
                   "(+ one Newton step in the 64-bit ring); also divide",
-    "sigmoid": "sign β = [x < 0] (1 comparison), \\|x\\| = x - 2βx, 1/(1 + e^-\\|x\\|) by Goldschmidt "
-               "from a linear guess on [1, 2], sign folded in",
+    "sigmoid": "sign β = [x < 0] (1 comparison), \\|x\\| = x - 2βx, 1/(1 + e^-\\|x\\|) by "
+               "Goldschmidt from a linear guess on [1, 2], sign folded in",
     "tanh": "2·sigmoid(2x) - 1",
     "log": "CrypTen's Householder: y0 = x/120 - 20e^(-2x-1) + 3, 2 iterations of order 8",
     "softmax": "the exact mode's max tree, fast exp of x - max, fast reciprocal of the row sum "
@@ -108,7 +108,8 @@ def section(results, backend, points):
     """The section's markdown lines from {name: {ring: measure(...)}}."""
     lines = [TITLE, "",
              "`mode=\"fast\"` per call, `tp.Config(functions={\"common\": {\"mode\": \"fast\"}})` "
-             "(or a `\"mode\"` under one function) per runtime, `tp.Policy(numerics_mode=\"fast\")` "
+             "(or a `\"mode\"` under one function) per runtime, "
+             "`tp.Policy(numerics_mode=\"fast\")` "
              "for the converter (inference and `convert_training`). Methods in "
              "`protocols/mpc/fast_numerics.py`; settings under `\"fast\"` in "
              "`protocols/defaults.json`; sqrt and rsqrt have no fast method and stay exact.",

@@ -46,7 +46,6 @@ Domains, measured errors and times: docs/numerics.md ("Fast mode").
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np

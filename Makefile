@@ -21,11 +21,12 @@ PROTO_STUBS := tf_privpy/service/share_service_pb2.py tf_privpy/service/share_se
 
 all: build
 
-$(VENV)/.installed: requirements/constraints.txt requirements/base.txt requirements/tff.txt requirements/tff-deps.txt
+$(VENV)/.installed: requirements/constraints.txt requirements/base.txt requirements/tff.txt requirements/tff-deps.txt requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install $(CONSTRAINTS) -r requirements/base.txt
 	$(PIP) install $(CONSTRAINTS) -r requirements/tff-deps.txt
 	$(PIP) install $(CONSTRAINTS) --no-deps -r requirements/tff.txt
+	$(PIP) install $(CONSTRAINTS) -r requirements/dev.txt
 	touch $@
 
 setup: $(VENV)/.installed

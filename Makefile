@@ -74,6 +74,9 @@ bench-venv: $(BENCH_VENV)/.installed
 
 # Peers run beside tf_privpy by benchmarks/peers_run.py (benchmarks/peers/), each in a venv of
 # its own (their pins clash: jax needs scipy >= 1.10, tf2onnx protobuf 3.20, CrypTen a CPU torch).
+# TF-Encrypted's custom ops are rebuilt against our TF from a checkout of its source
+# (`make bench-venv-tfe TFE_SRC=DIR`; the PyPI sdist has no C++; needs libsodium-dev): without
+# it, tfe_run.py records TF-Encrypted as not runnable (its ABY3 cannot share without them).
 # All optional: a venv that fails to build leaves its log in .venv-NAME.log (no .installed), and
 # peers_run.py records that peer as "not installed" with the log's last line as the reason.
 PEER_PIP = -m pip --disable-pip-version-check -q install
@@ -90,7 +93,7 @@ endef
 .venv-spu/.installed: requirements/bench-spu.txt requirements/constraints-spu.txt
 	$(call peer_venv,.venv-spu,.venv-spu/bin/python $(PEER_PIP) -c requirements/constraints-spu.txt -r requirements/bench-spu.txt)
 .venv-tfe/.installed: requirements/bench-tfe.txt requirements/constraints-tfe.txt
-	$(call peer_venv,.venv-tfe,.venv-tfe/bin/python $(PEER_PIP) -c requirements/constraints-tfe.txt -r requirements/bench-tfe.txt && .venv-tfe/bin/python benchmarks/peers/tfe_build_ops.py)
+	$(call peer_venv,.venv-tfe,.venv-tfe/bin/python $(PEER_PIP) -c requirements/constraints-tfe.txt -r requirements/bench-tfe.txt && .venv-tfe/bin/python benchmarks/peers/tfe_build_ops.py $(if $(TFE_SRC),--src=$(TFE_SRC)))
 
 bench-venv-crypten: .venv-crypten/.installed
 bench-venv-mpyc: .venv-mpyc/.installed

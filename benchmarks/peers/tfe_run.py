@@ -5,10 +5,11 @@ compiled by tfe.function (a tf.function) and timed as the graph's run; the input
 once by server0. Its defaults for each function (sigmoid: 5-piece linear, exp: "mp-spdz",
 reciprocal: its fp_recip).
 
-TF-Encrypted ships its custom ops (secure random among them) for TF 2.9.1 only; on another TF
-it silently uses TF's stateless random ops, which are not cryptographically secure. Every row's
-note and the versions say which case ran ("secure_random": true only when
-benchmarks/peers/tfe_build_ops.py rebuilt the op against this TF).
+TF-Encrypted ships its custom ops (secure random among them) for TF 2.9.1 only. On another TF
+its documentation says it falls back to insecure randomness, but 0.9.1's ABY3 calls the
+secure-random op to share any input, so it cannot run at all: this runner exits saying so
+unless benchmarks/peers/tfe_build_ops.py rebuilt the ops against this TF (every row's note and
+"versions" say which case ran).
 
 It also imports a name its own patched TensorFlow had (_patch_tf gives it stock TF's value in
 this process; TF-Encrypted's files are not changed).
@@ -45,6 +46,11 @@ def main():
     from tf_encrypted.operations import secure_random
 
     secure = bool(secure_random.supports_secure_randomness())
+    if not secure:  # 0.9.1's ABY3 calls secure_seed to share any value: nothing would run
+        raise SystemExit("TF-Encrypted's custom ops are built for TF 2.9.1, not TF "
+                         f"{tf.__version__}, and its ABY3 cannot share a value without its "
+                         "secure-random op: rebuild them with `make bench-venv-tfe "
+                         "TFE_SRC=<checkout of TF-Encrypted's source>`")
     versions = {"tf-encrypted": _common.version_of("tf-encrypted"),
                 "tensorflow": tf.__version__, "secure_random": secure}
     prot = tfe.protocol.ABY3()
@@ -64,12 +70,8 @@ def main():
         z = f(*sx)  # trace, build and first run
         build = time.perf_counter() - t0
 
-        def call():
-            r = f(*sx)
-            for t in tf.nest.flatten(r.unwrapped if hasattr(r, "unwrapped") else []):
-                t.numpy()
-            return r
-        ts, z = _common.time_reps(call, args.reps)
+        # a tf.function call runs synchronously on the CPU: it returns once the graph ran
+        ts, z = _common.time_reps(lambda: f(*sx), args.reps)
         out = z.reveal().to_native()
         out = np.asarray(out.numpy() if hasattr(out, "numpy") else out, dtype=np.float64)
         return ts, out, (f"3 players as devices of one TF process, tfe.function; first call "

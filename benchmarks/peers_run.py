@@ -46,6 +46,9 @@ flags.DEFINE_integer("mpyc_max_n", 10_000,
                      "largest size for MPyC (pure Python: about 1 ms per product here)")
 flags.DEFINE_integer("timeout", 1800, "seconds per peer before it is recorded as failed")
 flags.DEFINE_bool("ours", True, "run tf_privpy's runner too (both rings)")
+flags.DEFINE_bool("append", False,
+                  "keep the rows and status of peers not run now from an existing peers.json "
+                  "(a peer run later, e.g. after its venv was built)")
 flags.DEFINE_string("venv_root", ROOT, "folder holding the peers' .venv-NAME folders")
 flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for peers.json and peers.png")
 F = flags.FLAGS
@@ -126,6 +129,16 @@ def main(argv):
             res["rows"] += [{k: r.get(k) for k in ROW_KEYS} for r in out["rows"]]
             res["errors"] += [{k: v for k, v in e.items() if k != "trace"}
                               for e in out["errors"]]
+    old_path = os.path.join(F.out, "peers.json")
+    if F.append and os.path.exists(old_path):
+        old = json.load(open(old_path))
+        ran = {name for name, _ in todo}
+        for name, st in old.get("peers", {}).items():
+            if name not in ran:
+                res["peers"][name] = dict(st, appended_from=old["machine"].get("date"))
+        res["rows"] += [r for r in old.get("rows", []) if r["peer"] not in ran]
+        res["errors"] += [e for e in old.get("errors", []) if e["peer"] not in ran]
+        res["failed"] += [f for f in old.get("failed", []) if f["peer"] not in ran]
     ours = {}
     for r in res["rows"]:
         if r["peer"] == "tf_privpy":

@@ -42,6 +42,10 @@ def main():
         return 0
     import shutil
     import tempfile
+    if not os.path.exists("/usr/include/sodium.h"):
+        print("tfe_build_ops: libsodium's headers are missing (apt-get install libsodium-dev)",
+              file=sys.stderr)
+        return 1
     tmp = tempfile.mkdtemp(prefix="tfe-ops-")
     shutil.copytree(os.path.join(a.src, "operations"), os.path.join(tmp, "operations"))
     for f in glob.glob(os.path.join(tmp, "operations", "**", "*.*"), recursive=True):

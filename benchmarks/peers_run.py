@@ -39,7 +39,8 @@ ROW_KEYS = ("peer", "protocol", "workload", "n", "domain", "best_s", "median_s",
             "note")
 
 flags.DEFINE_list("peers", list(PEERS), "peers to run")
-flags.DEFINE_list("sizes", ["10000", "100000"], "elements per call (matmul: 128x128 always)")
+flags.DEFINE_list("sizes", ["10000", "100000"],
+                  "elements per call (matmul: 128x128 always; lr_step: batch 128 x 784)")
 flags.DEFINE_list("workloads", _common.ORDER, "workloads")
 flags.DEFINE_integer("reps", 3, "timed calls after a warm-up (best, median, min, max kept)")
 flags.DEFINE_integer("mpyc_max_n", 10_000,
@@ -133,11 +134,13 @@ def main(argv):
     if F.append and os.path.exists(old_path):
         old = json.load(open(old_path))
         ran = {name for name, _ in todo}
+        # a peer run now replaces its old rows of the workloads run now only
+        keep = lambda r: r["peer"] not in ran or r["workload"] not in F.workloads  # noqa: E731
         for name, st in old.get("peers", {}).items():
             if name not in ran:
                 res["peers"][name] = dict(st, appended_from=old["machine"].get("date"))
-        res["rows"] += [r for r in old.get("rows", []) if r["peer"] not in ran]
-        res["errors"] += [e for e in old.get("errors", []) if e["peer"] not in ran]
+        res["rows"] += [r for r in old.get("rows", []) if keep(r)]
+        res["errors"] += [e for e in old.get("errors", []) if keep(e)]
         res["failed"] += [f for f in old.get("failed", []) if f["peer"] not in ran]
     ours = {}
     for r in res["rows"]:
@@ -169,7 +172,7 @@ def main(argv):
     big = max(sizes)
     series = {}
     for r in res["rows"]:
-        if r["n"] == big or r["workload"] == "matmul":
+        if r["n"] == big or r["workload"] in _common.FIXED:
             series.setdefault(f"{r['peer']} {r['protocol']}", {})[r["workload"]] = \
                 r["us_per_element"]
     labels = [w for w in F.workloads if any(w in s for s in series.values())]

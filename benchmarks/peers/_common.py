@@ -30,9 +30,14 @@ WORKLOADS = {
     "sigmoid": ((-10.0, 10.0), 1),
     "reciprocal": ((0.5, 50.0), 1),
     "exp": ((-5.0, 5.0), 1),
+    # one SGD step of logistic regression: X in [0, 1] (pixels), y in {0, 1}, w in
+    # [-0.05, 0.05]; w - LR_RATE * X^T (sigmoid(X w) - y) / batch; n is the batch
+    "lr_step": ((0.0, 1.0), 3),
 }
 ORDER = list(WORKLOADS)
 MATMUL_SIDE = 128
+LR_BATCH, LR_FEATURES, LR_RATE = 128, 784, 0.1
+FIXED = ("matmul", "lr_step")  # one size, whatever --sizes says
 
 
 def inputs(workload, n):
@@ -40,6 +45,10 @@ def inputs(workload, n):
     identical in every runner."""
     (lo, hi), k = WORKLOADS[workload]
     rng = np.random.default_rng([ORDER.index(workload), n])
+    if workload == "lr_step":
+        return [rng.uniform(0.0, 1.0, (LR_BATCH, LR_FEATURES)),
+                rng.integers(0, 2, (LR_BATCH, 1)).astype(np.float64),
+                rng.uniform(-0.05, 0.05, (LR_FEATURES, 1))]
     shape = (MATMUL_SIDE, MATMUL_SIDE) if workload == "matmul" else (n,)
     return [rng.uniform(lo, hi, shape) for _ in range(k)]
 
@@ -60,6 +69,10 @@ def reference(workload, xs):
         return 1.0 / x
     if workload == "exp":
         return np.exp(x)
+    if workload == "lr_step":
+        y, w = xs[1], xs[2]
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        return w - LR_RATE / LR_BATCH * (x.T @ (p - y))
     raise KeyError(workload)
 
 
@@ -68,7 +81,7 @@ def errors(workload, xs, out):
     out = np.asarray(out, dtype=np.float64).reshape(ref.shape)
     err = np.abs(out - ref)
     rel = err / np.maximum(np.abs(ref), 1e-12)
-    if workload in ("comparison", "relu", "mul", "matmul"):  # zeros in the reference
+    if workload in ("comparison", "relu", "mul", "matmul", "lr_step"):  # zeros in the reference
         rel = err / np.maximum(np.abs(ref), 1e-3)
     return float(err.max()), float(rel.max())
 
@@ -87,7 +100,7 @@ def time_reps(fn, reps):
 
 def row(peer, protocol, workload, n, ts, max_abs, max_rel, versions, note=""):
     ts = sorted(ts)
-    elements = MATMUL_SIDE * MATMUL_SIDE if workload == "matmul" else n
+    elements = {"matmul": MATMUL_SIDE * MATMUL_SIDE, "lr_step": LR_BATCH}.get(workload, n)
     return {"peer": peer, "protocol": protocol, "workload": workload,
             "n": elements, "domain": list(WORKLOADS[workload][0]),
             "best_s": ts[0], "median_s": ts[len(ts) // 2], "min_s": ts[0], "max_s": ts[-1],
@@ -111,8 +124,8 @@ def parse_args(argv=None):
 
 
 def sizes_for(workload, sizes):
-    """matmul runs once (its size is fixed), the others at every size."""
-    return sizes[:1] if workload == "matmul" else sizes
+    """matmul and lr_step run once (their sizes are fixed), the others at every size."""
+    return sizes[:1] if workload in FIXED else sizes
 
 
 def run_all(peer, versions, protocols, measure, args):

@@ -42,7 +42,9 @@ def measure_rank(args, versions):
     fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: a.matmul(b),
            "comparison": lambda a, b: a < b, "relu": lambda a: a.relu(),
            "sigmoid": lambda a: a.sigmoid(), "reciprocal": lambda a: a.reciprocal(),
-           "exp": lambda a: a.exp()}
+           "exp": lambda a: a.exp(),
+           "lr_step": lambda x, y, w: w - x.t().matmul(x.matmul(w).sigmoid() - y) * (
+               _common.LR_RATE / _common.LR_BATCH)}
 
     def measure(protocol, workload, n, xs):
         sx = [crypten.cryptensor(torch.tensor(x), src=0) for x in xs]

@@ -50,7 +50,8 @@ def main():
                 xs = _common.inputs(workload, n)
                 if workload not in ops:
                     errs.append({"peer": "mpyc", "protocol": protocol, "workload": workload,
-                                 "n": n, "reason": f"MPyC 0.11 has no secure {workload}"})
+                                 "n": n, "reason": f"MPyC 0.11 has no secure {workload}" + (
+                                 " (no sigmoid)" if workload == "lr_step" else "")})
                     continue
                 try:
                     # party 0 inputs; the others pass an array of the same shape, which

@@ -72,7 +72,9 @@ def main():
     fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: a @ b,
            "comparison": lambda a, b: (a < b).astype(a.dtype),
            "relu": lambda a: jnp.maximum(a, 0.0), "sigmoid": jax.nn.sigmoid,
-           "reciprocal": lambda a: 1.0 / a, "exp": jnp.exp}
+           "reciprocal": lambda a: 1.0 / a, "exp": jnp.exp,
+           "lr_step": lambda x, y, w: w - (_common.LR_RATE / _common.LR_BATCH) * (
+               x.T @ (jax.nn.sigmoid(x @ w) - y))}
 
     def measure(protocol, workload, n, xs):
         processes = protocol.endswith("-processes")

@@ -22,7 +22,9 @@ def main():
     versions = {"tf_privpy": getattr(tp, "__version__", None), "tensorflow": tf.__version__}
     fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: tp.matmul(a, b),
            "comparison": lambda a, b: tp.less(a, b), "relu": tp.nn.relu,
-           "sigmoid": tp.sigmoid, "reciprocal": tp.math.reciprocal, "exp": tp.exp}
+           "sigmoid": tp.sigmoid, "reciprocal": tp.math.reciprocal, "exp": tp.exp,
+           "lr_step": lambda x, y, w: w - tp.matmul(tp.transpose(x), tp.sigmoid(
+               tp.matmul(x, w)) - y) * (_common.LR_RATE / _common.LR_BATCH)}
     state = {"ring": None}
 
     def measure(protocol, workload, n, xs):

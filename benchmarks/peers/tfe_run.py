@@ -58,7 +58,9 @@ def main():
     fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: tfe.matmul(a, b),
            "comparison": lambda a, b: tfe.less_than(a, b), "relu": lambda a: tfe.relu(a),
            "sigmoid": lambda a: tfe.sigmoid(a), "reciprocal": lambda a: tfe.reciprocal(a),
-           "exp": lambda a: tfe.exp(a)}
+           "exp": lambda a: tfe.exp(a),
+           "lr_step": lambda x, y, w: w - tfe.matmul(tfe.transpose(x), tfe.sigmoid(
+               tfe.matmul(x, w)) - y) * (_common.LR_RATE / _common.LR_BATCH)}
     rand = ("secure random op rebuilt for this TF" if secure else
             "INSECURE randomness: its TF 2.9.1 ops do not load here, TF-Encrypted fell back "
             "to TF's random ops")

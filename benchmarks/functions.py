@@ -12,6 +12,14 @@ element for the octave functions, binary search for exp and log):
     python benchmarks/functions.py --sizes=10000 --methods=thresholds,binary_search --reps=2
     python benchmarks/functions.py --sizes=100000 --methods=binary_search,leading_one \
         --functions=reciprocal,divide,sqrt,rsqrt --reps=5
+    python benchmarks/functions.py --sizes=100000 --modes=exact,fast   # issue 14
+
+--modes times the numerics modes side by side (protocols/mpc/fast_numerics.py):
+"fast" rows use the fast methods' stated domains for their inputs (the time of
+a private function does not depend on the values) and have no range
+reduction, so they are timed once per ring; functions without a fast method
+(sqrt, rsqrt) are timed in exact mode only. Every row has its mode and the
+max error against numpy (absolute; relative for exp).
 
 Results go to benchmarks/results/functions.json.
 """
@@ -30,6 +38,7 @@ flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", 
                                 "sigmoid", "tanh", "softmax", "log_softmax"],
                   "functions to time (also sigmoid_folded, tanh_folded: "
                   "method=folded_piecewise_poly)")
+flags.DEFINE_list("modes", ["exact"], "numerics modes: exact, fast")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for functions.json")
@@ -44,6 +53,10 @@ DOMAINS = {"exp": (-20, 10), "reciprocal": (0.01, 1000), "divide": (0.01, 1000),
            "sqrt": (0.01, 1000), "rsqrt": (0.01, 1000), "log": (0.01, 1000),
            "sigmoid": (-30, 30), "tanh": (-30, 30), "softmax": (-15, 15),
            "log_softmax": (-15, 15), "sigmoid_folded": (-30, 30), "tanh_folded": (-30, 30)}
+#: the fast methods' stated domains (docs/numerics.md, "Fast mode")
+FAST_DOMAINS = {"exp": (-5, 5), "reciprocal": (0.5, 50), "divide": (0.5, 50),
+                "log": (0.05, 200), "sigmoid": (-30, 30), "tanh": (-30, 30),
+                "softmax": (-15, 15), "log_softmax": (-15, 15)}
 # sigmoid and tanh have no range reduction: timed with the first method only
 NO_RANGE_REDUCTION = ("sigmoid", "tanh", "sigmoid_folded", "tanh_folded")
 
@@ -55,6 +68,12 @@ def main(argv):
 
     from _report import best_time, machine, print_table, timings, write_json
     tf.get_logger().setLevel("ERROR")
+    from scipy.special import log_softmax as np_log_softmax, softmax as np_softmax
+    refs = {"exp": np.exp, "reciprocal": lambda v: 1 / v, "sqrt": np.sqrt,
+            "rsqrt": lambda v: v ** -0.5, "log": np.log, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+            "tanh": np.tanh, "softmax": lambda v: np_softmax(v, -1),
+            "log_softmax": lambda v: np_log_softmax(v, -1)}
+    refs["sigmoid_folded"], refs["tanh_folded"] = refs["sigmoid"], refs["tanh"]
     fns = {"exp": tp.exp, "reciprocal": tp.math.reciprocal, "sqrt": tp.sqrt,
            "rsqrt": tp.math.rsqrt, "log": tp.math.log, "sigmoid": tp.sigmoid, "tanh": tp.tanh,
            "softmax": tp.nn.softmax, "log_softmax": tp.nn.log_softmax,
@@ -83,49 +102,64 @@ def main(argv):
 
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "crypten_us_per_elt": CRYPTEN_US, "rows": []}
-    for bits in map(int, F.rings):
-        for method in F.methods:
-            tp.reset()
-            funcs = {k: {"range_reduction": method} for k in DOMAINS
-                     if k not in NO_RANGE_REDUCTION}
-            tp.init(tp.Config(ring_bits=bits, functions=funcs))
-            for n in map(int, F.sizes):
-                for name in F.functions:
-                    if name in NO_RANGE_REDUCTION and method != F.methods[0]:
-                        continue
-                    lo, hi = DOMAINS[name]
-                    shape = (max(n // 10, 1), 10)
-                    vals = rng.uniform(lo, hi, shape)
-                    v = tp.share(vals)
-                    wv = rng.uniform(-10, 10, shape)
-                    if name == "divide":
-                        w = tp.share(wv)
-                        f = tf.function(lambda a, b: tp.divide(b, a))
-                        t, med = timings(lambda: f(v, w).share0.numpy()[:1], F.reps)
-                    else:
-                        f = tf.function(lambda a, fn=fns[name]: fn(a))
-                        t, med = timings(lambda: f(v).share0.numpy()[:1], F.reps)
-                    m = int(np.prod(shape))
-                    row = {"ring": bits, "method": method, "n": m, "fn": name,
-                           "ms": t * 1e3, "us_per_elt": t / m * 1e6,
-                           "median_us_per_elt": med / m * 1e6,
-                           "tf_plaintext_us_per_elt": plaintext_us(name, vals, wv),
-                           "crypten_us_per_elt": CRYPTEN_US.get(name.split("_")[0])}
-                    res["rows"].append(row)
-                    print(row, flush=True)
+    runs = [(bits, method, mode) for bits in map(int, F.rings) for mode in F.modes
+            for method in (F.methods if mode == "exact" else F.methods[:1])]
+    for bits, method, mode in runs:
+        tp.reset()
+        funcs = {k: {"range_reduction": method} for k in DOMAINS
+                 if k not in NO_RANGE_REDUCTION}
+        funcs["common"] = {"mode": mode}
+        tp.init(tp.Config(ring_bits=bits, functions=funcs))
+        for n in map(int, F.sizes):
+            for name in F.functions:
+                if name in NO_RANGE_REDUCTION and method != F.methods[0]:
+                    continue
+                if mode == "fast" and name not in FAST_DOMAINS:
+                    continue
+                lo, hi = (FAST_DOMAINS if mode == "fast" else DOMAINS)[name]
+                shape = (max(n // 10, 1), 10)
+                vals = rng.uniform(lo, hi, shape)
+                v = tp.share(vals)
+                wv = rng.uniform(-10, 10, shape)
+                if name == "divide":
+                    w = tp.share(wv)
+                    f = tf.function(lambda a, b: tp.divide(b, a))
+                    t, med = timings(lambda: f(v, w).share0.numpy()[:1], F.reps)
+                    out, want = f(v, w), wv / vals
+                else:
+                    f = tf.function(lambda a, fn=fns[name]: fn(a))
+                    t, med = timings(lambda: f(v).share0.numpy()[:1], F.reps)
+                    out, want = f(v), refs[name](vals)
+                err = np.abs(tp.reveal(out).numpy() - want)
+                if name == "exp":  # relative, below e^-5 absolute (times e^5)
+                    err = err / np.maximum(want, np.exp(-5))
+                m = int(np.prod(shape))
+                row = {"ring": bits, "method": "-" if mode == "fast" else method,
+                       "mode": mode, "n": m, "fn": name,
+                       "max_err": float(err.max()),
+                       "err_kind": "rel" if name == "exp" else "abs",
+                       "ms": t * 1e3, "us_per_elt": t / m * 1e6,
+                       "median_us_per_elt": med / m * 1e6,
+                       "tf_plaintext_us_per_elt": plaintext_us(name, vals, wv),
+                       "crypten_us_per_elt": CRYPTEN_US.get(name.split("_")[0])}
+                res["rows"].append(row)
+                print(row, flush=True)
     print_table("Derived functions, tf.function, embedded runtime, best of "
                 f"{F.reps} (CrypTen: its own hardware, 10^4 elements)",
-                ["ring", "method", "n", "function", "ms", "µs/element", "median µs/el",
+                ["ring", "mode", "method", "n", "function", "max err", "ms", "µs/element",
+                 "median µs/el",
                  "TF plaintext µs/el",
                  "CrypTen µs/el"],
-                [[r["ring"], r["method"], f"{r['n']:,}", r["fn"], f"{r['ms']:.1f}",
+                [[r["ring"], r["mode"], r["method"], f"{r['n']:,}", r["fn"],
+                  f"{r['max_err']:.2g} {r['err_kind']}", f"{r['ms']:.1f}",
                   f"{r['us_per_elt']:.2f}", f"{r['median_us_per_elt']:.2f}",
                   f"{r['tf_plaintext_us_per_elt']:.4f}",
                   "" if r["crypten_us_per_elt"] is None else r["crypten_us_per_elt"]]
                  for r in res["rows"]])
     import _peers
     _peers.attach(res, _peers.load(F.peers))
-    _peers.print_beside(res, print_table, label=lambda r: f"{r['ring']} {r['method']}")
+    _peers.print_beside(res, print_table,
+                        label=lambda r: f"{r['ring']} {r['mode']} {r['method']}")
     write_json(os.path.join(F.out, "functions.json"), res)
 
 

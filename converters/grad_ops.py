@@ -30,7 +30,7 @@ import tensorflow as tf
 from tf_privpy.protocols.mpc.ops import _common as C
 from tf_privpy.protocols.mpc.value import PrivateTensor
 
-from .tf_ops import Unsupported, _fmt, _hw, _padding, adapter, impl, static
+from .tf_ops import Unsupported, _fmt, _hw, _padding, adapter, impl, numerics, static
 
 
 def _consumed(env, node, index: int) -> bool:
@@ -92,11 +92,12 @@ def _softmax_xent(env, node, ins):
 
 
 def _xent(env, node, logits, labels):
-    backprop = impl("subtract")(impl("nn.softmax")(logits, -1), labels)
+    backprop = impl("subtract")(impl("nn.softmax")(logits, -1, **numerics(env)), labels)
     loss = None
     if _consumed(env, node, 0):
         loss = impl("negative")(impl("reduce_sum")(
-            impl("multiply")(labels, impl("nn.log_softmax")(logits, -1)), [-1], False))
+            impl("multiply")(labels, impl("nn.log_softmax")(logits, -1, **numerics(env))),
+            [-1], False))
     return [loss, backprop]
 
 

@@ -44,16 +44,32 @@ class Policy:
       weights: "private" (default, as in PrivPy's MNIST experiments: the
         model owner shares the weights once at conversion) or "public"
         (products by weights are then local, with no messages).
+      numerics_mode: the mode of the converted non-linear functions
+        (Sigmoid, Tanh, Exp, Log, Reciprocal, RealDiv by a private value,
+        Softmax, LogSoftmax and the softmax of the cross-entropy gradients):
+        "exact" or "fast" (comparison-free methods on stated domains,
+        docs/numerics.md); None (default): the runtime config's.
+
+    Example:
+      >>> tp.keras.convert_training(model, loss, opt, policy=tp.Policy(numerics_mode="fast"))
     """
 
     inputs: str = "private"
     weights: str = "private"
+    numerics_mode: Optional[str] = None
 
     def __post_init__(self):
         for k in ("inputs", "weights"):
             if getattr(self, k) not in ("private", "public"):
                 raise ValueError(f"Policy.{k} must be 'private' or 'public', "
                                  f"got {getattr(self, k)!r}")
+        if self.numerics_mode not in (None, "exact", "fast"):
+            raise ValueError(f"Policy.numerics_mode must be None (the config's), 'exact' or "
+                             f"'fast', got {self.numerics_mode!r}")
+
+    def numerics(self) -> Dict[str, str]:
+        """The keyword arguments that carry numerics_mode to a function."""
+        return {} if self.numerics_mode is None else {"mode": self.numerics_mode}
 
 
 @dataclasses.dataclass(frozen=True)

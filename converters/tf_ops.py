@@ -80,19 +80,27 @@ def _fmt(node: Node) -> str:
 
 
 # ------------------------------------------------------------ elementwise
-def _registry_unary(op_type: str, name: str, **fixed):
+def numerics(env) -> Dict[str, str]:
+    """The policy's numerics mode as keyword arguments ({} when unset:
+    the config's), for the functions that have a fast mode."""
+    return env.policy.numerics()
+
+
+def _registry_unary(op_type: str, name: str, moded: bool = False):
     @adapter(op_type)
     def fn(env, node, ins):
-        return [impl(name)(env.operand(ins[0]), **fixed)]
+        return [impl(name)(env.operand(ins[0]), **(numerics(env) if moded else {}))]
     return fn
 
 
-for _t, _n in (("Relu", "nn.relu"), ("Sigmoid", "sigmoid"), ("Tanh", "tanh"), ("Exp", "exp"),
-               ("Log", "math.log"), ("Sqrt", "sqrt"), ("Rsqrt", "math.rsqrt"),
-               ("Reciprocal", "math.reciprocal"), ("Inv", "math.reciprocal"), ("Neg", "negative"),
-               ("Abs", "abs"), ("Sign", "sign"), ("Square", "square"), ("Softplus", "nn.softplus"),
-               ("LogicalNot", "logical_not")):
+for _t, _n in (("Relu", "nn.relu"), ("Sqrt", "sqrt"), ("Rsqrt", "math.rsqrt"),
+               ("Neg", "negative"), ("Abs", "abs"), ("Sign", "sign"), ("Square", "square"),
+               ("Softplus", "nn.softplus"), ("LogicalNot", "logical_not")):
     _registry_unary(_t, _n)
+# the functions with a fast mode (protocols/mpc/fast_numerics.py) follow the policy's
+for _t, _n in (("Sigmoid", "sigmoid"), ("Tanh", "tanh"), ("Exp", "exp"), ("Log", "math.log"),
+               ("Reciprocal", "math.reciprocal"), ("Inv", "math.reciprocal")):
+    _registry_unary(_t, _n, moded=True)
 
 _BINARY = {"Add": "add", "AddV2": "add", "Sub": "subtract", "Mul": "multiply",
            "RealDiv": "divide", "Maximum": "maximum", "Minimum": "minimum", "Less": "less",
@@ -105,6 +113,8 @@ def _binary(env, node, ins):
     a, b = env.operand(ins[0]), env.operand(ins[1])
     if node.op == "Pow":
         b = static(env, b, "exponent").item()
+    if node.op == "RealDiv":
+        return [impl("divide")(a, b, **numerics(env))]
     return [impl(_BINARY[node.op])(a, b)]
 
 
@@ -263,7 +273,7 @@ def _arg(env, node, ins):
 @adapter("Softmax", "LogSoftmax")
 def _softmax(env, node, ins):
     return [impl("nn.softmax" if node.op == "Softmax" else "nn.log_softmax")(
-        env.operand(ins[0]), -1)]
+        env.operand(ins[0]), -1, **numerics(env))]
 
 
 # --------------------------------------------------------------- shapes

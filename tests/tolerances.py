@@ -316,3 +316,36 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
     # collected last layer first, (dW, db) per layer
     pairs = [bounds[i:i + 2] for i in range(0, len(bounds), 2)][::-1]
     return [b for pair in pairs for b in pair]
+
+
+# ------------------------------------------------------------- fast mode
+#: fast-mode numerics (protocols/mpc/fast_numerics.py, issue 14): max error of
+#: each function on its stated domain (tests/test_fast_numerics.py), ("rel" or
+#: "abs", bound) per ring. Each is the method's analytic error plus the
+#: fixed-point losses it amplifies, rounded up, and is at or below the fastest
+#: peer's error on that function (issue 14: CrypTen exp 5.4e-2 relative,
+#: sigmoid 2.9e-3; TF-Encrypted ABY3 reciprocal 7.6e-5 on [0.5, 50]):
+#: - exp on [-5, 5]: |x|^3/(6·4^n) at |x| = 5 (3.2e-4 with n = 8; 5.1e-3 with
+#:   n = 6) plus 2^(n+1) ulps of the base relative to the output (128-bit
+#:   lifted: 2^-19; 64-bit: 2^-9) and, in the 64-bit ring, e^-5's own ulp
+#:   (2.3e-3 relative);
+#: - reciprocal on [0.5, 50]: the iteration's 1e-5 relative (2e-5 at 1/x = 2)
+#:   plus a few truncations (128-bit); 64-bit: 3 ulps after the Newton step,
+#:   and 5 with Goldschmidt's alone (7.6e-5: the peer's level, which is why
+#:   the 64-bit ring polishes);
+#:   divide x/y = x·(1/y): |x| times that (tests/test_fast_numerics.py);
+#: - sigmoid: the exp's error times e/(1 + e)^2 <= 1/4 plus 1/17^4 of the
+#:   division; tanh = 2·sigmoid(2x) - 1 doubles it;
+#: - log: ln x inherits the relative error of e^-y (|ln x|^3/(6·4^n) =
+#:   2.4e-5 at x = 200 with n = 10; 6e-3 with n = 6 in the 64-bit ring, plus
+#:   its 2^(n+1) lost ulps, 2e-3, and the Householder terms' truncations);
+#: - softmax, log_softmax: exp's absolute error on [-1.8·2^n, 0] (output <= 1)
+#:   and the row sum's reciprocal (1e-5) or log.
+FAST_TOL = {
+    128: {"exp": ("rel", 5e-4), "reciprocal": ("abs", 3e-5),
+          "sigmoid": ("abs", 5e-5), "tanh": ("abs", 1e-4), "log": ("abs", 1e-4),
+          "softmax": ("abs", 5e-5), "log_softmax": ("abs", 1e-4)},
+    64: {"exp": ("rel", 1e-2), "reciprocal": ("abs", 7.6e-5),
+         "sigmoid": ("abs", 1e-3), "tanh": ("abs", 2e-3), "log": ("abs", 1.5e-2),
+         "softmax": ("abs", 1e-3), "log_softmax": ("abs", 3e-3)},
+}

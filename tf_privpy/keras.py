@@ -69,6 +69,8 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
       optimizer: tf.keras.optimizers.SGD (learning rate, optional momentum,
         Nesterov) or its legacy version; jit_compile is turned off.
       policy: Policy(inputs="private"|"public"); weights are always private.
+        Policy(numerics_mode="fast") trains with the fast sigmoid and softmax
+        (docs/numerics.md, "Fast mode"; benchmarks/training_modes.py).
       passes: the trace-level passes (converters/training.py): None for all
         (default: "loss_gradient_form", "loss_scale"), or a list of names;
         () differentiates the loss exactly as traced.

@@ -542,6 +542,10 @@ def main(argv=None):
         errs_alt = {k: v for k, v in errs_alt.items() if v}
     init(128, a.backend)
     text = render(static, errs, a.backend, a.points, tables, errs_alt, circuits, fbytes)
+    if not a.static_only:
+        import numerics_fast_doc as fast  # the "Fast mode" section (issue 14), beside this file
+        text += "\n\n" + "\n".join(fast.section(fast.all_results(a.backend, a.points),
+                                                 a.backend, a.points))
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         f.write(text + "\n")

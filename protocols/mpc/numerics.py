@@ -123,6 +123,13 @@ def _setting(backend: Backend, fn: str, key: str, override=None):
     return backend.cfg.function_setting(fn, key, override)
 
 
+def _fast(backend: Backend, fn: str, mode: Optional[str]):
+    """protocols/mpc/fast_numerics.py when fn's numerics mode (per call,
+    config, defaults.json) is "fast", else None (the exact methods below)."""
+    from . import fast_numerics  # here: it builds on this module
+    return fast_numerics if fast_numerics.mode(backend, fn, mode) == "fast" else None
+
+
 def _elementwise(fn):
     """Runs fn(ctx, flat x, **kw) on the flattened input, restores the shape."""
     @functools.wraps(fn)
@@ -182,9 +189,12 @@ def _exp(ctx: Ctx, x: Shares, degree: Optional[int] = None,
 
 
 def exp(backend: Backend, x: Shares, degree: Optional[int] = None,
-        range_reduction: Optional[str] = None) -> Shares:
+        range_reduction: Optional[str] = None, mode: Optional[str] = None) -> Shares:
     """e^x. Saturates: 0 where x·log2(e) < -f (e^x below one ulp), 2^floor(log2 B)
-    where x·log2(e) >= floor(log2 B)."""
+    where x·log2(e) >= floor(log2 B). mode "fast": fast_numerics.exp."""
+    fast = _fast(backend, "exp", mode)
+    if fast:
+        return fast.exp(backend, x)
     return _exp(backend, x, degree=degree, range_reduction=range_reduction)
 
 
@@ -247,16 +257,22 @@ def _divide_flat(ctx, x, y, method, iterations, signed, rr):
 
 def reciprocal(backend: Backend, x: Shares, method: Optional[str] = None,
                iterations: Optional[int] = None, signed: Optional[bool] = None,
-               range_reduction: Optional[str] = None) -> Shares:
-    """1/x for 2^-f <= |x| < B (x >= 2^-f only, if unsigned). 1/0 = 0."""
+               range_reduction: Optional[str] = None, mode: Optional[str] = None) -> Shares:
+    """1/x for 2^-f <= |x| < B (x >= 2^-f only, if unsigned). 1/0 = 0.
+    mode "fast": fast_numerics.divide on its domain."""
     return divide(backend, None, x, method=method, iterations=iterations, signed=signed,
-                  range_reduction=range_reduction, _fn="reciprocal")
+                  range_reduction=range_reduction, mode=mode, _fn="reciprocal")
 
 
 def divide(backend: Backend, x: Optional[Shares], y: Shares, method: Optional[str] = None,
            iterations: Optional[int] = None, signed: Optional[bool] = None,
-           range_reduction: Optional[str] = None, _fn: str = "divide") -> Shares:
-    """x / y for shares of equal shapes (x None: 1/y). x / 0 = 0."""
+           range_reduction: Optional[str] = None, mode: Optional[str] = None,
+           _fn: str = "divide") -> Shares:
+    """x / y for shares of equal shapes (x None: 1/y). x / 0 = 0.
+    mode "fast": fast_numerics.divide on its domain."""
+    fast = _fast(backend, _fn, mode)
+    if fast:
+        return fast.divide(backend, x, y, fn=_fn)
     ctx = Ctx(backend)
     method = _setting(backend, _fn, "method", method)
     iterations = int(_setting(backend, _fn, "iterations", iterations))
@@ -349,8 +365,12 @@ def _log(ctx, x, degree=None, range_reduction=None):
 
 
 def log(backend: Backend, x: Shares, degree: Optional[int] = None,
-        range_reduction: Optional[str] = None) -> Shares:
-    """Natural log for 2^-f <= x < B; ln(2^-(f+1)) for x <= 0."""
+        range_reduction: Optional[str] = None, mode: Optional[str] = None) -> Shares:
+    """Natural log for 2^-f <= x < B; ln(2^-(f+1)) for x <= 0.
+    mode "fast": fast_numerics.log on its domain."""
+    fast = _fast(backend, "log", mode)
+    if fast:
+        return fast.log(backend, x)
     return _log(backend, x, degree=degree, range_reduction=range_reduction)
 
 
@@ -441,16 +461,25 @@ def _tanh(ctx, x, breakpoints=None, degree=None, method=None):
     return fn(ctx, x, "tanh", bp, d, -1.0, 1.0)
 
 
-def sigmoid(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None) -> Shares:
+def sigmoid(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None,
+            mode: Optional[str] = None) -> Shares:
     """1/(1 + e^-x), piecewise polynomial; 0 / 1 beyond the outer breakpoints.
     method "folded_piecewise_poly" (default: 4 rounds, the positive breakpoints
-    and the sign compared) or "piecewise_poly" (3 rounds, every breakpoint)."""
+    and the sign compared) or "piecewise_poly" (3 rounds, every breakpoint).
+    mode "fast": fast_numerics.sigmoid (one comparison)."""
+    fast = _fast(backend, "sigmoid", mode)
+    if fast:
+        return fast.sigmoid(backend, x)
     return _sigmoid(backend, x, breakpoints=breakpoints, degree=degree, method=method)
 
 
-def tanh(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None) -> Shares:
+def tanh(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None,
+         mode: Optional[str] = None) -> Shares:
     """tanh(x), piecewise polynomial; -1 / 1 beyond the outer breakpoints
-    (methods as sigmoid's)."""
+    (methods as sigmoid's). mode "fast": fast_numerics.tanh."""
+    fast = _fast(backend, "tanh", mode)
+    if fast:
+        return fast.tanh(backend, x)
     return _tanh(backend, x, breakpoints=breakpoints, degree=degree, method=method)
 
 
@@ -495,12 +524,16 @@ def _shifted_exp(ctx: Ctx, x: Shares, axis: int, degree: int, rr: str):
 
 
 def softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[int] = None,
-            iterations: Optional[int] = None, range_reduction: Optional[str] = None) -> Shares:
+            iterations: Optional[int] = None, range_reduction: Optional[str] = None,
+            mode: Optional[str] = None) -> Shares:
     """exp(x - max) / Σ exp(x - max) along axis (static length n). exp of the
     non-positive shifted values needs pieces on [-f, 0] only; the row sum is
     in [1, n], so its reciprocal's range reduction has ceil(log2 n) + 1
     octaves (one per row), and the division is Goldschmidt's with the
-    numerators in the first round."""
+    numerators in the first round. mode "fast": fast_numerics.softmax."""
+    fast = _fast(backend, "softmax", mode)
+    if fast:
+        return fast.softmax(backend, x, axis)
     ctx = Ctx(backend)
     degree = int(_setting(backend, "softmax", "degree", degree))
     iterations = int(_setting(backend, "softmax", "iterations", iterations))
@@ -515,9 +548,13 @@ def softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[int] =
 
 def log_softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[int] = None,
                 log_degree: Optional[int] = None,
-                range_reduction: Optional[str] = None) -> Shares:
+                range_reduction: Optional[str] = None, mode: Optional[str] = None) -> Shares:
     """(x - max) - ln Σ exp(x - max) along axis; the log of the row sum (in
-    [1, n]) needs ceil(log2 n + 1/2) + 1 pieces per row."""
+    [1, n]) needs ceil(log2 n + 1/2) + 1 pieces per row. mode "fast":
+    fast_numerics.log_softmax."""
+    fast = _fast(backend, "log_softmax", mode)
+    if fast:
+        return fast.log_softmax(backend, x, axis)
     ctx = Ctx(backend)
     degree = int(_setting(backend, "log_softmax", "degree", degree))
     log_degree = int(_setting(backend, "log_softmax", "log_degree", log_degree))

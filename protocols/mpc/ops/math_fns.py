@@ -22,6 +22,20 @@ results instead:
   log(x <= 0) = ln(2^-(f+1)) (ln of half an ulp: -14.56 with f = 20);
   exp(x) = 0 below ln(2^-f) and 2^floor(log2 B) (= B) from floor(log2 B)·ln 2 up;
   sigmoid and tanh are exactly 0/-1 and 1 beyond their outer breakpoints.
+
+mode="fast" (per call; or the config's "mode" setting, per function or in
+"common"; or the converter's Policy(numerics_mode="fast")) trades accuracy
+for speed on stated domains, with no comparison (sigmoid, tanh: one):
+protocols/mpc/fast_numerics.py. What happens outside a fast domain:
+  exp: relative error about |x|^3/(6·4^n) (n = 8, 128-bit; 6, 64-bit); within
+    0.82^(2^n) of 0 for x in [-1.8·2^n, 0]; wrong below -2·2^n and above ln B;
+  reciprocal, divide (y in [0.5, 50] by default): (1 - q(y)^(2^k))/y for the
+    guess's error polynomial q: close to 1/y just outside, wrong further out
+    (and for y <= 0);
+  sigmoid, tanh: accurate for |x| < 1.8·2^n (|2x| for tanh), wrong from 2·2^n;
+  log: accurate on [0.05, 200] (docs/numerics.md), wrong for x <= 0;
+  softmax, log_softmax: rows whose spread max - x exceeds 1.8·2^n are wrong.
+Functions without a fast method (sqrt, rsqrt) compute exactly in either mode.
 """
 from __future__ import annotations
 
@@ -54,7 +68,8 @@ def _unary(fn, x, what, **kw) -> PrivateTensor:
 
 def reciprocal(x: PrivateTensor, method: Optional[str] = None, iterations: Optional[int] = None,
                signed: Optional[bool] = None,
-               range_reduction: Optional[str] = None) -> PrivateTensor:
+               range_reduction: Optional[str] = None,
+               mode: Optional[str] = None) -> PrivateTensor:
     """1/x (Newton-Raphson in Goldschmidt's form from an octave guess).
 
     Args:
@@ -65,20 +80,25 @@ def reciprocal(x: PrivateTensor, method: Optional[str] = None, iterations: Optio
       signed: False when x > 0 is known (fewer comparisons).
       range_reduction: "leading_one", "binary_search" or "thresholds" (default:
         the config's, see the module doc).
+      mode: "exact" (default) or "fast" (a comparison-free method on a stated
+        domain: see the module doc); default: the config's.
 
     Example:
       >>> tp.math.reciprocal(tp.share([4.0, -0.5])).reveal()   # [0.25, -2.]
+      >>> tp.math.reciprocal(tp.share([4.0]), mode="fast").reveal()   # [0.25], x in [0.5, 50]
     """
     return _unary(N.reciprocal, x, "tp.math.reciprocal", method=method,
-                  iterations=iterations, signed=signed, range_reduction=range_reduction)
+                  iterations=iterations, signed=signed, range_reduction=range_reduction,
+                  mode=mode)
 
 
 def divide(x, y, method: Optional[str] = None, iterations: Optional[int] = None,
            signed: Optional[bool] = None, name: Optional[str] = None,
-           range_reduction: Optional[str] = None):
+           range_reduction: Optional[str] = None, mode: Optional[str] = None):
     """x / y with broadcasting. A public y is a local multiplication by 1/y
     (math_ops.divide); a private y runs Goldschmidt division (the numerator
     enters in the first round, so it costs what reciprocal costs). x / 0 = 0.
+    mode="fast": y in the fast domain ([0.5, 50] by default), see the module doc.
 
     Example:
       >>> tp.divide(tp.share([3.0]), tp.share([4.0])).reveal()   # [0.75]
@@ -87,13 +107,14 @@ def divide(x, y, method: Optional[str] = None, iterations: Optional[int] = None,
         return math_ops.divide(x, y, name=name)
     h = C.handle_of(x, y)
     if not C.is_private(x):
-        return math_ops.multiply(x, reciprocal(y, method, iterations, signed, range_reduction))
+        return math_ops.multiply(x, reciprocal(y, method, iterations, signed, range_reduction,
+                                               mode))
     shape = C.broadcast_shape(x.shape, y.shape, "tp.divide")
     x, y = C.broadcast(h, x, shape), C.broadcast(h, y, shape)
     dtype = C.result_dtype(x.dtype, y.dtype)
     dtype = dtype if dtype.is_floating else tf.float64
     s = N.divide(h.backend, C.shares(x), C.shares(y), method=method, iterations=iterations,
-                 signed=signed, range_reduction=range_reduction)
+                 signed=signed, range_reduction=range_reduction, mode=mode)
     return C.wrap(h, s, dtype)
 
 
@@ -118,78 +139,91 @@ def rsqrt(x: PrivateTensor, degree: Optional[int] = None,
 
 
 def exp(x: PrivateTensor, degree: Optional[int] = None,
-        range_reduction: Optional[str] = None) -> PrivateTensor:
+        range_reduction: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """e^x = 2^t, t = x·log2 e: 2^(piece of t) from the range reduction times a
     polynomial on the piece.
 
     Saturates to 0 where e^x < 2^-f and to 2^floor(log2 B) above it.
+    mode="fast": (1 + u + u²/2)^(2^n), u = x/2^n, no comparison (module doc).
 
     Example:
       >>> tp.exp(tp.share([0.0, 1.0])).reveal()   # [1., 2.71828]
+      >>> tp.exp(tp.share([1.0]), mode="fast").reveal()   # [2.71828]
     """
-    return _unary(N.exp, x, "tp.exp", degree=degree, range_reduction=range_reduction)
+    return _unary(N.exp, x, "tp.exp", degree=degree, range_reduction=range_reduction,
+                  mode=mode)
 
 
 def log(x: PrivateTensor, degree: Optional[int] = None,
-        range_reduction: Optional[str] = None) -> PrivateTensor:
+        range_reduction: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """Natural logarithm for 2^-f <= x < B; log(x <= 0) = ln(2^-(f+1)).
+    mode="fast": Householder iterations, no comparison (module doc).
 
     Example:
       >>> tp.math.log(tp.share([1.0, 10.0])).reveal()   # [0., 2.30259]
+      >>> tp.math.log(tp.share([10.0]), mode="fast").reveal()   # [2.30259]
     """
-    return _unary(N.log, x, "tp.math.log", degree=degree, range_reduction=range_reduction)
+    return _unary(N.log, x, "tp.math.log", degree=degree, range_reduction=range_reduction,
+                  mode=mode)
 
 
 def sigmoid(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
-            method: Optional[str] = None) -> PrivateTensor:
+            method: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """The logistic function as a piecewise polynomial: 4 rounds (PrivPy's
     Euler method takes 50), exactly 0 / 1 beyond the outer breakpoints (±11).
     The default method "folded_piecewise_poly" uses sigmoid(-x) = 1 - sigmoid(x)
     and places only |x| among the positive breakpoints (7 comparisons per
     element); method="piecewise_poly" places x among all 13 (3 rounds).
+    mode="fast": 1/(1 + e^-|x|) from one sign comparison (module doc).
 
     Example:
       >>> tp.sigmoid(tp.share([0.0, 2.0])).reveal()   # [0.5, 0.880797]
+      >>> tp.sigmoid(tp.share([2.0]), mode="fast").reveal()   # [0.880797]
     """
     return _unary(N.sigmoid, x, "tp.sigmoid", breakpoints=breakpoints, degree=degree,
-                  method=method)
+                  method=method, mode=mode)
 
 
 def tanh(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
-         method: Optional[str] = None) -> PrivateTensor:
+         method: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """tanh as a piecewise polynomial (4 rounds), exactly ±1 beyond ±6.
     Default method "folded_piecewise_poly": tanh(-x) = -tanh(x), 7 comparisons
     per element; "piecewise_poly": 13 comparisons, 3 rounds.
+    mode="fast": 2·sigmoid(2x) - 1 by the fast sigmoid (module doc).
 
     Example:
       >>> tp.tanh(tp.share([0.5])).reveal()   # [0.462117]
     """
     return _unary(N.tanh, x, "tp.tanh", breakpoints=breakpoints, degree=degree,
-                  method=method)
+                  method=method, mode=mode)
 
 
 def softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
             iterations: Optional[int] = None,
-            range_reduction: Optional[str] = None) -> PrivateTensor:
-    """exp(x - max) / Σ exp(x - max) along axis (static shape).
+            range_reduction: Optional[str] = None,
+            mode: Optional[str] = None) -> PrivateTensor:
+    """exp(x - max) / Σ exp(x - max) along axis (static shape). mode="fast":
+    the fast exp and reciprocal after the same max (module doc).
 
     Example:
       >>> tp.nn.softmax(tp.share([[1.0, 2.0, 3.0]])).reveal()   # [[0.0900, 0.2447, 0.6652]]
     """
     return _unary(N.softmax, logits, "tp.nn.softmax", axis=axis, degree=degree,
-                  iterations=iterations, range_reduction=range_reduction)
+                  iterations=iterations, range_reduction=range_reduction, mode=mode)
 
 
 def log_softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
                 log_degree: Optional[int] = None,
-                range_reduction: Optional[str] = None) -> PrivateTensor:
-    """(x - max) - ln Σ exp(x - max) along axis (static shape).
+                range_reduction: Optional[str] = None,
+                mode: Optional[str] = None) -> PrivateTensor:
+    """(x - max) - ln Σ exp(x - max) along axis (static shape). mode="fast":
+    the fast exp and log after the same max (module doc).
 
     Example:
       >>> tp.nn.log_softmax(tp.share([[0.0, 0.0]])).reveal()   # [[-0.6931, -0.6931]]
     """
     return _unary(N.log_softmax, logits, "tp.nn.log_softmax", axis=axis, degree=degree,
-                  log_degree=log_degree, range_reduction=range_reduction)
+                  log_degree=log_degree, range_reduction=range_reduction, mode=mode)
 
 
 __all__ = ["divide", "exp", "log", "log_softmax", "reciprocal", "rsqrt", "sigmoid", "softmax",

@@ -1,0 +1,142 @@
+// Kernels of the garbled window-thresholds circuit (registrations in
+// thresholds_ops.cc; circuit, outputs and stream layout in thresholds.h).
+// The input labels come from GcLeadingOneEncode (the same layout).
+#include <string>
+#include <vector>
+
+#include "ops/common/tf_util.h"
+#include "ops/gc/gc_kernel_util.h"
+#include "ops/gc/thresholds.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+
+namespace tf_privpy {
+
+using ::tensorflow::DEVICE_CPU;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
+using ::tensorflow::TensorShapeUtils;
+namespace errors = ::tensorflow::errors;
+
+namespace {
+
+using gc_kernels::Blocks;
+using gc_kernels::Bytes;
+using gc_kernels::ReadKeyNonceBatch;
+
+// The spec attributes (width, lo, window, points) every kernel reads.
+class ThresholdsBase : public OpKernel {
+ public:
+  explicit ThresholdsBase(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    std::vector<int64_t> points;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &spec_.width));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("lo", &spec_.lo));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("window", &spec_.window));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("points", &points));
+    spec_.points.assign(points.begin(), points.end());
+    const std::string err = gc::ThresholdsSpecError(spec_);
+    OP_REQUIRES(ctx, err.empty(),
+                errors::InvalidArgument("window-thresholds circuit: ", err,
+                                        " (protocols/mpc/thresholds.py window() picks valid "
+                                        "parameters)"));
+    gates_ = gc::ThresholdsAndGates(spec_);
+  }
+
+ protected:
+  int64_t outputs() const { return static_cast<int64_t>(spec_.points.size()); }
+  gc::ThresholdsSpec spec_;
+  int gates_ = 0;
+};
+
+class GarbleOp : public ThresholdsBase {
+ public:
+  using ThresholdsBase::ThresholdsBase;
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+    Tensor *tables, *decode;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gates_, 4}), &tables));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, outputs()}), &decode));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::ThresholdsGarble(key, nonce, n, spec_, Blocks(tables), Bytes(decode),
+                                     TfParallelFor(ctx), &error),
+                errors::Internal("GcThresholdsGarble: ", error));
+  }
+};
+
+class EvaluateOp : public ThresholdsBase {
+ public:
+  using ThresholdsBase::ThresholdsBase;
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
+    const Tensor& tables = ctx->input(0);
+    const int64_t n = tables.dims() == 3 ? tables.dim_size(0) : -1;
+    OP_REQUIRES(ctx, tables.dims() == 3 && tables.dim_size(1) == gates_ &&
+                         tables.dim_size(2) == 4,
+                errors::InvalidArgument("tables must have shape [n, ", gates_,
+                                        ", 4] for these thresholds, got ",
+                                        tables.shape().DebugString()));
+    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
+                errors::InvalidArgument("tables: too many elements (", n, ")"));
+    OP_REQUIRES(ctx, ctx->input(1).shape() == TensorShape({n, outputs()}),
+                errors::InvalidArgument("decode must have shape [", n, ", ", outputs(),
+                                        "], got ", ctx->input(1).shape().DebugString()));
+    for (int i : {2, 3})
+      OP_REQUIRES(ctx, ctx->input(i).shape() == TensorShape({n, spec_.width, 2}),
+                  errors::InvalidArgument(i == 2 ? "labels_a" : "labels_b",
+                                          " must have shape [", n, ", ", spec_.width,
+                                          ", 2], got ", ctx->input(i).shape().DebugString()));
+    uint64_t nonce = 0;
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(4), "nonce", &nonce));
+    const Tensor& fi = ctx->input(5);
+    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(fi.shape()),
+                errors::InvalidArgument("first_index must be an int64 scalar, got shape ",
+                                        fi.shape().DebugString()));
+    const int64_t first_index = fi.scalar<int64_t>()();
+    OP_REQUIRES(ctx, first_index >= 0 && first_index <= gc::kMaxComparisons - n,
+                errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
+                                        " - n], got ", first_index));
+    Tensor* bits;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, outputs()}), &bits));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::ThresholdsEvaluate(nonce, first_index, n, spec_, Blocks(tables),
+                                       Bytes(ctx->input(1)), Blocks(ctx->input(2)),
+                                       Blocks(ctx->input(3)), Bytes(bits), TfParallelFor(ctx),
+                                       &error),
+                errors::Internal("GcThresholdsEvaluate: ", error));
+  }
+};
+
+class MaskOp : public ThresholdsBase {
+ public:
+  using ThresholdsBase::ThresholdsBase;
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    int64_t n = 0;
+    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+    Tensor* m;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, outputs()}), &m));
+    std::string error;
+    OP_REQUIRES(ctx,
+                gc::ThresholdsMask(key, nonce, n, spec_, Bytes(m), TfParallelFor(ctx), &error),
+                errors::Internal("GcThresholdsMask: ", error));
+  }
+};
+
+}  // namespace
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcThresholdsGarble").Device(DEVICE_CPU), GarbleOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcThresholdsEvaluate").Device(DEVICE_CPU), EvaluateOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>GcThresholdsMask").Device(DEVICE_CPU), MaskOp);
+
+}  // namespace tf_privpy

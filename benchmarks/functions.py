@@ -6,12 +6,16 @@ after a warm-up (the median is recorded too). Compares the range-reduction
 methods of protocols/mpc/range_reduction.py ("thresholds": one comparison
 per octave threshold in one round; "binary_search": one comparison per
 level, a few levels; "leading_one": one garbled leading-one circuit per
-element for the octave functions, binary search for exp and log):
+element for the octave functions, one window-thresholds circuit for exp's
+pieces) and, with --threshold_bits, how several thresholds are found (one
+window-thresholds circuit per element, or one comparator each):
 
     python benchmarks/functions.py                                   # the default method
     python benchmarks/functions.py --sizes=10000 --methods=thresholds,binary_search --reps=2
     python benchmarks/functions.py --sizes=100000 --methods=binary_search,leading_one \
         --functions=reciprocal,divide,sqrt,rsqrt --reps=5
+    python benchmarks/functions.py --rings=128 --sizes=100000 --methods=leading_one \
+        --threshold_bits=comparisons,circuit --functions=exp,sigmoid,tanh --reps=3
 
 Results go to benchmarks/results/functions.json.
 """
@@ -30,6 +34,10 @@ flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", 
                                 "sigmoid", "tanh", "softmax", "log_softmax"],
                   "functions to time (also sigmoid_folded, tanh_folded: "
                   "method=folded_piecewise_poly)")
+flags.DEFINE_list("threshold_bits", ["circuit"],
+                  "functions.common.threshold_bits settings: circuit (one garbled "
+                  "window-thresholds circuit per element for several thresholds: sigmoid, "
+                  "tanh, exp's pieces), comparisons (one comparator per threshold)")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for functions.json")
@@ -81,10 +89,11 @@ def main(argv):
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "crypten_us_per_elt": CRYPTEN_US, "rows": []}
     for bits in map(int, F.rings):
-        for method in F.methods:
+        for method, tb in [(m, t) for t in F.threshold_bits for m in F.methods]:
             tp.reset()
             funcs = {k: {"range_reduction": method} for k in DOMAINS
                      if k not in NO_RANGE_REDUCTION}
+            funcs["common"] = {"threshold_bits": tb}
             tp.init(tp.Config(ring_bits=bits, functions=funcs))
             for n in map(int, F.sizes):
                 for name in F.functions:
@@ -103,7 +112,8 @@ def main(argv):
                         f = tf.function(lambda a, fn=fns[name]: fn(a))
                         t, med = timings(lambda: f(v).share0.numpy()[:1], F.reps)
                     m = int(np.prod(shape))
-                    row = {"ring": bits, "method": method, "n": m, "fn": name,
+                    row = {"ring": bits, "method": method, "threshold_bits": tb, "n": m,
+                           "fn": name,
                            "ms": t * 1e3, "us_per_elt": t / m * 1e6,
                            "median_us_per_elt": med / m * 1e6,
                            "tf_plaintext_us_per_elt": plaintext_us(name, vals, wv),
@@ -112,10 +122,12 @@ def main(argv):
                     print(row, flush=True)
     print_table("Derived functions, tf.function, embedded runtime, best of "
                 f"{F.reps} (CrypTen: its own hardware, 10^4 elements)",
-                ["ring", "method", "n", "function", "ms", "µs/element", "median µs/el",
+                ["ring", "method", "threshold bits", "n", "function", "ms", "µs/element",
+                 "median µs/el",
                  "TF plaintext µs/el",
                  "CrypTen µs/el"],
-                [[r["ring"], r["method"], f"{r['n']:,}", r["fn"], f"{r['ms']:.1f}",
+                [[r["ring"], r["method"], r["threshold_bits"], f"{r['n']:,}", r["fn"],
+                  f"{r['ms']:.1f}",
                   f"{r['us_per_elt']:.2f}", f"{r['median_us_per_elt']:.2f}",
                   f"{r['tf_plaintext_us_per_elt']:.4f}",
                   "" if r["crypten_us_per_elt"] is None else r["crypten_us_per_elt"]]

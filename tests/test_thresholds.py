@@ -12,7 +12,7 @@ import tensorflow as tf
 
 import tf_privpy as tp
 from conftest import run
-from test_leading_one import I64, _check_views, revealed_bits, shares_of
+from test_leading_one import I64, _check_views, revealed_bits, rt, shares_of  # noqa: F401 (rt)
 from tf_privpy.protocols.mpc import cost, kernels
 from tf_privpy.protocols.mpc import leading_one as LO
 from tf_privpy.protocols.mpc import thresholds as TH
@@ -110,17 +110,6 @@ def test_window_chooser():
 
 
 # ---------------------------------------------------------------- protocol
-@pytest.fixture(params=[(r, b) for r in (128, 64) for b in ("privpy", "plaintext")],
-                ids=lambda p: f"ring{p[0]}-{p[1]}")
-def rt(request):
-    ring, backend = request.param
-    tp.reset()
-    tp.init(tp.Config(ring_bits=ring, backend=backend))
-    yield ring
-    tp.reset()
-    tp.init()
-
-
 def test_protocol_fixed_point_values(rt, mode):
     """tp.share'd values: each breakpoint exactly, ±1 ulp, random values,
     negatives, beyond the window (saturation), ± the bound; fixed-point and

@@ -226,6 +226,26 @@ void AddShares(E& e, int W, int c, int t1, int t2, int t3) {
   }
 }
 
+// The fields the garbling and evaluation engines share, for one chunk.
+template <class E>
+void SetUpEngine(E& e, Block* slots, int64_t m, int W, const Block* in_a, const Block* in_b,
+                 FixedKeyAes* aes, uint64_t nonce, int64_t i0, const CircuitShape& sh,
+                 Block* hin, Block* hout, Block* tmp) {
+  e.slots = slots;
+  e.m = m;
+  e.W = W;
+  e.in_a = in_a;
+  e.in_b = in_b;
+  e.aes = aes;
+  e.nonce = nonce;
+  e.i0 = i0;
+  e.G = sh.gates;
+  e.shift = sh.tweak_shift;
+  e.hin = hin;
+  e.hout = hout;
+  e.tmp = tmp;
+}
+
 inline bool CheckBatch(int64_t n, std::string* error) {
   if (n < 0 || n > kMaxComparisons) {
     *error = "number of elements out of range";
@@ -291,22 +311,10 @@ bool GarbleCircuit(const uint8_t key12[16], uint64_t nonce, int64_t n, const Cir
               !Fill(key12, nonce, CircuitMaskOffset(n, W) + i0 * K, mask, m * K, err))
             return false;
           GarbleEngine e;
-          e.slots = slots;
-          e.m = m;
-          e.W = W;
-          e.in_a = a0;
-          e.in_b = b0;
-          e.aes = &aes;
+          SetUpEngine(e, slots, m, W, a0, b0, &aes, nonce, i0, sh, hin, hout, tmp);
           e.delta = delta;
           e.sdelta = Sigma(delta);  // sigma is linear
-          e.nonce = nonce;
-          e.i0 = i0;
-          e.G = G;
-          e.shift = sh.tweak_shift;
           e.tables = tables;
-          e.hin = hin;
-          e.hout = hout;
-          e.tmp = tmp;
           circuit(e);
           if (!e.ok || e.g != G) {
             *err = e.ok ? "internal error: gate count mismatch"
@@ -364,10 +372,10 @@ bool EvaluateCircuit(uint64_t nonce, int64_t first_index, int64_t n, const Circu
     *error = "element indices out of range";
     return false;
   }
-  const int W = sh.width, G = sh.gates, K = sh.outputs();
+  const int W = sh.width, K = sh.outputs();
   constexpr int64_t C = kCircuitChunk;
   return ForChunks(
-      n, C, G * kEvalCyclesPerGate, parallel_for, error,
+      n, C, sh.gates * kEvalCyclesPerGate, parallel_for, error,
       [&](int64_t begin, int64_t end, std::string* err) {
         FixedKeyAes aes;
         if (!aes.Init()) {
@@ -382,21 +390,10 @@ bool EvaluateCircuit(uint64_t nonce, int64_t first_index, int64_t n, const Circu
         for (int64_t i0 = begin; i0 < end; i0 += C) {
           const int64_t m = std::min(C, end - i0);
           EvalEngine e;
-          e.slots = slots;
-          e.m = m;
-          e.W = W;
-          e.in_a = labels_a + i0 * W;
-          e.in_b = labels_b + i0 * W;
-          e.aes = &aes;
-          e.nonce = nonce;
-          e.i0 = i0;
+          SetUpEngine(e, slots, m, W, labels_a + i0 * W, labels_b + i0 * W, &aes, nonce, i0, sh,
+                      hin, hout, tmp);
           e.first = first_index;
-          e.G = G;
-          e.shift = sh.tweak_shift;
           e.tables = tables;
-          e.hin = hin;
-          e.hout = hout;
-          e.tmp = tmp;
           circuit(e);
           if (!e.ok) {
             *err = "fixed-key AES failed (OpenSSL EVP error)";

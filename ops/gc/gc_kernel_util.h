@@ -52,6 +52,44 @@ inline ::tensorflow::Status ReadKeyNonceBatch(::tensorflow::OpKernelContext* ctx
   return ReadBatchSize(ctx->input(2), what, n);
 }
 
+// Inputs of the evaluation kernel of a circuit with `width` input bits,
+// `gates` AND gates and `outputs` output bits per element: tables [n, gates,
+// 4], decode [n, outputs], labels_a and labels_b [n, width, 2], the nonce and
+// first_index (row 0's index in the garbled batch). `what` names the
+// circuit's parameters in the errors.
+inline ::tensorflow::Status ReadEvaluateInputs(::tensorflow::OpKernelContext* ctx, int width,
+                                               int gates, int64_t outputs, const char* what,
+                                               int64_t* n, uint64_t* nonce,
+                                               int64_t* first_index) {
+  namespace errors = ::tensorflow::errors;
+  using ::tensorflow::TensorShape;
+  const ::tensorflow::Tensor& tables = ctx->input(0);
+  *n = tables.dims() == 3 ? tables.dim_size(0) : -1;
+  if (tables.dims() != 3 || tables.dim_size(1) != gates || tables.dim_size(2) != 4)
+    return errors::InvalidArgument("tables must have shape [n, ", gates, ", 4] (", what,
+                                   "), got ", tables.shape().DebugString());
+  if (*n > gc::kMaxComparisons)
+    return errors::InvalidArgument("tables: too many elements (", *n, ")");
+  if (ctx->input(1).shape() != TensorShape({*n, outputs}))
+    return errors::InvalidArgument("decode must have shape [", *n, ", ", outputs, "], got ",
+                                   ctx->input(1).shape().DebugString());
+  for (int i : {2, 3})
+    if (ctx->input(i).shape() != TensorShape({*n, width, 2}))
+      return errors::InvalidArgument(i == 2 ? "labels_a" : "labels_b", " must have shape [",
+                                     *n, ", ", width, ", 2], got ",
+                                     ctx->input(i).shape().DebugString());
+  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(4), "nonce", nonce));
+  const ::tensorflow::Tensor& fi = ctx->input(5);
+  if (!::tensorflow::TensorShapeUtils::IsScalar(fi.shape()))
+    return errors::InvalidArgument("first_index must be an int64 scalar, got shape ",
+                                   fi.shape().DebugString());
+  *first_index = fi.scalar<int64_t>()();
+  if (*first_index < 0 || *first_index > gc::kMaxComparisons - *n)
+    return errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
+                                   " - n], got ", *first_index);
+  return ::tensorflow::OkStatus();
+}
+
 }  // namespace gc_kernels
 }  // namespace tf_privpy
 

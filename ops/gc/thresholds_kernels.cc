@@ -18,7 +18,6 @@ using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
-using ::tensorflow::TensorShapeUtils;
 namespace errors = ::tensorflow::errors;
 
 namespace {
@@ -76,33 +75,12 @@ class EvaluateOp : public ThresholdsBase {
   using ThresholdsBase::ThresholdsBase;
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    const Tensor& tables = ctx->input(0);
-    const int64_t n = tables.dims() == 3 ? tables.dim_size(0) : -1;
-    OP_REQUIRES(ctx, tables.dims() == 3 && tables.dim_size(1) == gates_ &&
-                         tables.dim_size(2) == 4,
-                errors::InvalidArgument("tables must have shape [n, ", gates_,
-                                        ", 4] for these thresholds, got ",
-                                        tables.shape().DebugString()));
-    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
-                errors::InvalidArgument("tables: too many elements (", n, ")"));
-    OP_REQUIRES(ctx, ctx->input(1).shape() == TensorShape({n, outputs()}),
-                errors::InvalidArgument("decode must have shape [", n, ", ", outputs(),
-                                        "], got ", ctx->input(1).shape().DebugString()));
-    for (int i : {2, 3})
-      OP_REQUIRES(ctx, ctx->input(i).shape() == TensorShape({n, spec_.width, 2}),
-                  errors::InvalidArgument(i == 2 ? "labels_a" : "labels_b",
-                                          " must have shape [", n, ", ", spec_.width,
-                                          ", 2], got ", ctx->input(i).shape().DebugString()));
+    int64_t n = 0, first_index = 0;
     uint64_t nonce = 0;
-    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(4), "nonce", &nonce));
-    const Tensor& fi = ctx->input(5);
-    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(fi.shape()),
-                errors::InvalidArgument("first_index must be an int64 scalar, got shape ",
-                                        fi.shape().DebugString()));
-    const int64_t first_index = fi.scalar<int64_t>()();
-    OP_REQUIRES(ctx, first_index >= 0 && first_index <= gc::kMaxComparisons - n,
-                errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
-                                        " - n], got ", first_index));
+    OP_REQUIRES_OK(ctx, gc_kernels::ReadEvaluateInputs(ctx, spec_.width, gates_, outputs(),
+                                                       "these thresholds", &n, &nonce,
+                                                       &first_index));
+    const Tensor& tables = ctx->input(0);
     Tensor* bits;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, outputs()}), &bits));
     std::string error;

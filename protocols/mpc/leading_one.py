@@ -62,16 +62,22 @@ def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, widt
         n, backend.bits, width, magnitude, len(cols), chunk))
 
 
+def plain_low_signed(backend, x, width: int) -> tf.Tensor:
+    """The plaintext backend's flat x [N] mod 2^width as a signed int64 (on
+    the client, under its device scope): what the circuits see."""
+    limbs = backend.limbs
+    v = sh.reshape(kernels.ring_add(x[0], x[1], backend.bits), [-1], limbs)
+    low = v[:, 0] if limbs == 2 else v
+    sft = 64 - width
+    return tf.bitwise.right_shift(tf.bitwise.left_shift(low, sft), sft)   # sign-extended
+
+
 def plaintext_leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int):
     """The same outputs in the clear on the client (the plaintext backend,
     a test oracle): integer bits [N, len(columns)] in share 0."""
     cols = check_columns(columns, width)
-    limbs = backend.limbs
     with tf.device(backend.rt.device("client")):
-        v = sh.reshape(kernels.ring_add(x[0], x[1], backend.bits), [-1], limbs)
-        low = v[:, 0] if limbs == 2 else v
-        sft = 64 - width
-        xw = tf.bitwise.right_shift(tf.bitwise.left_shift(low, sft), sft)  # sign-extended
+        xw = plain_low_signed(backend, x, width)
         keep = tf.constant((1 << (width - 1)) - 1, tf.int64)
         mag = tf.bitwise.bitwise_and(tf.abs(xw) if magnitude else xw, keep)
         thr = tf.constant([1 << j for j in range(width - 1)], tf.int64)

@@ -23,7 +23,7 @@ import tensorflow as tf
 from . import circuits
 from . import cost as C
 from . import kernels
-from . import shares as sh
+from .leading_one import plain_low_signed
 
 #: AND gates of one garbled comparator (ops/gc/garble.h): the circuit is used
 #: only where it is smaller than the comparators it replaces
@@ -85,12 +85,8 @@ def plaintext_thresholds(backend, x, points: Sequence[int], width: int, integer:
     """The same outputs in the clear on the client (the plaintext backend, a
     test oracle): [x < θ_k] of x mod 2^W read as a signed W-bit integer."""
     _spec(points, width)                    # same validity as the circuit
-    limbs = backend.limbs
     with tf.device(backend.rt.device("client")):
-        v = sh.reshape(kernels.ring_add(x[0], x[1], backend.bits), [-1], limbs)
-        low = v[:, 0] if limbs == 2 else v
-        sft = 64 - width
-        xw = tf.bitwise.right_shift(tf.bitwise.left_shift(low, sft), sft)  # sign-extended
+        xw = plain_low_signed(backend, x, width)
         th = tf.constant([int(p) for p in points], tf.int64)
         bits = tf.cast(xw[:, None] < th[None, :], tf.int64)
         z = kernels.ring_encode(bits, backend.bits, 0 if integer else backend.cfg.frac_bits,

@@ -354,7 +354,7 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   2^k, k, m·ln 2) follow from the comparison bits. Comparisons dominate the cost (a garbled
   64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are three methods
   (`range_reduction`):
-  - **`leading_one` (default, except for exp).** ONE garbled circuit per element (below:
+  - **`leading_one` (default).** ONE garbled circuit per element (below:
     89-133 AND gates in the 128-bit ring, 65-97 in the 64-bit ring, against 64 for one
     comparator) gives, as integer bit shares, [|x| ≥ 2^j] for every octave boundary at once;
     every value of the octave is an exact local matmul of these bits: one comparison round and
@@ -476,8 +476,8 @@ defined result everywhere in |x| < B (the share bound), by construction of the t
 | log | x ≤ 0 | ln(2^-(f+1)) = ln of half an ulp: -14.556 (128-bit), -11.784 (64-bit) |
 | exp | x·log2 e < -f | 0 (e^x is below one ulp) |
 | exp | x·log2 e ≥ floor(log2 B) | 2^floor(log2 B) = B (2^23 in the 128-bit ring, 2^15 in the 64-bit ring) |
-| sigmoid | x ≤ -11, x ≥ 11 (x < -11 with `piecewise_poly`) | exactly 0, exactly 1 (error ≤ 1.7·10^-5) |
-| tanh | x ≤ -6, x ≥ 6 (x < -6 with `piecewise_poly`) | exactly -1, exactly 1 (error ≤ 1.2·10^-5) |
+| sigmoid | x < -11, x ≥ 11 (x ≤ -11 with `folded_piecewise_poly`) | exactly 0, exactly 1 (error ≤ 1.7·10^-5) |
+| tanh | x < -6, x ≥ 6 (x ≤ -6 with `folded_piecewise_poly`) | exactly -1, exactly 1 (error ≤ 1.2·10^-5) |
 
 Quotients must themselves be in range: x / y with |x / y| ≥ B wraps like any overflow.
 """

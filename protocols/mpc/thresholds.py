@@ -8,7 +8,7 @@ m-bit window (-2^(m-1) < c_k < 2^(m-1), lo + m <= W), one garbled
 window-thresholds circuit (ops/gc/thresholds.h) rebuilds x mod 2^W from the
 low W bits of the shares, drops its lowest lo bits (an exact floor), clamps
 the quotient to the window and compares it with every c_k: W - 1 + (W - lo
-- 2) + Σ_k (m - 1 - tz) AND gates, about 120 for sigmoid's 13 breakpoints
+- 2) + Σ_k (m - 1 - tz) AND gates, 114 for sigmoid's 13 breakpoints
 against 13 comparators of 64 gates, in the same two rounds as one
 comparison. The protocol is circuits.py's (PrivPy Protocol 2 with this
 circuit, DESIGN §6); x must satisfy |x| < 2^(W-1) (the default width holds

@@ -5,6 +5,7 @@
 #define TF_PRIVPY_OPS_GC_GC_KERNEL_UTIL_H_
 
 #include <cstdint>
+#include <string>
 
 #include "ops/common/tf_util.h"
 #include "ops/gc/garble.h"
@@ -88,6 +89,40 @@ inline ::tensorflow::Status ReadEvaluateInputs(::tensorflow::OpKernelContext* ct
     return errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
                                    " - n], got ", *first_index);
   return ::tensorflow::OkStatus();
+}
+
+// Compute of a circuit's garbling kernel: reads (key12, nonce, n), allocates
+// tables [n, gates, 4] and decode [n, outputs] and runs
+// fn(key, nonce, n, tables, decode, parallel_for, error); `name` in errors.
+template <class Fn>
+void ComputeGarble(::tensorflow::OpKernelContext* ctx, int gates, int64_t outputs,
+                   const char* name, const Fn& fn) {
+  uint8_t key[16];
+  uint64_t nonce = 0;
+  int64_t n = 0;
+  OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+  ::tensorflow::Tensor *tables, *decode;
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, gates, 4}), &tables));
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({n, outputs}), &decode));
+  std::string error;
+  OP_REQUIRES(ctx, fn(key, nonce, n, Blocks(tables), Bytes(decode), TfParallelFor(ctx), &error),
+              ::tensorflow::errors::Internal(name, ": ", error));
+}
+
+// Compute of a circuit's output-mask kernel: m [n, outputs] from
+// fn(key, nonce, n, m, parallel_for, error).
+template <class Fn>
+void ComputeMask(::tensorflow::OpKernelContext* ctx, int64_t outputs, const char* name,
+                 const Fn& fn) {
+  uint8_t key[16];
+  uint64_t nonce = 0;
+  int64_t n = 0;
+  OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+  ::tensorflow::Tensor* m;
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, outputs}), &m));
+  std::string error;
+  OP_REQUIRES(ctx, fn(key, nonce, n, Bytes(m), TfParallelFor(ctx), &error),
+              ::tensorflow::errors::Internal(name, ": ", error));
 }
 
 }  // namespace gc_kernels

@@ -24,7 +24,6 @@ namespace {
 
 using gc_kernels::Blocks;
 using gc_kernels::Bytes;
-using gc_kernels::ReadKeyNonceBatch;
 
 // The width and magnitude attributes every kernel of the family reads.
 class LeadingOneBase : public OpKernel {
@@ -48,18 +47,13 @@ class GarbleOp : public LeadingOneBase {
   explicit GarbleOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    uint8_t key[16];
-    uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
-    Tensor *tables, *decode;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gates(), 4}), &tables));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, width_}), &decode));
-    std::string error;
-    OP_REQUIRES(ctx,
-                gc::LeadingOneGarble(key, nonce, n, width_, magnitude_, Blocks(tables),
-                                     Bytes(decode), TfParallelFor(ctx), &error),
-                errors::Internal("GcLeadingOneGarble: ", error));
+    gc_kernels::ComputeGarble(
+        ctx, gates(), width_, "GcLeadingOneGarble",
+        [this](const uint8_t* key, uint64_t nonce, int64_t n, gc::Block* tables,
+               uint8_t* decode, const ParallelFor& pf, std::string* error) {
+          return gc::LeadingOneGarble(key, nonce, n, width_, magnitude_, tables, decode, pf,
+                                      error);
+        });
   }
 };
 
@@ -126,16 +120,11 @@ class MaskOp : public LeadingOneBase {
   explicit MaskOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, false) {}
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    uint8_t key[16];
-    uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
-    Tensor* m;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &m));
-    std::string error;
-    OP_REQUIRES(ctx,
-                gc::LeadingOneMask(key, nonce, n, width_, Bytes(m), TfParallelFor(ctx), &error),
-                errors::Internal("GcLeadingOneMask: ", error));
+    gc_kernels::ComputeMask(ctx, width_, "GcLeadingOneMask",
+                            [this](const uint8_t* key, uint64_t nonce, int64_t n, uint8_t* m,
+                                   const ParallelFor& pf, std::string* error) {
+                              return gc::LeadingOneMask(key, nonce, n, width_, m, pf, error);
+                            });
   }
 };
 

@@ -24,7 +24,6 @@ namespace {
 
 using gc_kernels::Blocks;
 using gc_kernels::Bytes;
-using gc_kernels::ReadKeyNonceBatch;
 
 // The spec attributes (width, lo, window, points) every kernel reads.
 class ThresholdsBase : public OpKernel {
@@ -55,18 +54,12 @@ class GarbleOp : public ThresholdsBase {
   using ThresholdsBase::ThresholdsBase;
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    uint8_t key[16];
-    uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
-    Tensor *tables, *decode;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gates_, 4}), &tables));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, outputs()}), &decode));
-    std::string error;
-    OP_REQUIRES(ctx,
-                gc::ThresholdsGarble(key, nonce, n, spec_, Blocks(tables), Bytes(decode),
-                                     TfParallelFor(ctx), &error),
-                errors::Internal("GcThresholdsGarble: ", error));
+    gc_kernels::ComputeGarble(
+        ctx, gates_, outputs(), "GcThresholdsGarble",
+        [this](const uint8_t* key, uint64_t nonce, int64_t n, gc::Block* tables,
+               uint8_t* decode, const ParallelFor& pf, std::string* error) {
+          return gc::ThresholdsGarble(key, nonce, n, spec_, tables, decode, pf, error);
+        });
   }
 };
 
@@ -98,16 +91,11 @@ class MaskOp : public ThresholdsBase {
   using ThresholdsBase::ThresholdsBase;
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    uint8_t key[16];
-    uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
-    Tensor* m;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, outputs()}), &m));
-    std::string error;
-    OP_REQUIRES(ctx,
-                gc::ThresholdsMask(key, nonce, n, spec_, Bytes(m), TfParallelFor(ctx), &error),
-                errors::Internal("GcThresholdsMask: ", error));
+    gc_kernels::ComputeMask(ctx, outputs(), "GcThresholdsMask",
+                            [this](const uint8_t* key, uint64_t nonce, int64_t n, uint8_t* m,
+                                   const ParallelFor& pf, std::string* error) {
+                              return gc::ThresholdsMask(key, nonce, n, spec_, m, pf, error);
+                            });
   }
 };
 

@@ -6,13 +6,17 @@ after a warm-up (the median is recorded too). Compares the range-reduction
 methods of protocols/mpc/range_reduction.py ("thresholds": one comparison
 per octave threshold in one round; "binary_search": one comparison per
 level, a few levels; "leading_one": one garbled leading-one circuit per
-element for the octave functions, binary search for exp and log):
+element for the octave functions, one window-thresholds circuit for exp's
+pieces) and, with --threshold_bits, how several thresholds are found (one
+window-thresholds circuit per element, or one comparator each):
 
-    python benchmarks/functions.py                                   # the default method
+    python benchmarks/functions.py                                   # the defaults
     python benchmarks/functions.py --sizes=10000 --methods=thresholds,binary_search --reps=2
     python benchmarks/functions.py --sizes=100000 --methods=binary_search,leading_one \
         --functions=reciprocal,divide,sqrt,rsqrt --reps=5
     python benchmarks/functions.py --sizes=100000 --modes=exact,fast   # issue 14
+    python benchmarks/functions.py --rings=128 --sizes=100000 --methods=leading_one \
+        --threshold_bits=comparisons,circuit --functions=exp,sigmoid,tanh --reps=3
 
 --modes times the numerics modes side by side (protocols/mpc/fast_numerics.py):
 "fast" rows use the fast methods' stated domains for their inputs (the time of
@@ -31,7 +35,7 @@ import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
 flags.DEFINE_list("sizes", ["100", "10000", "100000"], "elements per call")
-flags.DEFINE_list("methods", ["binary_search"],
+flags.DEFINE_list("methods", ["leading_one"],
                   "range_reduction settings: binary_search, thresholds (the one-round "
                   "method, ~10x slower), leading_one")
 flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", "log",
@@ -39,6 +43,10 @@ flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", 
                   "functions to time (also sigmoid_folded, tanh_folded: "
                   "method=folded_piecewise_poly)")
 flags.DEFINE_list("modes", ["exact"], "numerics modes: exact, fast")
+flags.DEFINE_list("threshold_bits", ["circuit"],
+                  "functions.common.threshold_bits settings: circuit (one garbled "
+                  "window-thresholds circuit per element for several thresholds: sigmoid, "
+                  "tanh, exp's pieces), comparisons (one comparator per threshold)")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for functions.json")
@@ -102,13 +110,15 @@ def main(argv):
 
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "crypten_us_per_elt": CRYPTEN_US, "rows": []}
-    runs = [(bits, method, mode) for bits in map(int, F.rings) for mode in F.modes
-            for method in (F.methods if mode == "exact" else F.methods[:1])]
-    for bits, method, mode in runs:
+    # fast rows have no range reduction and no thresholds: once per ring
+    runs = [(bits, method, mode, tb) for bits in map(int, F.rings) for mode in F.modes
+            for method in (F.methods if mode == "exact" else F.methods[:1])
+            for tb in (F.threshold_bits if mode == "exact" else F.threshold_bits[:1])]
+    for bits, method, mode, tb in runs:
         tp.reset()
         funcs = {k: {"range_reduction": method} for k in DOMAINS
                  if k not in NO_RANGE_REDUCTION}
-        funcs["common"] = {"mode": mode}
+        funcs["common"] = {"mode": mode, "threshold_bits": tb}
         tp.init(tp.Config(ring_bits=bits, functions=funcs))
         for n in map(int, F.sizes):
             for name in F.functions:
@@ -135,7 +145,8 @@ def main(argv):
                     err = err / np.maximum(want, np.exp(-5))
                 m = int(np.prod(shape))
                 row = {"ring": bits, "method": "-" if mode == "fast" else method,
-                       "mode": mode, "n": m, "fn": name,
+                       "mode": mode, "threshold_bits": "-" if mode == "fast" else tb,
+                       "n": m, "fn": name,
                        "max_err": float(err.max()),
                        "err_kind": "rel" if name == "exp" else "abs",
                        "ms": t * 1e3, "us_per_elt": t / m * 1e6,
@@ -146,11 +157,11 @@ def main(argv):
                 print(row, flush=True)
     print_table("Derived functions, tf.function, embedded runtime, best of "
                 f"{F.reps} (CrypTen: its own hardware, 10^4 elements)",
-                ["ring", "mode", "method", "n", "function", "max err", "ms", "µs/element",
-                 "median µs/el",
+                ["ring", "mode", "method", "threshold bits", "n", "function", "max err", "ms",
+                 "µs/element", "median µs/el",
                  "TF plaintext µs/el",
                  "CrypTen µs/el"],
-                [[r["ring"], r["mode"], r["method"], f"{r['n']:,}", r["fn"],
+                [[r["ring"], r["mode"], r["method"], r["threshold_bits"], f"{r['n']:,}", r["fn"],
                   f"{r['max_err']:.2g} {r['err_kind']}", f"{r['ms']:.1f}",
                   f"{r['us_per_elt']:.2f}", f"{r['median_us_per_elt']:.2f}",
                   f"{r['tf_plaintext_us_per_elt']:.4f}",

@@ -184,13 +184,16 @@ def test_split_evaluation_across_assistants():
 
 
 def test_standalone_cc_program(tmp_path):
-    """ops/gc/garble_test.cc (no TensorFlow, system OpenSSL) passes."""
+    """ops/gc/garble_test.cc, leading_one_test.cc and thresholds_test.cc (no
+    TensorFlow, system OpenSSL: each circuit against a plain reference) pass."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run(["make", "-s", "-f", "ops/gc/Makefile.standalone", "test",
                         f"OUT={tmp_path}"], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
-    last = r.stdout.strip().splitlines()[-1]
-    assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
+    summaries = [ln for ln in r.stdout.splitlines() if " passed, " in ln]
+    assert len(summaries) == 3, r.stdout
+    for last in summaries:
+        assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
 
 
 def test_wrong_label_gives_garbage():

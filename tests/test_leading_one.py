@@ -159,23 +159,29 @@ def test_declared_cost_equals_channel_counts(ring):
 
 
 # ---------------------------------------------------------------- security
-def _views(secret_ints, ring, monkeypatch):
-    """({receiver: [(sender, message)]}, [T's evaluated (masked) bits])."""
+def _all_outputs(b, s):
+    return b.leading_one(s, list(range(LO.default_width(b.cfg))), magnitude=True)
+
+
+def _views(secret_ints, ring, monkeypatch, evaluate="gc_leading_one_evaluate",
+           call=_all_outputs):
+    """({receiver: [(sender, message)]}, [T's evaluated (masked) bits]) of
+    call(backend, shares) with the assistants' evaluation kernel `evaluate`."""
     rt = tp.get_runtime().runtime
     evaluated = []
-    real = kernels.gc_leading_one_evaluate
+    real = getattr(kernels, evaluate)
 
     def spy(*a, **k):
         out = real(*a, **k)
         evaluated.append(out)
         return out
 
-    monkeypatch.setattr(kernels, "gc_leading_one_evaluate", spy)
+    monkeypatch.setattr(kernels, evaluate, spy)
     b = tp.get_runtime().backend
     s = shares_of(secret_ints, ring)
     seen = {}
     with rt.observe(lambda src, dst, t: seen.setdefault(dst, []).append((src, t))):
-        b.leading_one(s, list(range(LO.default_width(b.cfg))), magnitude=True)
+        call(b, s)
     return seen, evaluated
 
 
@@ -186,11 +192,14 @@ def assert_bits_uniform(bits, what):
         assert p > ALPHA, f"{what}: output bit {j} is biased (p = {p:.2g})"
 
 
-def _check_views(ring, monkeypatch):
+def _check_views(ring, monkeypatch, **circuit):
+    """What every party receives and what T decodes is uniform and the same
+    for x = 0 and random x (`circuit`: _views' evaluate and call)."""
     n = 1 << 12
     rng = np.random.default_rng(9)
-    v0, e0 = _views([0] * n, ring, monkeypatch)
-    v1, e1 = _views([int(v) for v in rng.integers(-(1 << 40), 1 << 40, n)], ring, monkeypatch)
+    v0, e0 = _views([0] * n, ring, monkeypatch, **circuit)
+    v1, e1 = _views([int(v) for v in rng.integers(-(1 << 40), 1 << 40, n)], ring, monkeypatch,
+                    **circuit)
     for ev, what in ((e0, "zeros"), (e1, "random")):
         assert_bits_uniform(np.concatenate([e.numpy() for e in ev]), f"T's decoded bits ({what})")
     for party in ("S1", "S2", "T1", "T2"):

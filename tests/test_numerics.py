@@ -268,9 +268,9 @@ def test_published_costs_match_instrumentation():
     finally:
         tp.reset()
         tp.init()
-    # the issue's round budget: fewer than PrivPy's 50 for sigmoid; 4 with the
-    # default folded pieces (7 comparisons per element), 3 with "piecewise_poly" (13)
-    assert doc["sigmoid"][128][0] <= 4 and doc["tanh"][128][0] <= 4
+    # the issue's round budget: fewer than PrivPy's 50 for sigmoid; 3 with the
+    # default "piecewise_poly" (one window-thresholds circuit), 4 folded
+    assert doc["sigmoid"][128][0] <= 3 and doc["tanh"][128][0] <= 3
 
 
 def test_rounds_are_the_critical_path():
@@ -301,7 +301,8 @@ def test_rounds_are_the_critical_path():
 # ------------------------------------------------------------ range reduction
 RANGE_REDUCTIONS = ["binary_search", "thresholds", "leading_one"]
 #: the functions whose range reduction is the leading-one circuit under
-#: "leading_one" (log: plus one comparison); exp falls back to binary_search
+#: "leading_one" (log: plus one comparison); exp's pieces take the
+#: window-thresholds circuit under it
 OCTAVE_FNS = ("reciprocal", "divide", "sqrt", "rsqrt", "log")
 
 
@@ -322,10 +323,8 @@ def rt_rr(request):
     tp.init()
 
 
-# exp's pieces of x·log2 e are no octaves: it keeps its binary search under
-# either setting, which test_domain_targets covers (its default)
 REDUCED_CASES = [(c, c[0] + ("_neg" if i == 2 else "")) for i, c in enumerate(DOMAIN_CASES)
-                 if c[0] in G.REDUCED and c[0] in OCTAVE_FNS]
+                 if c[0] in G.REDUCED]
 
 
 @pytest.mark.parametrize("name,fn,ref,xs", [c for c, _ in REDUCED_CASES],
@@ -401,13 +400,11 @@ def test_range_reduction_comparison_counts(ring):
             assert (bs["comparisons"], th["comparisons"]) == (want_bs, want_th), name
             assert th["cmp_rounds"] == 1 and 1 <= bs["cmp_rounds"] <= bs["rounds"]
             # one leading-one circuit per element (log: and one comparison); exp:
-            # binary search
+            # one window-thresholds circuit
             lo = G.costs(name, ring, range_reduction="leading_one")
-            if name in OCTAVE_FNS:
-                assert lo["comparisons"] == (2 if name == "log" else 1), name
-                assert lo["rounds"] < bs["rounds"] and lo["products"] < bs["products"], name
-            else:
-                assert lo == bs, name
+            assert lo["comparisons"] == (2 if name == "log" else 1), name
+            assert lo["rounds"] < bs["rounds"] and lo["products"] < bs["products"], name
+            assert lo["cmp_rounds"] == 1, name
         # unsigned reciprocal: no sign comparison
         for rr, want in (("binary_search", 7), ("thresholds", 43 if ring == 128 else 31)):
             _init_rr(ring, "plaintext", rr)
@@ -475,12 +472,11 @@ def test_terms_schedule_and_values():
 
 
 def test_range_reduction_setting_and_override(rt128):
-    """leading_one is the default of every range reduction but exp's
-    (binary_search); per call and per runtime
-    overridable; the methods agree to the targets; a bad name raises."""
+    """leading_one is the default of every range reduction; per call and per
+    runtime overridable; the methods agree to the targets; a bad name raises."""
     cfg = tp.get_runtime().config
-    assert {k: cfg.function_setting(k, "range_reduction") for k in G.REDUCED} == dict(
-        {k: "leading_one" for k in OCTAVE_FNS + ("softmax", "log_softmax")}, exp="binary_search")
+    assert {k: cfg.function_setting(k, "range_reduction") for k in G.REDUCED} == \
+        {k: "leading_one" for k in G.REDUCED}
     x = on_grid(np.geomspace(0.01, 100, 200))
     p = share(x)
     for fn, ref in ((M.reciprocal, 1 / x), (M.sqrt, np.sqrt(x)), (M.log, np.log(x)),
@@ -504,21 +500,63 @@ def test_range_reduction_setting_and_override(rt128):
 
 @pytest.mark.parametrize("name,fn,ref", [("sigmoid", M.sigmoid, G._sig), ("tanh", M.tanh, np.tanh)])
 def test_sigmoid_tanh_methods(rt, name, fn, ref):
-    """Folded pieces (default) and plain pieces: same targets, exact
-    saturation, 7 against 13 comparisons per element, 4 against 3 rounds."""
-    bound = tp.get_runtime().config.bound
+    """Plain pieces (default) and folded pieces, with the breakpoints found
+    by the window-thresholds circuit (threshold_bits "circuit", default: one
+    circuit per element, folded: and the sign) or by comparators (13 against
+    7 per element): same targets, exact saturation, 3 against 4 rounds."""
+    cfg = tp.get_runtime().config
+    bound = cfg.bound
+    assert cfg.function_setting(name, "method") == "piecewise_poly"
+    assert cfg.function_setting("common", "threshold_bits") == "circuit"
     x = on_grid(np.linspace(-30, 30, 1201))
     big = [-(bound - 1), -1000.0, -11.5, 11.0, 1000.0, bound - 1]
     sat = [0, 0, 0, 1, 1, 1] if name == "sigmoid" else [-1, -1, -1, 1, 1, 1]
-    b = tp.get_runtime().backend
-    for method, rounds, cmps in (("folded_piecewise_poly", 4, 7), ("piecewise_poly", 3, 13)):
-        check(fn(share(x), method=method).reveal(), ref(x), TARGETS[rt][name], method)
-        np.testing.assert_array_equal(fn(share(big), method=method).reveal().numpy(), sat)
-        s = share(x[:64])
-        m = N.measure(b, lambda be, v: getattr(N, name)(be, v, method=method),
-                      (s.share0, s.share1))
-        assert (m["rounds"], m["comparisons"]) == (rounds, cmps), (method, m)
-    with pytest.raises(ValueError, match="symmetric"):
-        fn(share(x), method="folded_piecewise_poly", breakpoints=[-3, 0, 1, 3])
-    with pytest.raises(ValueError, match="unknown"):
-        fn(share(x), method="euler")
+    try:
+        for tb, counts in (("circuit", {"folded_piecewise_poly": (4, 2), "piecewise_poly": (3, 1)}),
+                           ("comparisons", {"folded_piecewise_poly": (4, 7),
+                                            "piecewise_poly": (3, 13)})):
+            tp.reset()
+            tp.init(tp.Config(ring_bits=rt, backend=cfg.backend,
+                              functions={"common": {"threshold_bits": tb}}))
+            b = tp.get_runtime().backend
+            for method, (rounds, cmps) in counts.items():
+                check(fn(share(x), method=method).reveal(), ref(x), TARGETS[rt][name],
+                      f"{method} {tb}")
+                np.testing.assert_array_equal(fn(share(big), method=method).reveal().numpy(),
+                                              sat)
+                s = share(x[:64])
+                m = N.measure(b, lambda be, v: getattr(N, name)(be, v, method=method),
+                              (s.share0, s.share1))
+                assert (m["rounds"], m["comparisons"]) == (rounds, cmps), (method, tb, m)
+        with pytest.raises(ValueError, match="symmetric"):
+            fn(share(x), method="folded_piecewise_poly", breakpoints=[-3, 0, 1, 3])
+        with pytest.raises(ValueError, match="unknown"):
+            fn(share(x), method="euler")
+        tp.reset()
+        tp.init(tp.Config(ring_bits=rt, backend=cfg.backend,
+                          functions={"common": {"threshold_bits": "gates"}}))
+        with pytest.raises(ValueError, match="unknown threshold_bits"):
+            fn(share(x))
+    finally:
+        tp.reset()
+        tp.init(tp.Config(ring_bits=rt, backend=cfg.backend))
+
+
+def test_exp_threshold_bits(rt128):
+    """exp under "leading_one": its pieces by one window-thresholds circuit
+    (threshold_bits "circuit": 1 comparison per element, 1 comparison round)
+    or, with "comparisons", by the binary search; same targets."""
+    cfg = tp.get_runtime().config
+    x = on_grid(np.linspace(-20, 10, 1501))
+    try:
+        for tb, (cmps, crounds) in (("circuit", (1, 1)), ("comparisons", (7, 2))):
+            tp.reset()
+            tp.init(tp.Config(ring_bits=128, backend=cfg.backend,
+                              functions={"common": {"threshold_bits": tb}}))
+            check(M.exp(share(x)).reveal(), np.exp(x), TARGETS[128]["exp"], tb)
+            s = share(x[:64])
+            m = N.measure(tp.get_runtime().backend, N.exp, (s.share0, s.share1))
+            assert (m["comparisons"], m["cmp_rounds"]) == (cmps, crounds), (tb, m)
+    finally:
+        tp.reset()
+        tp.init(tp.Config(ring_bits=128, backend=cfg.backend))

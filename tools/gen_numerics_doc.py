@@ -29,6 +29,8 @@ import tf_privpy as tp  # noqa: E402
 from tf_privpy.protocols.mpc.ops import math_fns as M  # noqa: E402
 from tf_privpy.protocols.mpc import cost as COST  # noqa: E402
 from tf_privpy.protocols.mpc import leading_one as LO  # noqa: E402
+from tf_privpy.protocols.mpc import lifted as L  # noqa: E402
+from tf_privpy.protocols.mpc import thresholds as TH  # noqa: E402
 from tf_privpy.protocols.mpc import numerics as N  # noqa: E402
 
 SOFTMAX_N = 10  # row length of the softmax rows
@@ -76,11 +78,14 @@ RANGE_REDUCTIONS = ("binary_search", "thresholds", "leading_one")
 REDUCED = ("exp", "log", "reciprocal", "divide", "sqrt", "rsqrt", "softmax", "log_softmax")
 
 
-def init(ring: int, backend: str, range_reduction: str = None):
-    """A fresh runtime; range_reduction (None: the defaults) for every function."""
+def init(ring: int, backend: str, range_reduction: str = None, threshold_bits: str = None):
+    """A fresh runtime; range_reduction (None: the defaults) for every
+    function; threshold_bits (None: the default) for all."""
     tp.reset()
     funcs = ({k: {"range_reduction": range_reduction} for k in REDUCED}
-             if range_reduction else None)
+             if range_reduction else {})
+    if threshold_bits:
+        funcs["common"] = {"threshold_bits": threshold_bits}
     tp.init(tp.Config(ring_bits=ring, backend=backend, **({"functions": funcs} if funcs else {})))
     return tp.get_runtime()
 
@@ -237,21 +242,45 @@ def circuit_rows():
             g = COST.leading_one_gates(w, mag)
             lines.append(f"| {ring} | {what} | {w} | {g} | {g * 32 + w} | {2 * w * 16} | "
                          f"{ring // 8} |")
+        for what, pts in window_circuits(h):
+            lo, m = TH.window(pts, w)
+            g = COST.thresholds_gates(w, lo, m, [p >> lo for p in pts])
+            lines.append(f"| {ring} | {what}: K = {len(pts)}, window bits [{lo}, {lo + m}) | "
+                         f"{w} | {g} | {g * 32 + len(pts)} | {2 * w * 16} | {ring // 8} |")
     return lines
 
 
+def window_circuits(h):
+    """(description, integer thresholds) of the window-thresholds circuits
+    the defaults use: exp's piece boundaries (with its below/above rows),
+    sigmoid's and tanh's breakpoints."""
+    ctx = L.Ctx(h.backend)
+    cfg = h.config
+    piece = int(cfg.function_setting("exp", "piece_octaves"))
+    jhi = int(math.floor(math.log2(cfg.bound)))
+    exp_thr = list(range(-ctx.f, jhi, piece)) + [jhi]
+    out = [("window thresholds of t = x·log2 e (exp)", ctx.grid_ints(exp_thr))]
+    for name in ("sigmoid", "tanh"):
+        out.append((f"window thresholds of x ({name}'s breakpoints)",
+                    ctx.grid_ints(cfg.function_setting(name, "breakpoints"))))
+    return out
+
+
 BYTES_FUNCTIONS = ("reciprocal", "divide", "sqrt", "rsqrt", "log", "softmax", "log_softmax")
+#: functions whose thresholds go to the window circuit (threshold_bits)
+WINDOW_FUNCTIONS = ("exp", "sigmoid", "tanh", "softmax", "log_softmax")
 
 
-def function_bytes(name, ring, range_reduction):
+def function_bytes(name, ring, range_reduction, threshold_bits=None):
     """Bytes on the wire per element of one call (all links, tp.cost's
     declared bill of a traced call, privpy backend)."""
-    h = init(ring, "privpy", range_reduction)
+    h = init(ring, "privpy", range_reduction, threshold_bits)
     entry = next(e for e in FUNCTIONS if e[0] == name)
     xs = [tp.share(tf.constant(v)) for v in grid(entry[4], entry[5], 1000, h.config.frac_bits)]
     fn = (lambda a, b: M.divide(a, b)) if name == "divide" else \
         {"reciprocal": M.reciprocal, "sqrt": M.sqrt, "rsqrt": M.rsqrt, "log": M.log,
-         "softmax": M.softmax, "log_softmax": M.log_softmax}[name]
+         "softmax": M.softmax, "log_softmax": M.log_softmax, "exp": M.exp,
+         "sigmoid": M.sigmoid, "tanh": M.tanh}[name]
     return tp.cost(fn, *xs).bytes / xs[-1].shape.num_elements()
 
 
@@ -261,6 +290,18 @@ def bytes_rows():
     for name in BYTES_FUNCTIONS:
         cells = [f"{function_bytes(name, ring, m):,.0f}" for ring in (128, 64)
                  for m in ("binary_search", "leading_one")]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def window_bytes_rows():
+    """exp, sigmoid, tanh and softmax's exp with their defaults, thresholds by
+    comparators or by the window circuit."""
+    lines = ["| function | bytes / element, 128-bit: comparisons | circuit | "
+             "bytes / element, 64-bit: comparisons | circuit |", "|---|---|---|---|---|"]
+    for name in WINDOW_FUNCTIONS:
+        cells = [f"{function_bytes(name, ring, None, tb):,.0f}" for ring in (128, 64)
+                 for tb in ("comparisons", "circuit")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -313,15 +354,17 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   2^k, k, m·ln 2) follow from the comparison bits. Comparisons dominate the cost (a garbled
   64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are three methods
   (`range_reduction`):
-  - **`leading_one` (default, except for exp).** ONE garbled circuit per element (below:
+  - **`leading_one` (default).** ONE garbled circuit per element (below:
     89-133 AND gates in the 128-bit ring, 65-97 in the 64-bit ring, against 64 for one
     comparator) gives, as integer bit shares, [|x| ≥ 2^j] for every octave boundary at once;
     every value of the octave is an exact local matmul of these bits: one comparison round and
     one circuit instead of 7-8 comparators. log's pieces [2^(j-1/2), 2^(j+1/2)) take one more
     comparison, c = [x ≥ 2^(q+1/2)] on the octave q with a threshold that is a table of the
     circuit's bits (local); then m = q + c and z = x·2^-q·(1 - c/2) (c·z exact). exp's pieces
-    of t = x·log2 e are not octaves: it keeps `binary_search`, also under this setting.
-  - **`binary_search` (default of exp).** A few levels of ONE comparison per element each (the first
+    of t = x·log2 e are not octaves: all their boundaries go to ONE garbled window-thresholds
+    circuit per element (below; `threshold_bits` = `circuit`, the default), so exp also costs
+    one circuit round; with `threshold_bits` = `comparisons` it uses `binary_search`.
+  - **`binary_search`.** A few levels of ONE comparison per element each (the first
     level adds the x ≤ 0 / saturation rows and, for signed inputs, the sign): each level halves
     the candidate range and renormalizes x into it (z ← z·2^-offset, an exact power of two
     taken from a table of the level's bit, one multiplication), so the next level compares z with
@@ -337,6 +380,12 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   - **`thresholds`.** x is compared with every boundary at once (one batched `ltz` on an
     [N, K] tensor), the values are public linear combinations of the K bits (one local matmul):
     1 comparison round, K comparisons per element. Fewer rounds, many more comparisons.
+- **Several thresholds in one circuit (`threshold_bits`).** Where x is placed among K public
+  thresholds at once (sigmoid's and tanh's breakpoints, exp's pieces under `leading_one`), the
+  default (`circuit`) is ONE garbled window-thresholds circuit per element when the thresholds,
+  as ring integers, are multiples of 2^lo whose quotients fit an m-bit window and the circuit
+  has fewer AND gates than K comparators (table below); `comparisons` uses one comparator per
+  threshold. Both take one comparison round and give the same exact bits.
   Boundaries are compared on the fixed-point grid (rounded up to it; the leading-one thresholds
   are exact bit positions), so the first levels are exact; later levels see z with truncation errors of a few units of 2^-(f+8), which can only
   move an element sitting within ~2^-f·z of a boundary to the neighbouring piece, whose
@@ -362,13 +411,15 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   P a degree-8 Chebyshev fit of ln(1 + z).
 - **sigmoid, tanh**: piecewise degree-4 polynomials in w = x/s on 12 intervals, constant
   0/-1 and 1 outside; the coefficients are public linear combinations of comparison bits.
-  Default (`folded_piecewise_poly`): by symmetry, f(x) = A + s·(F(|x|) - A) (A = 1/2 for
+  Default (`piecewise_poly`): x is placed among all 13 breakpoints by ONE window-thresholds
+  circuit per element, in parallel with the powers: **3 rounds, one circuit**. With
+  `folded_piecewise_poly`, by symmetry, f(x) = A + s·(F(|x|) - A) (A = 1/2 for
   sigmoid, 0 for tanh, s = ±1 the sign), so only |x| = s·x is placed among the 6 positive
   breakpoints: 7 comparisons instead of 13. s·(F(|x|) - A) = Σ c_k·m_k with m_k = w^k for odd k
   and s·w^k for even k, so the powers never wait for |x|: sign, |x|, the comparisons (beside
   s·w⁴), the coefficient products: **4 rounds, against PrivPy's 50 Euler steps** (100
-  sequential multiplications in `examples/private_logistic.py`). `piecewise_poly` compares x
-  with all 13 breakpoints in parallel with the powers: 3 rounds, 13 comparisons.
+  sequential multiplications in `examples/private_logistic.py`); it was the default while the
+  breakpoints took one comparator each (7 instead of 13).
 - **softmax, log_softmax**: max along the axis by a comparison tree
   (`protocols.mpc.compare.reduce_max_last`, ceil(log2 n) levels of one comparison and one
   multiplication round), exp of the non-positive differences (pieces only on [-f, 0]),
@@ -385,7 +436,7 @@ Rounds are sequential communication rounds on the critical path, measured by
 instrumenting the backend (`protocols.mpc.numerics.CostTracker`): each batched private
 multiplication counts 1 (PrivPy's protocol: one message from S to T and one back), each
 batched comparison counts 1 comparison round (one garbled-circuit evaluation), and so does a
-leading-one circuit, counted as one comparison per element (its AND gates and bytes are in the
+leading-one or window-thresholds circuit, counted as one comparison per element (its AND gates and bytes are in the
 circuit table below); the (mult + cmp) split is that of one longest path. Comparisons and, with binary search, rounds
 depend on the ring (the number of octaves from one ulp to the bound B). softmax and
 log_softmax: rows of n = {n};
@@ -425,8 +476,8 @@ defined result everywhere in |x| < B (the share bound), by construction of the t
 | log | x ≤ 0 | ln(2^-(f+1)) = ln of half an ulp: -14.556 (128-bit), -11.784 (64-bit) |
 | exp | x·log2 e < -f | 0 (e^x is below one ulp) |
 | exp | x·log2 e ≥ floor(log2 B) | 2^floor(log2 B) = B (2^23 in the 128-bit ring, 2^15 in the 64-bit ring) |
-| sigmoid | x ≤ -11, x ≥ 11 (x < -11 with `piecewise_poly`) | exactly 0, exactly 1 (error ≤ 1.7·10^-5) |
-| tanh | x ≤ -6, x ≥ 6 (x < -6 with `piecewise_poly`) | exactly -1, exactly 1 (error ≤ 1.2·10^-5) |
+| sigmoid | x < -11, x ≥ 11 (x ≤ -11 with `folded_piecewise_poly`) | exactly 0, exactly 1 (error ≤ 1.7·10^-5) |
+| tanh | x < -6, x ≥ 6 (x ≤ -6 with `folded_piecewise_poly`) | exactly -1, exactly 1 (error ≤ 1.2·10^-5) |
 
 Quotients must themselves be in range: x / y with |x / y| ≥ B wraps like any overflow.
 """
@@ -438,7 +489,7 @@ METHODS_HEAD = """
 The same functions with `range_reduction` = `binary_search`, `thresholds` (one comparison per
 boundary, all in one round) and `leading_one` (one garbled leading-one circuit per element, log
 one comparison more; exp, whose pieces are not octaves, and log_softmax's short log of the row
-sums use binary_search under it). Measured µs per element:
+sums: one window-thresholds circuit per element). Measured µs per element:
 `benchmarks/functions.py` and the README. Errors of the defaults and of `thresholds` are in the
 tables below.
 
@@ -456,8 +507,16 @@ assistants decode the o_j of the octave boundaries masked by bits of the S1-S2 s
 re-share them as integer bits, exactly as a comparison re-shares its bit (DESIGN §6); every
 table of the octave (2^-j, 2^(-j/2), the initial guess of 1/x) is then r_0 + Σ_k (r_(k+1) -
 r_k)·o_k, one exact local matmul. Without |x| a negative x sets o_(W-2) (the x ≤ 0 row) for free.
+
+The window-thresholds circuit (`protocols/mpc/thresholds.py`, `ops/gc/thresholds.h`) gives
+[x < θ_k] for K public thresholds θ_k = c_k·2^lo: after the same adder, it drops the lo low
+bits of x (an exact floor), clamps the quotient to an m-bit window (an OR of the bits above the
+window XOR the sign, then m - 1 multiplexers; the top bit is the sign either way) and compares
+it with each constant c_k (at most m - 1 AND gates each, none below the lowest set bit of
+c_k + 2^(m-1)); the outputs are re-shared as fixed-point bits, as a comparison's.
+
 Garbling, hashing and the no-OT label scheme are the comparator's (half-gates, free XOR, fixed-key
-AES); XOR gates are free, so the cost is the AND gates (two 16-byte ciphertexts each):
+AES); XOR and NOT gates are free, so the cost is the AND gates (two 16-byte ciphertexts each):
 
 """
 
@@ -467,9 +526,16 @@ call, `tp.cost`), binary search against the leading-one circuit:
 
 """
 
+WINDOW_BYTES_HEAD = """
+And with the defaults, the thresholds of exp's pieces, sigmoid's and tanh's breakpoints by
+comparators (`threshold_bits` = `comparisons`; exp then by binary search) against the
+window-thresholds circuit:
+
+"""
+
 
 def render(static, errs, backend, points, tables=None, errs_alt=None, circuits=None,
-           fbytes=None):
+           fbytes=None, wbytes=None):
     lines = [HEADER.replace("{n}", str(SOFTMAX_N))]
     cfg = tp.get_runtime().config
     lines.append("| function | method and settings |")
@@ -487,6 +553,9 @@ def render(static, errs, backend, points, tables=None, errs_alt=None, circuits=N
     if fbytes is not None:
         lines.append(BYTES_HEAD)
         lines += fbytes
+    if wbytes is not None:
+        lines.append(WINDOW_BYTES_HEAD)
+        lines += wbytes
     if errs is not None:
         lines.append(ERR_HEAD.replace("{backend}", backend).replace("{points}", str(points)))
         lines += error_rows(errs)
@@ -526,7 +595,7 @@ def main(argv=None):
     tp.init()
     static = static_table()
     tables = {m: static_table(range_reduction=m) for m in RANGE_REDUCTIONS}
-    circuits, fbytes = circuit_rows(), bytes_rows()
+    circuits, fbytes, wbytes = circuit_rows(), bytes_rows(), window_bytes_rows()
     errs = errs_alt = None
     if not a.static_only:
         errs, errs_alt = {}, {}
@@ -541,7 +610,7 @@ def main(argv=None):
                           flush=True)
         errs_alt = {k: v for k, v in errs_alt.items() if v}
     init(128, a.backend)
-    text = render(static, errs, a.backend, a.points, tables, errs_alt, circuits, fbytes)
+    text = render(static, errs, a.backend, a.points, tables, errs_alt, circuits, fbytes, wbytes)
     if not a.static_only:
         import numerics_fast_doc as fast  # the "Fast mode" section (issue 14), beside this file
         text += "\n\n" + "\n".join(fast.section(fast.all_results(a.backend, a.points),

@@ -5,6 +5,7 @@
 #define TF_PRIVPY_OPS_GC_GC_KERNEL_UTIL_H_
 
 #include <cstdint>
+#include <string>
 
 #include "ops/common/tf_util.h"
 #include "ops/gc/garble.h"
@@ -50,6 +51,78 @@ inline ::tensorflow::Status ReadKeyNonceBatch(::tensorflow::OpKernelContext* ctx
   TF_RETURN_IF_ERROR(ReadKey(ctx->input(0), "key12", key));
   TF_RETURN_IF_ERROR(ReadNonce(ctx->input(1), "nonce", nonce));
   return ReadBatchSize(ctx->input(2), what, n);
+}
+
+// Inputs of the evaluation kernel of a circuit with `width` input bits,
+// `gates` AND gates and `outputs` output bits per element: tables [n, gates,
+// 4], decode [n, outputs], labels_a and labels_b [n, width, 2], the nonce and
+// first_index (row 0's index in the garbled batch). `what` names the
+// circuit's parameters in the errors.
+inline ::tensorflow::Status ReadEvaluateInputs(::tensorflow::OpKernelContext* ctx, int width,
+                                               int gates, int64_t outputs, const char* what,
+                                               int64_t* n, uint64_t* nonce,
+                                               int64_t* first_index) {
+  namespace errors = ::tensorflow::errors;
+  using ::tensorflow::TensorShape;
+  const ::tensorflow::Tensor& tables = ctx->input(0);
+  *n = tables.dims() == 3 ? tables.dim_size(0) : -1;
+  if (tables.dims() != 3 || tables.dim_size(1) != gates || tables.dim_size(2) != 4)
+    return errors::InvalidArgument("tables must have shape [n, ", gates, ", 4] (", what,
+                                   "), got ", tables.shape().DebugString());
+  if (*n > gc::kMaxComparisons)
+    return errors::InvalidArgument("tables: too many elements (", *n, ")");
+  if (ctx->input(1).shape() != TensorShape({*n, outputs}))
+    return errors::InvalidArgument("decode must have shape [", *n, ", ", outputs, "], got ",
+                                   ctx->input(1).shape().DebugString());
+  for (int i : {2, 3})
+    if (ctx->input(i).shape() != TensorShape({*n, width, 2}))
+      return errors::InvalidArgument(i == 2 ? "labels_a" : "labels_b", " must have shape [",
+                                     *n, ", ", width, ", 2], got ",
+                                     ctx->input(i).shape().DebugString());
+  TF_RETURN_IF_ERROR(ReadNonce(ctx->input(4), "nonce", nonce));
+  const ::tensorflow::Tensor& fi = ctx->input(5);
+  if (!::tensorflow::TensorShapeUtils::IsScalar(fi.shape()))
+    return errors::InvalidArgument("first_index must be an int64 scalar, got shape ",
+                                   fi.shape().DebugString());
+  *first_index = fi.scalar<int64_t>()();
+  if (*first_index < 0 || *first_index > gc::kMaxComparisons - *n)
+    return errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
+                                   " - n], got ", *first_index);
+  return ::tensorflow::OkStatus();
+}
+
+// Compute of a circuit's garbling kernel: reads (key12, nonce, n), allocates
+// tables [n, gates, 4] and decode [n, outputs] and runs
+// fn(key, nonce, n, tables, decode, parallel_for, error); `name` in errors.
+template <class Fn>
+void ComputeGarble(::tensorflow::OpKernelContext* ctx, int gates, int64_t outputs,
+                   const char* name, const Fn& fn) {
+  uint8_t key[16];
+  uint64_t nonce = 0;
+  int64_t n = 0;
+  OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+  ::tensorflow::Tensor *tables, *decode;
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, gates, 4}), &tables));
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({n, outputs}), &decode));
+  std::string error;
+  OP_REQUIRES(ctx, fn(key, nonce, n, Blocks(tables), Bytes(decode), TfParallelFor(ctx), &error),
+              ::tensorflow::errors::Internal(name, ": ", error));
+}
+
+// Compute of a circuit's output-mask kernel: m [n, outputs] from
+// fn(key, nonce, n, m, parallel_for, error).
+template <class Fn>
+void ComputeMask(::tensorflow::OpKernelContext* ctx, int64_t outputs, const char* name,
+                 const Fn& fn) {
+  uint8_t key[16];
+  uint64_t nonce = 0;
+  int64_t n = 0;
+  OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+  ::tensorflow::Tensor* m;
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, outputs}), &m));
+  std::string error;
+  OP_REQUIRES(ctx, fn(key, nonce, n, Bytes(m), TfParallelFor(ctx), &error),
+              ::tensorflow::errors::Internal(name, ": ", error));
 }
 
 }  // namespace gc_kernels

@@ -31,13 +31,9 @@
 //
 // Hash tweak j.hi = nonce, j.lo = i << 9 | g << 1 | half (g < 256 gates).
 //
-// Stream of (key12, nonce) (ops/prg/aes_ctr.h), for a batch of n elements:
-//     [0, 16)                              Delta (lsb forced to 1)
-//     [16, 16 + 16 W n)                    zero labels of a: block
-//                                          16 + 16 (W i + k) is a_{i,k}^0
-//     [16 + 16 W n, 16 + 32 W n)           zero labels of b, same order
-//     [16 + 32 W n, 16 + 33 W n)           output masks: m[i, j] = lsb of
-//                                          byte 16 + 32 W n + W i + j
+// Stream of (key12, nonce): the layout of gc_circuit.h with W inputs and
+// K = W outputs per element (Delta, zero labels of a then b, output masks
+// m[i, j] = lsb of byte 16 + 32 W n + W i + j).
 // W and n are part of the layout: S1 and S2 must use the same for one nonce.
 #ifndef TF_PRIVPY_OPS_GC_LEADING_ONE_H_
 #define TF_PRIVPY_OPS_GC_LEADING_ONE_H_
@@ -60,13 +56,6 @@ inline int LeadingOneAndGates(int width, bool magnitude) {
 }
 
 enum class LoRole { kA, kB };  // kA: S1's x1; kB: S2's x2.
-
-inline uint64_t LoLabelsOffset(LoRole role, int64_t n, int width) {
-  return 16 + (role == LoRole::kA ? 0 : static_cast<uint64_t>(n) * width * 16);
-}
-inline uint64_t LoMaskOffset(int64_t n, int width) {
-  return 16 + 2 * static_cast<uint64_t>(n) * width * 16;
-}
 
 // S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element i
 // (G = LeadingOneAndGates); decode[i * W + j] = lsb(zero label of out j) ^ m.

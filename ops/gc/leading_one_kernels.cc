@@ -24,7 +24,6 @@ namespace {
 
 using gc_kernels::Blocks;
 using gc_kernels::Bytes;
-using gc_kernels::ReadKeyNonceBatch;
 
 // The width and magnitude attributes every kernel of the family reads.
 class LeadingOneBase : public OpKernel {
@@ -48,18 +47,13 @@ class GarbleOp : public LeadingOneBase {
   explicit GarbleOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    uint8_t key[16];
-    uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
-    Tensor *tables, *decode;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gates(), 4}), &tables));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n, width_}), &decode));
-    std::string error;
-    OP_REQUIRES(ctx,
-                gc::LeadingOneGarble(key, nonce, n, width_, magnitude_, Blocks(tables),
-                                     Bytes(decode), TfParallelFor(ctx), &error),
-                errors::Internal("GcLeadingOneGarble: ", error));
+    gc_kernels::ComputeGarble(
+        ctx, gates(), width_, "GcLeadingOneGarble",
+        [this](const uint8_t* key, uint64_t nonce, int64_t n, gc::Block* tables,
+               uint8_t* decode, const ParallelFor& pf, std::string* error) {
+          return gc::LeadingOneGarble(key, nonce, n, width_, magnitude_, tables, decode, pf,
+                                      error);
+        });
   }
 };
 
@@ -101,34 +95,14 @@ class EvaluateOp : public LeadingOneBase {
   explicit EvaluateOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, true) {}
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    const Tensor& tables = ctx->input(0);
-    const int64_t n = tables.dims() == 3 ? tables.dim_size(0) : -1;
-    OP_REQUIRES(ctx, tables.dims() == 3 && tables.dim_size(1) == gates() &&
-                         tables.dim_size(2) == 4,
-                errors::InvalidArgument("tables must have shape [n, ", gates(),
-                                        ", 4] (width ", width_, ", magnitude ", magnitude_,
-                                        "), got ", tables.shape().DebugString()));
-    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
-                errors::InvalidArgument("tables: too many elements (", n, ")"));
-    const Tensor& decode = ctx->input(1);
-    OP_REQUIRES(ctx, decode.shape() == TensorShape({n, width_}),
-                errors::InvalidArgument("decode must have shape [", n, ", ", width_, "], got ",
-                                        decode.shape().DebugString()));
-    for (int i : {2, 3})
-      OP_REQUIRES(ctx, ctx->input(i).shape() == TensorShape({n, width_, 2}),
-                  errors::InvalidArgument(i == 2 ? "labels_a" : "labels_b", " must have shape [",
-                                          n, ", ", width_, ", 2], got ",
-                                          ctx->input(i).shape().DebugString()));
+    int64_t n = 0, first_index = 0;
     uint64_t nonce = 0;
-    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(4), "nonce", &nonce));
-    const Tensor& fi = ctx->input(5);
-    OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(fi.shape()),
-                errors::InvalidArgument("first_index must be an int64 scalar, got shape ",
-                                        fi.shape().DebugString()));
-    const int64_t first_index = fi.scalar<int64_t>()();
-    OP_REQUIRES(ctx, first_index >= 0 && first_index <= gc::kMaxComparisons - n,
-                errors::InvalidArgument("first_index must be in [0, ", gc::kMaxComparisons,
-                                        " - n], got ", first_index));
+    const std::string what = "width " + std::to_string(width_) + ", magnitude " +
+                             std::to_string(magnitude_);
+    OP_REQUIRES_OK(ctx, gc_kernels::ReadEvaluateInputs(ctx, width_, gates(), width_, what.c_str(),
+                                                       &n, &nonce, &first_index));
+    const Tensor& tables = ctx->input(0);
+    const Tensor& decode = ctx->input(1);
     Tensor* bits;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &bits));
     std::string error;
@@ -146,16 +120,11 @@ class MaskOp : public LeadingOneBase {
   explicit MaskOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, false) {}
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    uint8_t key[16];
-    uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
-    Tensor* m;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &m));
-    std::string error;
-    OP_REQUIRES(ctx,
-                gc::LeadingOneMask(key, nonce, n, width_, Bytes(m), TfParallelFor(ctx), &error),
-                errors::Internal("GcLeadingOneMask: ", error));
+    gc_kernels::ComputeMask(ctx, width_, "GcLeadingOneMask",
+                            [this](const uint8_t* key, uint64_t nonce, int64_t n, uint8_t* m,
+                                   const ParallelFor& pf, std::string* error) {
+                              return gc::LeadingOneMask(key, nonce, n, width_, m, pf, error);
+                            });
   }
 };
 

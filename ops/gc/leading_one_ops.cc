@@ -5,6 +5,7 @@
 // the comparator (DESIGN §6): garble on S1, encode on S1 and S2, evaluate on
 // T1/T2, masks on S1/S2, then the b2a family re-shares the output bits.
 // A 128-bit label or ciphertext is an int64 pair (lo, hi), little-endian.
+#include "ops/gc/gc_shape_util.h"
 #include "ops/gc/leading_one.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -16,25 +17,8 @@ using ::tensorflow::shape_inference::DimensionHandle;
 using ::tensorflow::shape_inference::InferenceContext;
 using ::tensorflow::shape_inference::ShapeHandle;
 
-namespace {
-
-Status CheckKeyNonce(InferenceContext* c) {
-  ShapeHandle s;
-  DimensionHandle d;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 1, &s));
-  TF_RETURN_IF_ERROR(c->WithValue(c->Dim(s, 0), 2, &d));
-  return c->WithRank(c->input(1), 0, &s);
-}
-
-// Inputs (key12, nonce, n) of the garbling and mask ops; *n from n's value.
-Status CheckKeyNonceN(InferenceContext* c, DimensionHandle* n) {
-  TF_RETURN_IF_ERROR(CheckKeyNonce(c));
-  ShapeHandle s;
-  TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 0, &s));
-  return c->MakeDimForScalarInput(2, n);
-}
-
-}  // namespace
+using gc_shapes::CheckKeyNonce;
+using gc_shapes::CheckKeyNonceN;
 
 REGISTER_OP("TfPrivpy>GcLeadingOneGarble")
     .Input("key12: int64")
@@ -93,19 +77,7 @@ REGISTER_OP("TfPrivpy>GcLeadingOneEvaluate")
     .SetShapeFn([](InferenceContext* c) {
       int width;
       TF_RETURN_IF_ERROR(c->GetAttr("width", &width));
-      ShapeHandle s;
-      DimensionHandle n = c->UnknownDim(), d;
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &s));
-      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(s, 0), &n));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &s));
-      TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(s, 0), &n));
-      TF_RETURN_IF_ERROR(c->WithValue(c->Dim(s, 1), width, &d));
-      for (int i : {2, 3}) {
-        TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 3, &s));
-        TF_RETURN_IF_ERROR(c->Merge(n, c->Dim(s, 0), &n));
-      }
-      c->set_output(0, c->MakeShape({n, width}));
-      return ::tensorflow::OkStatus();
+      return gc_shapes::EvaluateShape(c, width);
     })
     .Doc("T1/T2: evaluates garbled leading-one circuits; bits[i, j] = "
          "out_j XOR m[i, j]: out_j = [v >= 2^j] (j < width - 1) and out_(width-1) "

@@ -228,6 +228,29 @@ class Backend(abc.ABC):
         impl = lo.privpy_leading_one if self.name == "privpy" else lo.plaintext_leading_one
         return impl(self, x, columns, magnitude, w)
 
+    def thresholds(self, x: Shares, points: Sequence[int], integer: bool = False,
+                   width: Optional[int] = None) -> Shares:
+        """Shares [N, K] of the bits [x < θ_k] for a flat x [N] and public
+        thresholds θ_k given as ring integers (θ·2^f for fixed point), by ONE
+        garbled window-thresholds circuit per element
+        (protocols/mpc/thresholds.py): fixed-point 0/1 like `ltz`, or
+        integer bits with integer=True. Two rounds, as one comparison.
+        Needs |x| < 2^(W-1) (width W, default from the bound, <= 64) and
+        thresholds.window(points, W) not None (else ValueError: compare
+        with `ltz` instead).
+
+        Example:
+          >>> f = backend.cfg.frac_bits
+          >>> bits = backend.thresholds(x, [-(3 << f), 0, 3 << f])  # [x < -3], [x < 0], [x < 3]
+        """
+        from . import leading_one as lo
+        from . import thresholds as th
+        w = lo.default_width(self.cfg) if width is None else int(width)
+        if not 3 <= w <= 64:
+            raise ValueError(f"thresholds width must be in [3, 64], got {w}")
+        impl = th.privpy_thresholds if self.name == "privpy" else th.plaintext_thresholds
+        return impl(self, x, points, w, integer)
+
     def fixed_from_bits(self, c: Shares) -> Shares:
         """Fixed-point shares c·2^f from integer bit shares c: a local
         multiplication by the public integer 2^f, exact in the ring."""

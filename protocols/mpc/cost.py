@@ -152,16 +152,17 @@ def leading_one_gates(width: int, magnitude: bool) -> int:
     return (width - 1) + (width - 2) + (width - 2 if magnitude else 0)
 
 
-def leading_one_chunk_cost(n: int, ring_bits: int, width: int, magnitude: bool,
-                           outputs: int) -> Cost:
-    """One batch of n garbled leading-one circuits (protocols/mpc/leading_one.py),
-    sent as the comparison's (DESIGN §6): round 1, S1 sends each assistant its
-    part of the tables (G AND gates x 32 bytes) and decoding bits (width
-    bytes) per element, S1 and S2 the labels of their shares' low `width`
-    bits; round 2, each assistant sends `outputs` re-shared bits per element
-    to the other server. Counted as n comparisons (one circuit each)."""
+def circuit_chunk_cost(n: int, ring_bits: int, gates: int, width: int, decode: int,
+                       outputs: int) -> Cost:
+    """One batch of n garbled circuits on the low `width` bits of the shares
+    (protocols/mpc/circuits.py), sent as the comparison's (DESIGN §6): round
+    1, S1 sends each assistant its part of the tables (`gates` AND gates x
+    32 bytes) and `decode` decoding bytes per element, S1 and S2 the labels
+    of their shares' low `width` bits (16 bytes each); round 2, each
+    assistant sends `outputs` re-shared bits per element to the other
+    server. Counted as n comparisons (one circuit each)."""
     e = ring_bits // 8
-    table = leading_one_gates(width, magnitude) * 32 + width
+    table = gates * 32 + decode
     labels = width * 16
     c = Cost(rounds=2, comparisons=n)
     for t, k, own, other in (("T1", n // 2, "S1", "S2"), ("T2", n - n // 2, "S2", "S1")):
@@ -172,13 +173,39 @@ def leading_one_chunk_cost(n: int, ring_bits: int, width: int, magnitude: bool,
     return c
 
 
-def leading_one_cost(n: int, ring_bits: int, width: int, magnitude: bool, outputs: int,
-                     batch: int) -> Cost:
-    """n leading-one circuits, garbled in sequential chunks of at most `batch`."""
+def _chunked(n: int, batch: int, one) -> Cost:
     c = Cost()
     for start in range(0, max(n, 1), batch):
-        c += leading_one_chunk_cost(min(batch, n - start), ring_bits, width, magnitude, outputs)
+        c += one(min(batch, n - start))
     return c
+
+
+def leading_one_cost(n: int, ring_bits: int, width: int, magnitude: bool, outputs: int,
+                     batch: int) -> Cost:
+    """n leading-one circuits (all `width` outputs decoded, `outputs`
+    re-shared), garbled in sequential chunks of at most `batch`."""
+    gates = leading_one_gates(width, magnitude)
+    return _chunked(n, batch, lambda k: circuit_chunk_cost(k, ring_bits, gates, width, width,
+                                                           outputs))
+
+
+def thresholds_gates(width: int, lo: int, window: int, points) -> int:
+    """AND gates of the garbled window-thresholds circuit (ops/gc/thresholds.h):
+    adder W - 1; overflow and clamp W - lo - 2 when lo + m < W; per point c,
+    m - 1 - tz(c + 2^(m-1)) for the comparison with a constant."""
+    g = width - 1 + (width - lo - 2 if lo + window < width else 0)
+    for c in points:
+        u = int(c) + (1 << (window - 1))
+        g += window - 1 - ((u & -u).bit_length() - 1)
+    return g
+
+
+def thresholds_cost(n: int, ring_bits: int, width: int, lo: int, window: int, points,
+                    batch: int) -> Cost:
+    """n window-thresholds circuits (K = len(points) outputs), garbled in
+    sequential chunks of at most `batch`."""
+    gates, k = thresholds_gates(width, lo, window, points), len(points)
+    return _chunked(n, batch, lambda m: circuit_chunk_cost(m, ring_bits, gates, width, k, k))
 
 
 # --------------------------------------------------------------- recording

@@ -157,6 +157,32 @@ def gc_leading_one_mask(key12, nonce, n, width: int):
                                                 n=tf.cast(n, tf.int64), width=width)
 
 
+def gc_thresholds_garble(key12, nonce, n, width: int, lo: int, window: int, points):
+    """S1: garbled window-thresholds circuits (ops/gc/thresholds.h) for n
+    elements -> (tables [n, G, 4], decode [n, K])."""
+    return _ops().tf_privpy_gc_thresholds_garble(key12=key12, nonce=nonce,
+                                                 n=tf.cast(n, tf.int64), width=width, lo=lo,
+                                                 window=window, points=list(points))
+
+
+def gc_thresholds_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
+                           width: int, lo: int, window: int, points):
+    """T1/T2: masked outputs (uint8 [n, K]): [x < points[k]·2^lo], each XOR its
+    mask, of elements first_index, ... of the batch (labels from
+    gc_leading_one_encode with the same width)."""
+    return _ops().tf_privpy_gc_thresholds_evaluate(
+        tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
+        first_index=tf.cast(first_index, tf.int64), width=width, lo=lo, window=window,
+        points=list(points))
+
+
+def gc_thresholds_mask(key12, nonce, n, width: int, lo: int, window: int, points):
+    """S1/S2: the output mask bits (uint8 [n, K])."""
+    return _ops().tf_privpy_gc_thresholds_mask(key12=key12, nonce=nonce,
+                                               n=tf.cast(n, tf.int64), width=width, lo=lo,
+                                               window=window, points=list(points))
+
+
 # ----------------------------------------------------------------- b2a family
 def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
     return _ops().tf_privpy_bit_share_assist(bits=bits, key=key, nonce=nonce,

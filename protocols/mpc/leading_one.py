@@ -12,14 +12,10 @@ product of the bits with public values: a range reduction over K octaves in
 one circuit of 2W - 3 AND gates (3W - 5 with |x|) instead of a search of
 ~log2 K comparator levels of 64 AND gates each.
 
-The protocol is PrivPy's comparison (Protocol 2, DESIGN §6) with a bigger
-circuit and several output bits: S1 garbles with the S1-S2 stream (S2 derives
-the same labels, so there is no oblivious transfer), S1 and S2 send the
-labels of their own shares' bits, T1 evaluates the first half of the batch
-and T2 the second, each output bit is masked by a bit of the S1-S2 stream,
-and the assistant re-shares the masked bits it decoded with its own server
-(b2a family) exactly as a comparison re-shares its one bit. Every message
-goes through the channel; the cost is declared in cost.leading_one_cost.
+The protocol (circuits.py) is PrivPy's comparison (Protocol 2, DESIGN §6)
+with this circuit: S1 garbles, S1 and S2 send their input labels, T1 and T2
+evaluate halves of the batch and re-share the masked outputs. The cost is
+declared in cost.leading_one_cost.
 """
 from __future__ import annotations
 
@@ -28,12 +24,10 @@ from typing import Sequence
 
 import tensorflow as tf
 
+from . import circuits
 from . import cost as C
 from . import kernels
 from . import shares as sh
-
-_SERVERS = ("S1", "S2")
-_PAIRS = (("S1", "T1"), ("S2", "T2"))
 
 
 def default_width(cfg) -> int:
@@ -54,99 +48,36 @@ def check_columns(columns: Sequence[int], width: int) -> list:
 
 
 def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int):
-    """The four-server protocol (see the module doc) on a flat x [N]:
-    integer bit shares [N, len(columns)]."""
-    limbs = backend.limbs
+    """The four-server protocol (circuits.py) on a flat x [N]: integer bit
+    shares [N, len(columns)]."""
     cols = check_columns(columns, width)
-    gates = C.leading_one_gates(width, magnitude)
-
-    def low_half(s, party):
-        flat = sh.reshape(s, [-1], limbs)
-        return flat[:, 0] if limbs == 2 else flat     # mod 2^64 is a ring homomorphism
-
-    low = backend.local(low_half, x)
-    n_static = low[0].shape[0]
-    if n_static is None:
-        raise ValueError("leading_one needs a statically known number of elements")
-    # Same memory per batch as the comparison's chunks (tables grow with G).
-    chunk = max(2, int(backend.cfg.comparison_batch) * 64 // gates)
-    if C.active():
-        C.declare(C.leading_one_cost(n_static, backend.bits, width, magnitude, len(cols),
-                                     chunk))
-    outs, after = [], None
-    for b in range(0, max(n_static, 1), chunk):
-        part = backend.map_shares(lambda s, b=b: s[b:b + chunk], low)
-        outs.append(_chunk(backend, part, cols, magnitude, width, after))
-        after = outs[-1][0]
-    return outs[0] if len(outs) == 1 else backend.map_many(lambda p: tf.concat(p, 0), outs)
+    circuit = circuits.Circuit(
+        width=width, gates=C.leading_one_gates(width, magnitude),
+        garble=lambda key, nonce, n: kernels.gc_leading_one_garble(key, nonce, n, width,
+                                                                   magnitude),
+        evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_leading_one_evaluate(
+            tab, dec, la, lb, nonce, first, width, magnitude),
+        mask=lambda key, nonce, n: kernels.gc_leading_one_mask(key, nonce, n, width))
+    return circuits.run(backend, x, circuit, cols, 0, lambda n, chunk: C.leading_one_cost(
+        n, backend.bits, width, magnitude, len(cols), chunk))
 
 
-def _chunk(backend, low, cols, magnitude: bool, width: int, after):
-    """One garbled batch on flat int64 low halves [n] of the shares."""
-    rt, bits = backend.rt, backend.bits
-    k = len(cols)
-    n, half = {}, {}
-    for p, party in enumerate(_SERVERS):
-        with tf.device(rt.device(party)):
-            n[p] = tf.shape(low[p], out_type=tf.int64)[0]
-            half[p] = n[p] // 2
-    key, nonce = backend._take_gc_stream()         # a fresh S1-S2 stream: fresh Delta, labels
-    with tf.device(rt.device("S1")), tf.control_dependencies([after] if after is not None
-                                                               else []):
-        tables, decode = kernels.gc_leading_one_garble(key[0], nonce[0], n[0], width, magnitude)
-    at_t = backend._ship_tables(tables, decode, nonce[0], half[0])
-    labels, mask = {}, {}
-    for p, (party, role) in enumerate(zip(_SERVERS, ("a", "b"))):
-        with tf.device(rt.device(party)):
-            labels[p] = kernels.gc_leading_one_encode(key[p], nonce[p], low[p], width, role)
-            mask[p] = tf.gather(kernels.gc_leading_one_mask(key[p], nonce[p], n[p], width),
-                                cols, axis=1)
-    own_share, msg = {}, {}
-    for own, (server, t) in enumerate(_PAIRS):
-        other = 1 - own
-        ks, ns = rt.key_material(server, t, server)
-        part = {}
-        for p, party in enumerate(_SERVERS):
-            with tf.device(rt.device(party)):
-                part[p] = labels[p][:half[p]] if own == 0 else labels[p][half[p]:]
-        (l_own,), (n12_own, n_st) = rt.send(server, t, part[own], headers=(nonce[own], ns))
-        (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, part[other],
-                                           headers=(nonce[other],))
-        la, lb = (l_own, l_other) if own == 0 else (l_other, l_own)   # a from S1, b from S2
-        tables_t, decode_t, nonce_t, first_t = at_t[t]
-        kt, nt = rt.key_material(server, t, t)
-        la = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], la)
-        la = rt.check_stream(server, t, t, nt, n_st, server, la)
-        with tf.device(rt.device(t)):
-            masked = kernels.gc_leading_one_evaluate(tables_t, decode_t, la, lb, nonce_t,
-                                                     first_t, width, magnitude)
-            m = kernels.bit_share_assist(tf.gather(masked, cols, axis=1), kt, nt, bits, 0)
-        msg[other] = rt.send1(t, _SERVERS[other], m)
-        with tf.device(rt.device(server)):
-            count = half[own] if own == 0 else n[own] - half[own]
-            own_share[own] = kernels.prg_ring(ks, ns, tf.stack([count, tf.constant(k, tf.int64)]),
-                                              bits)
-    out = []
-    for p, party in enumerate(_SERVERS):
-        first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
-        with tf.device(rt.device(party)):
-            out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask[p], bits, 0,
-                                          party=p))
-    with tf.device(rt.device("S1")):
-        rt.count(rounds=2, comparisons=n[0])
-    return out[0], out[1]
+def plain_low_signed(backend, x, width: int) -> tf.Tensor:
+    """The plaintext backend's flat x [N] mod 2^width as a signed int64 (on
+    the client, under its device scope): what the circuits see."""
+    limbs = backend.limbs
+    v = sh.reshape(kernels.ring_add(x[0], x[1], backend.bits), [-1], limbs)
+    low = v[:, 0] if limbs == 2 else v
+    sft = 64 - width
+    return tf.bitwise.right_shift(tf.bitwise.left_shift(low, sft), sft)   # sign-extended
 
 
 def plaintext_leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int):
     """The same outputs in the clear on the client (the plaintext backend,
     a test oracle): integer bits [N, len(columns)] in share 0."""
     cols = check_columns(columns, width)
-    limbs = backend.limbs
     with tf.device(backend.rt.device("client")):
-        v = sh.reshape(kernels.ring_add(x[0], x[1], backend.bits), [-1], limbs)
-        low = v[:, 0] if limbs == 2 else v
-        sft = 64 - width
-        xw = tf.bitwise.right_shift(tf.bitwise.left_shift(low, sft), sft)  # sign-extended
+        xw = plain_low_signed(backend, x, width)
         keep = tf.constant((1 << (width - 1)) - 1, tf.int64)
         mag = tf.bitwise.bitwise_and(tf.abs(xw) if magnitude else xw, keep)
         thr = tf.constant([1 << j for j in range(width - 1)], tf.int64)

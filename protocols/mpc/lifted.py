@@ -18,6 +18,11 @@ import tensorflow as tf
 
 from . import shares as sh
 from .backend import Backend, Shares
+from .leading_one import default_width
+from .thresholds import worth_it
+
+#: how `Ctx.bits` finds [x < θ_k] (config functions.common.threshold_bits)
+THRESHOLD_BITS = ("circuit", "comparisons")
 
 
 class Ctx:
@@ -35,6 +40,13 @@ class Ctx:
         self.fc = self.f + (20 if self.ring == 128 else 0)
         # largest block (octaves) of a binary-search range reduction's first level
         self.window = int(cfg.function_setting("common", "range_reduction_window")[str(self.ring)])
+        mode = cfg.function_setting("common", "threshold_bits")
+        if mode not in THRESHOLD_BITS:
+            raise ValueError(f"unknown threshold_bits {mode!r} ({', '.join(THRESHOLD_BITS)}): "
+                             "set it in tp.Config(functions={'common': {...}})")
+        #: whether `bits` may use the garbled window-thresholds circuit
+        self.circuit_bits = mode == "circuit"
+        self.width = default_width(cfg)
 
     # shapes and constants ------------------------------------------------
     def flat(self, x: Shares) -> Shares:
@@ -96,8 +108,27 @@ class Ctx:
         would put 2^-19.5 = 1.41 ulp at 1 ulp and misplace x = 1 ulp)."""
         return np.ceil(np.asarray(thresholds, np.float64) * 2.0 ** self.f) / 2.0 ** self.f
 
-    def bits(self, x: Shares, thresholds: Sequence[float]) -> Shares:
-        """[x < θ_k] for a flat x [N] and all thresholds: ONE ltz on [N, K]."""
+    def uses_circuit(self, thresholds: Sequence[float], circuit: Optional[bool] = None) -> bool:
+        """Whether `bits` finds these thresholds by the window circuit
+        (circuit: allowed; None = the config's "threshold_bits")."""
+        allowed = self.circuit_bits if circuit is None else circuit
+        return allowed and len(thresholds) > 1 and \
+            worth_it(self.grid_ints(thresholds), self.width)
+
+    def grid_ints(self, thresholds: Sequence[float]) -> List[int]:
+        """The thresholds rounded up to the grid, as ring integers."""
+        return [int(v) for v in np.round(self.grid_up(thresholds) * 2.0 ** self.f)]
+
+    def bits(self, x: Shares, thresholds: Sequence[float],
+             circuit: Optional[bool] = None) -> Shares:
+        """[x < θ_k] (fixed point) for a flat x [N] and all thresholds: ONE
+        garbled window-thresholds circuit per element when they fit a window
+        and the circuit is allowed (`circuit`; None: the config's
+        "threshold_bits" is "circuit"), about W + K·m AND gates
+        (protocols/mpc/thresholds.py), else ONE ltz on [N, K] (K
+        comparators). Either way one comparison round."""
+        if self.uses_circuit(thresholds, circuit):
+            return self.b.thresholds(x, self.grid_ints(thresholds), width=self.width)
         k = len(thresholds)
         xk = self.b.map_shares(
             lambda s: sh.tile(sh.expand_dims(s, 1, self.limbs), [1, k], self.limbs), x)

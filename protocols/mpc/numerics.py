@@ -464,8 +464,9 @@ def _tanh(ctx, x, breakpoints=None, degree=None, method=None):
 def sigmoid(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None,
             mode: Optional[str] = None) -> Shares:
     """1/(1 + e^-x), piecewise polynomial; 0 / 1 beyond the outer breakpoints.
-    method "folded_piecewise_poly" (default: 4 rounds, the positive breakpoints
-    and the sign compared) or "piecewise_poly" (3 rounds, every breakpoint).
+    method "piecewise_poly" (default: 3 rounds, every breakpoint in one
+    window-thresholds circuit) or "folded_piecewise_poly" (4 rounds, the
+    sign and the positive breakpoints).
     mode "fast": fast_numerics.sigmoid (one comparison)."""
     fast = _fast(backend, "sigmoid", mode)
     if fast:
@@ -656,6 +657,16 @@ class CostTracker:
         counted as one comparison per element (cost.leading_one_cost)."""
         d = self.depth(x)
         out = self._b.leading_one(x, columns, **kw)
+        self.comparisons += self._size(x)
+        self._set(out, (d[0] + 1, d[1], d[2] + 1))
+        return out
+
+
+    def thresholds(self, x: Shares, points, **kw) -> Shares:
+        """One garbled window-thresholds circuit per element: a comparison
+        round, counted as one comparison per element (cost.thresholds_cost)."""
+        d = self.depth(x)
+        out = self._b.thresholds(x, points, **kw)
         self.comparisons += self._size(x)
         self._set(out, (d[0] + 1, d[1], d[2] + 1))
         return out

@@ -31,10 +31,14 @@ Comparisons are the dominant cost (a garbled 64-bit comparator each, about
   values are one exact local matmul of them: one comparison round and about
   one and a half comparators' worth of garbling instead of log2 K + 1
   comparators. Pieces [2^(j+δ), 2^(j+1+δ)) (log: δ = -1/2) take one more
-  comparison against a table of the octave bits. exp's pieces of t fall
-  back to "binary_search".
+  comparison against a table of the octave bits. exp's pieces of t are
+  integer intervals, not octaves: all their boundaries go to ONE garbled
+  window-thresholds circuit per element (`Ctx.bits` with the common setting
+  "threshold_bits" = "circuit", protocols/mpc/thresholds.py), i.e. the
+  "thresholds" method at the cost of about one comparison; with
+  "comparisons" they fall back to "binary_search".
 
-Only `ltz`, `leading_one`, multiplications and local operations are used: the four-server
+Only `ltz`, `leading_one`, `thresholds`, multiplications and local operations are used: the four-server
 security model is that of those protocols (DESIGN §5, §6), with fresh masks
 and garbled tables per call, and no value is revealed to pick a threshold.
 Tables are rounded to the fixed-point grid so these combinations are exact
@@ -156,15 +160,18 @@ def reduce_range(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object], meth
     the neighbouring piece, whose approximation is as good there.
     """
     b = ctx.b
+    circuit = False             # the window-thresholds circuit: under "leading_one" only
     if method == "leading_one":
         if by_leading_one_applies(plan, want_z):
             return _by_leading_one(ctx, v, plan, feats, want_z)
         if sub_octave_applies(plan, feats) and len(radices(plan, "binary_search",
                                                               ctx.window)) > 1:
             return _sub_octave_by_leading_one(ctx, v, plan, feats, want_z)
-        # exp's pieces of t; a short plan (log_softmax's row sums: K <= 5) is one
-        # round of K - 1 comparisons, fewer rounds than circuit + comparison
-        method = "binary_search"
+        # exp's pieces of t (and a short plan: log_softmax's row sums, K <= 5):
+        # every boundary in ONE window-thresholds circuit per element (Ctx.bits)
+        # when the config allows it, else the binary search
+        circuit = ctx.circuit_bits
+        method = "thresholds" if circuit else "binary_search"
     rad = radices(plan, method, ctx.window)
     L = len(rad)
     if plan.signed and L > 1:
@@ -262,7 +269,7 @@ def reduce_range(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object], meth
             out.append(r)
         return out
 
-    prev = lookup(ctx.bits(v, thr), rows, 0)
+    prev = lookup(ctx.bits(v, thr, circuit=circuit), rows, 0)
     z = {0: v}                  # z[l] = v·s_0···s_(l-1); z[0] at f bits, the others lifted
     P = {k: prev[k] for k in geo}
     S = {k: prev[k] for k in lin}

@@ -22,7 +22,7 @@ from absl import app, flags
 import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
-flags.DEFINE_list("mul_n", ["100", "10000", "1000000"],
+flags.DEFINE_list("mul_n", ["1", "100", "10000", "1000000"],
                   "elements of the elementwise multiplication (one row per size: the report's "
                   "time-against-size plot)")
 flags.DEFINE_list("sizes", ["256", "512", "1024"], "square matmul sizes")

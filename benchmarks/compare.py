@@ -110,6 +110,7 @@ def main(argv):
                                    # seconds per call, for benchmarks/report.py
                                    "tf_function_s": st_graph,
                                    "plaintext_median_s": st_plain["median_s"]})
+            print(f"  ring {bits} compare {n:,}: {n / t_graph:,.0f}/s (tf.function)", flush=True)
         n = int(F.sizes[-1])
         x = tp.share(rng.uniform(-100, 100, n))
         relu = tf.function(lambda a: tp.nn.relu(a))
@@ -139,6 +140,7 @@ def main(argv):
             res["tasks"].append({"ring": bits, "task": f"sort {m}",
                                  "s": best_time(lambda: tp.sort(v).share0.numpy()[:1], 1),
                                  "tfe_lan_s": ANCHORS["tfe_sort_65536_s"] if m == 65536 else None})
+        print(f"  ring {bits}: derived functions done; sort and max next", flush=True)
         for m in map(int, F.sort_graph_sizes):
             res["sort_graph"].append(dict(ring=bits, n=m, **_sort_graph_times(
                 tp.share(rng.uniform(-100, 100, m)), F.reps)))

@@ -15,6 +15,7 @@ import datetime
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -127,11 +128,24 @@ def main(argv=None) -> int:
            "quick": args.quick, "git_commit": _git_commit(), "note": args.note,
            "loadavg_before": os.getloadavg()[0], "programs": []}
     run_path = os.path.join(args.out, "run.json")
+
+    def on_term(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+    signal.signal(signal.SIGTERM, on_term)
+    interrupted = False
     for i, (name, full, quick) in enumerate(chosen, 1):
-        run["programs"].append(run_one(i, len(chosen), name, quick if args.quick else full,
-                                       args.out, args.timeout))
+        try:
+            run["programs"].append(run_one(i, len(chosen), name, quick if args.quick else full,
+                                           args.out, args.timeout))
+        except KeyboardInterrupt:
+            # the report is still written: what ran is shown, the rest is "not run"
+            run["programs"].append({"program": f"benchmarks/{name}.py", "status": "interrupted",
+                                    "args": quick if args.quick else full, "seconds": 0.0})
+            interrupted = True
         with open(run_path, "w") as f:   # kept current: an interrupted run still reports
             json.dump(run, f, indent=1)
+        if interrupted:
+            break
     run["finished"] = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
     run["loadavg_after"] = os.getloadavg()[0]
     with open(run_path, "w") as f:
@@ -141,6 +155,9 @@ def main(argv=None) -> int:
     import report
     report.main([f"--results={args.out}", f"--out={args.report}"])
     failed = [p["program"] for p in run["programs"] if p["status"] == "failed"]
+    if interrupted:
+        print("interrupted: the report covers the programs that ran")
+        return 130
     if failed:
         print(f"failed: {', '.join(failed)} (see the report's 'Benchmark programs' section)")
         return 1

@@ -221,6 +221,8 @@ def group_single_ops(res, A) -> List[Row]:
         rows.append(Row(f"one multiplication (latency of a 1-element call), {ring}-bit",
                         "s", ["privpy_mul_latency"], ours,
                         _missing(res, "micro", "micro.py --mul_n without 1"),
+                        plaintext=Measure(r["plaintext_median_s"]) if r and r.get(
+                            "plaintext_median_s") else None,
                         anchor_table=A, peer=peer_cell(res, "mul", 1)))
     for ring in _rings(cmp_.get("compare")):
         r = _pick(cmp_.get("compare"), ring=ring, n=1)
@@ -228,6 +230,8 @@ def group_single_ops(res, A) -> List[Row]:
                         ["privpy_compare_latency"],
                         stats_measure(r.get("tf_function_s")) if r else None,
                         _missing(res, "compare", "compare.py --sizes without 1"),
+                        plaintext=Measure(r["plaintext_median_s"]) if r and r.get(
+                            "plaintext_median_s") else None,
                         anchor_table=A, peer=peer_cell(res, "compare", 1)))
     for r in micro.get("mul", []):
         if r.get("n", 0) < 100:

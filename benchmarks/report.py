@@ -19,17 +19,16 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import report_rows  # noqa: E402  (the row groups: one module of data, this one of output)
-from report_rows import NOT_RUN, Row, fmt_value  # noqa: E402
+from report_rows import Row, fmt_value  # noqa: E402
 
 #: what each results file comes from (for "not run" and the sources list)
 PROGRAMS = {
@@ -136,8 +135,9 @@ def header(res: Dict[str, dict]) -> List[str]:
         lines.append(f"| `make bench` run | {run.get('started', '?')} to {run.get('finished', '?')}"
                      f"{', --quick sizes' if run.get('quick') else ', full sizes'} |")
         if all(load):
+            busy = max(load) > 0.5 * (os.cpu_count() or 1)
             lines.append(f"| load average (1 min) | {load[0]:.2f} before, {load[1]:.2f} after"
-                         f"{' (LOADED: other work shared the cores)' if max(load) > 0.5 * (os.cpu_count() or 1) else ''} |")
+                         f"{' (LOADED: other work shared the cores)' if busy else ''} |")
     if run.get("note"):
         lines.append(f"| note | {run['note']} |")
     lines.append("")

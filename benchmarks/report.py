@@ -183,7 +183,7 @@ def status_section(res: Dict[str, dict]) -> List[str]:
 
 # ------------------------------------------------------------------ tables
 COLUMNS = ["workload", "anchor (published)", "source", "ours: median (min-max)",
-           "plaintext TF, same run", "peer, same run", "ours vs anchor"]
+           "plaintext (TF; numpy for HE), same run", "peer, same run", "ours vs anchor"]
 
 
 def _cell(s: str) -> str:

@@ -46,8 +46,10 @@ def _series_ours(res, op) -> Dict[str, List[tuple]]:
             if r.get("method") not in (None, "binary_search") or (
                     r.get("mode") and "function" not in str(r["mode"])):
                 continue
-            put(f"ours {r['ring']}-bit", n, r.get("median_us_per_elt", r["us_per_elt"]) * us,
-                r["us_per_elt"] * us, r.get("max_us_per_elt", r["us_per_elt"]) * us)
+            med = r.get("median_us_per_elt", r["us_per_elt"]) * us
+            # functions.json has best and median only: no upper bar without a max
+            put(f"ours {r['ring']}-bit", n, med, r["us_per_elt"] * us,
+                r["max_us_per_elt"] * us if r.get("max_us_per_elt") else med)
             if r.get("tf_plaintext_us_per_elt") and r["ring"] == first_ring:
                 put("plaintext TF", n, r["tf_plaintext_us_per_elt"] * us)
     peers = peer_data(res) or {"rows": []}
@@ -80,7 +82,8 @@ def time_vs_size(res, anchors, path) -> bool:
         for label, pts in series.items():
             n = [p[0] for p in pts]
             med = [p[1] for p in pts]
-            err = [[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]]
+            # (clamped: a median above a recorded max cannot be drawn as a bar)
+            err = [[max(0.0, p[1] - p[2]) for p in pts], [max(0.0, p[3] - p[1]) for p in pts]]
             style = "--" if label == "plaintext TF" else "-"
             ax.errorbar(n, med, yerr=err, fmt="o" + style, ms=3, capsize=2, label=label)
         a = anchors.get(CRYPTEN.get(op, ""))

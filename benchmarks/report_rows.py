@@ -109,7 +109,9 @@ class Row:
                     "above the published range" if v > hi else "below the published range")
         better = v / ref if self.unit == "1/s" else ref / v
         word = {"B": ("fewer bytes", "more bytes")}.get(self.unit, ("faster", "slower"))
-        return f"{better:.3g}x {word[0]}" if better >= 1 else f"{1 / better:.3g}x {word[1]}"
+        x = better if better >= 1 else 1 / better
+        num = f"{x:.2f}" if x < 10 else f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+        return f"{num}x {word[0] if better >= 1 else word[1]}"
 
     def cells(self) -> List[str]:
         fig, src = self.anchor_text()

@@ -34,6 +34,13 @@ def _row(text, start):
     return [c.strip() for c in lines[0].strip("|").split(" | ")]
 
 
+def _ratio(better):
+    """The report's wording of anchor/ours (times): 3 significant digits."""
+    x = better if better >= 1 else 1 / better
+    num = f"{x:.2f}" if x < 10 else f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+    return f"{num}x {'faster' if better >= 1 else 'slower'}"
+
+
 def test_report_rows_ratios_and_not_run(tmp_path):
     text, out = _run(tmp_path)
     anchors = json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
@@ -55,13 +62,13 @@ def test_report_rows_ratios_and_not_run(tmp_path):
     assert plain != "–"
     assert peer.startswith("mpyc (shamir 3 parties) ")          # the fixture's peer row
     slower = anchors["privpy_mul_per_s"]["value"] / rate
-    assert ratio == f"{slower:.3g}x slower"
+    assert ratio == _ratio(1 / slower)
 
     # a time row against TF-Encrypted, from training.json
     tr = json.load(open(os.path.join(FIXTURE, "training.json")))["per_step"][0]
     cells = _row(text, f"LR on MNIST 0-4 vs 5-9, SGD step, batch 128, {tr['ring']}-bit")
     x = 0.010 / tr["step_s"]["median_s"]
-    assert cells[6] == (f"{x:.3g}x faster" if x >= 1 else f"{1 / x:.3g}x slower")
+    assert cells[6] == _ratio(x)
 
     # rows whose benchmark did not run, or ran at another size: no number
     assert _row(text, "BatchCrypt client cost per value")[3] == "not run"
@@ -98,9 +105,9 @@ def test_ratio_words():
          "x": {"system": "X", "value": 23, "low": 23, "high": 93, "unit": "x",
                "source": {"lines": [1]}}}
     M = report_rows.Measure
-    assert report_rows.Row("w", "s", ["t"], M(1.0), anchor_table=A).ratio() == "2x faster"
-    assert report_rows.Row("w", "s", ["t"], M(8.0), anchor_table=A).ratio() == "4x slower"
-    assert report_rows.Row("w", "1/s", ["r"], M(300.0), anchor_table=A).ratio() == "3x faster"
+    assert report_rows.Row("w", "s", ["t"], M(1.0), anchor_table=A).ratio() == "2.00x faster"
+    assert report_rows.Row("w", "s", ["t"], M(8.0), anchor_table=A).ratio() == "4.00x slower"
+    assert report_rows.Row("w", "1/s", ["r"], M(300.0), anchor_table=A).ratio() == "3.00x faster"
     assert report_rows.Row("w", "x", ["x"], M(50.0), anchor_table=A).ratio() == \
         "within the published range"
     assert report_rows.Row("w", "s", ["t"], M(1.0), comparable=False,

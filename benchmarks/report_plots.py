@@ -141,7 +141,7 @@ def lenet_vs_batch(res, anchors, path) -> bool:
           if f"privpy_lenet5_sigmoid_b{b}" in anchors]
     if pp:
         ax.plot([p[0] for p in pp], [p[1] for p in pp], "s:", color="k",
-                label="PrivPy LeNet-5 (published, 4x8 vCPU)")
+                label="PrivPy LeNet-5, sigmoid + sum pool (published, 4x8 vCPU)")
     for r in (peer_data(res) or {"rows": []})["rows"]:
         if _norm(r.get("workload")) in PEER_ALIASES["lenet5"] and r.get("n"):
             ax.plot([r["n"]], [r.get("median_s", r.get("best_s")) / r["n"]], "^",

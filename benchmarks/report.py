@@ -37,7 +37,7 @@ PROGRAMS = {
     "training": "benchmarks/training.py", "he": "benchmarks/he.py",
     "distributed": "benchmarks/distributed.py", "paillier": "benchmarks/paillier.py",
     "batchcrypt_codec": "benchmarks/batchcrypt_codec.py", "aead_gcm": "benchmarks/aead_gcm.py",
-    "peers": "the peer driver (results/peers.json)",
+    "peers": "benchmarks/peers_run.py (results/peers.json)",
 }
 
 

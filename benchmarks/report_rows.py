@@ -147,17 +147,24 @@ def peer_data(res: dict) -> Optional[dict]:
         return {"rows": [], "failed": {"peers.json": raw["_unreadable"]}}
     rows = raw.get("rows", []) if isinstance(raw, dict) else list(raw)
     failed = {}
+    # benchmarks/peers_run.py: "failed" per peer ({peer, status, reason}), "errors" per
+    # workload a peer lacks ({peer, protocol, workload, n, reason})
     for key in ("failed", "errors", "unavailable", "skipped"):
         v = raw.get(key) if isinstance(raw, dict) else None
         if isinstance(v, dict):
             failed.update({str(k): str(w) for k, w in v.items()})
         elif isinstance(v, list):
             for p in v:
-                if isinstance(p, dict):
-                    failed[str(p.get("peer", "?"))] = str(p.get("reason") or p.get("note", ""))
+                if not isinstance(p, dict):
+                    continue
+                who = " ".join(str(p[k]) for k in ("peer", "protocol", "workload")
+                               if p.get(k)) + (f" n={p['n']}" if p.get("n") else "")
+                why = str(p.get("reason") or p.get("note", ""))
+                failed[who or "?"] = f"{p['status']}: {why}" if p.get("status") else why
     good = []
     for r in rows:
-        if not isinstance(r, dict):
+        # peers_run.py times tf_privpy beside the peers: ours, not a peer
+        if not isinstance(r, dict) or r.get("peer") == "tf_privpy":
             continue
         if r.get("median_s") is None and r.get("best_s") is None:
             failed.setdefault(str(r.get("peer", "?")), str(r.get("reason") or r.get("note", "")))

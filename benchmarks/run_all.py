@@ -40,10 +40,12 @@ PROGRAMS = [
     # full sizes (--quick's are too small to compare), the two settings that need no root
     ("distributed", [], ["--parts=embedded,loopback", "--reps=3", "--budget_s=10"]),
     ("aead_gcm", [], ["--runs=3", "--sizes=1,16"]),
-    # the peer driver (python-paillier, MPyC, CrypTen, SPU, TF-Encrypted in
-    # benchmark-only venvs): run when this checkout has it
-    ("peers", [], ["--quick"]),
+    # the peer driver (CrypTen, SPU, TF-Encrypted, MPyC in benchmark-only venvs, a
+    # peer that is not installed recorded with the reason): run when this checkout has it
+    ("peers_run", [], ["--sizes=10000", "--reps=3"]),
 ]
+#: results files a program writes, when not NAME.json / NAME_*.json
+OUTPUTS = {"peers_run": ["peers.json"], "paillier": ["paillier_*t.json"]}
 
 
 def _git_commit() -> str:
@@ -67,9 +69,9 @@ def run_one(i: int, total: int, name: str, args: list, out_dir: str, timeout: fl
     print(f"\n[{i}/{total}] {rel} {' '.join(args)}", flush=True)
     # its results from an earlier run go first: a failed run must show as
     # failed in the report, not as the old figures
-    for old in glob.glob(os.path.join(out_dir, f"{name}.json")) + glob.glob(
-            os.path.join(out_dir, f"{name}_*.json")):
-        os.remove(old)
+    for pattern in OUTPUTS.get(name, [f"{name}.json", f"{name}_*.json"]):
+        for old in glob.glob(os.path.join(out_dir, pattern)):
+            os.remove(old)
     os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
     log_path = os.path.join(out_dir, "logs", f"{name}.log")
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),

@@ -83,7 +83,9 @@ def test_report_rows_ratios_and_not_run(tmp_path):
 
     # the failed program and the missing peer are reported with their reasons
     assert "**failed** (exit 1)" in text and "RuntimeError: fixture failure of he.py" in text
-    assert "| crypten | no CPU wheel for this Python (fixture) |" in text
+    assert "| crypten | not installed: no CPU wheel for this Python (fixture) |" in text
+    assert "| mpyc shamir 3 parties exp n=100 | no exp in MPyC (fixture) |" in text
+    assert "tf_privpy" not in peer   # peers_run.py's rows of ours are not a peer
 
     # plots written, linked, non-trivial
     for png in ("time_vs_size.png", "lenet5_batch.png"):

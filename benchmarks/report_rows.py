@@ -599,6 +599,7 @@ def group_distributed(res, A) -> List[Row]:
     emb = st.get("embedded", {}).get("workloads", {})
     for name in names:
         size = sizes.get(name, "?")
+        size_text = f"{size:,}" if isinstance(size, int) else str(size)
         base = _times_measure(emb.get(name, {}).get("times_s"))
         plain = _times_measure(emb.get(name, {}).get("plaintext_times_s"))
         for part in ("embedded", "loopback", "lan", "wan"):
@@ -613,7 +614,7 @@ def group_distributed(res, A) -> List[Row]:
             akeys = []
             if name == "lr_step" and part in ("lan", "wan") and size == 128:
                 akeys = ["tfe_lr_step_b128" if part == "lan" else "tfe_lr_step_b128_wan"]
-            rows.append(Row(f"{name} ({size}), {part}{rel}", "s", akeys, ours, status[:160],
+            rows.append(Row(f"{name} ({size_text}), {part}{rel}", "s", akeys, ours, status[:160],
                             plaintext=plain if part == "embedded" else None, anchor_table=A))
     return rows
 

@@ -184,7 +184,7 @@ def peer_cell(res: dict, workload: str, n=None, per: float = 1.0, unit: str = "s
               rate_n: Optional[float] = None) -> str:
     """Peers' medians for this workload and size, in the row's unit."""
     if res.get("peers") is None:
-        return "no peers.json (peer driver not run)"
+        return "no peers.json (peers_run.py was not part of this run)"
     rows = peer_rows(res, workload, n)
     if not rows:
         return "no peer row at this size"

@@ -97,7 +97,7 @@ def test_report_rows_ratios_and_not_run(tmp_path):
 def test_report_without_peers_or_run_record(tmp_path):
     text, _ = _run(tmp_path, drop=("peers.json", "run.json"))
     assert "results/peers.json is absent" in text
-    assert "no peers.json (peer driver not run)" in text
+    assert "no peers.json (peers_run.py was not part of this run)" in text
     assert "No record of a `make bench` run" in text
 
 

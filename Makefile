@@ -17,15 +17,16 @@ LIB := tf_privpy/_tf_privpy_ops.so
 PROTO := tf_privpy/service/share_service.proto
 PROTO_STUBS := tf_privpy/service/share_service_pb2.py tf_privpy/service/share_service_pb2_grpc.py
 
-.PHONY: all setup build demo test test-fast bench bench-quick bench-report bench-venv docs bazel clean distclean
+.PHONY: all setup build demo test test-fast bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
 
 all: build
 
-$(VENV)/.installed: requirements/constraints.txt requirements/base.txt requirements/tff.txt requirements/tff-deps.txt
+$(VENV)/.installed: requirements/constraints.txt requirements/base.txt requirements/tff.txt requirements/tff-deps.txt requirements/dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install $(CONSTRAINTS) -r requirements/base.txt
 	$(PIP) install $(CONSTRAINTS) -r requirements/tff-deps.txt
 	$(PIP) install $(CONSTRAINTS) --no-deps -r requirements/tff.txt
+	$(PIP) install $(CONSTRAINTS) -r requirements/dev.txt
 	touch $@
 
 setup: $(VENV)/.installed
@@ -56,6 +57,7 @@ test-fast: build
 BENCH_ARGS ?=
 bench: build
 	-$(MAKE) --no-print-directory bench-venv
+	-$(MAKE) --no-print-directory bench-venv-peers
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 bench-quick:
@@ -75,6 +77,41 @@ $(BENCH_VENV)/.installed: requirements/bench-phe.txt
 
 bench-venv: $(BENCH_VENV)/.installed
 
+# Peers run beside tf_privpy by benchmarks/peers_run.py (benchmarks/peers/), each in a venv of
+# its own (their pins clash: jax needs scipy >= 1.10, tf2onnx protobuf 3.20, CrypTen a CPU torch).
+# TF-Encrypted's custom ops are rebuilt against our TF from a checkout of its source
+# (`make bench-venv-tfe TFE_SRC=DIR`; the PyPI sdist has no C++; needs libsodium-dev): without
+# it, tfe_run.py records TF-Encrypted as not runnable (its ABY3 cannot share without them).
+# All optional: a venv that fails to build leaves its log in .venv-NAME.log (no .installed), and
+# peers_run.py records that peer as "not installed" with the log's last line as the reason.
+PEER_PIP = -m pip --disable-pip-version-check -q install
+define peer_venv
+	rm -f $(1)/.installed
+	( test -x $(1)/bin/python || $(PYTHON) -m venv $(1) ) > $(1).log 2>&1
+	( $(2) ) >> $(1).log 2>&1 || { grep -v '^WARNING: Location' $(1).log | tail -n 3; exit 1; }
+	touch $(1)/.installed
+endef
+.venv-crypten/.installed: requirements/bench-crypten.txt requirements/bench-crypten-nodeps.txt requirements/constraints-crypten.txt
+	$(call peer_venv,.venv-crypten,.venv-crypten/bin/python $(PEER_PIP) -c requirements/constraints-crypten.txt -r requirements/bench-crypten.txt && .venv-crypten/bin/python $(PEER_PIP) -c requirements/constraints-crypten.txt --no-deps -r requirements/bench-crypten-nodeps.txt)
+.venv-mpyc/.installed: requirements/bench-mpyc.txt requirements/constraints.txt
+	$(call peer_venv,.venv-mpyc,.venv-mpyc/bin/python $(PEER_PIP) $(CONSTRAINTS) -r requirements/bench-mpyc.txt)
+.venv-spu/.installed: requirements/bench-spu.txt requirements/constraints-spu.txt
+	$(call peer_venv,.venv-spu,.venv-spu/bin/python $(PEER_PIP) -c requirements/constraints-spu.txt -r requirements/bench-spu.txt)
+.venv-tfe/.installed: requirements/bench-tfe.txt requirements/constraints-tfe.txt
+	$(call peer_venv,.venv-tfe,.venv-tfe/bin/python $(PEER_PIP) -c requirements/constraints-tfe.txt -r requirements/bench-tfe.txt && .venv-tfe/bin/python benchmarks/peers/tfe_build_ops.py $(if $(TFE_SRC),--src=$(TFE_SRC)))
+
+bench-venv-crypten: .venv-crypten/.installed
+bench-venv-mpyc: .venv-mpyc/.installed
+bench-venv-spu: .venv-spu/.installed
+bench-venv-tfe: .venv-tfe/.installed
+# every peer venv that builds; -k: one that fails does not stop the others
+bench-venv-peers:
+	-$(MAKE) --no-print-directory -k bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe
+
+bench-peers: build
+	-$(MAKE) --no-print-directory bench-venv-peers
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/peers_run.py
+
 # Reference docs generated from the code (docs/numerics.md: measured on privpy;
 # docs/supported_ops.md and the README table: from the op registry).
 docs: build
@@ -88,4 +125,4 @@ clean:
 	rm -rf build $(LIB) tf_privpy/_build_info.json .pytest_cache $(PROTO_STUBS)
 
 distclean: clean
-	rm -rf $(VENV) $(BENCH_VENV)
+	rm -rf $(VENV) $(BENCH_VENV) .venv-crypten .venv-mpyc .venv-spu .venv-tfe .venv-*.log

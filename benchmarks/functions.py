@@ -33,6 +33,9 @@ flags.DEFINE_list("functions", ["exp", "reciprocal", "divide", "sqrt", "rsqrt", 
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for functions.json")
+flags.DEFINE_string("peers", None, "peers.json of benchmarks/peers_run.py to print and record "
+                    "the peers' time and error beside ours (default: results/peers.json if "
+                    "present)")
 F = flags.FLAGS
 
 # CrypTen, 10^4-element ops on its own hardware (ms per 10^4 -> µs per element)
@@ -120,6 +123,9 @@ def main(argv):
                   f"{r['tf_plaintext_us_per_elt']:.4f}",
                   "" if r["crypten_us_per_elt"] is None else r["crypten_us_per_elt"]]
                  for r in res["rows"]])
+    import _peers
+    _peers.attach(res, _peers.load(F.peers))
+    _peers.print_beside(res, print_table, label=lambda r: f"{r['ring']} {r['method']}")
     write_json(os.path.join(F.out, "functions.json"), res)
 
 

@@ -27,6 +27,10 @@ ROOT = os.path.dirname(HERE)
 #: row's anchor size where it is affordable (10^4 elements, batch 128, 2^16
 #: max) and cut the repetitions and the largest sizes.
 PROGRAMS = [
+    # the peer driver first (CrypTen, SPU, TF-Encrypted, MPyC in benchmark-only venvs, a
+    # peer that is not installed recorded with the reason): functions.py prints and records
+    # its results/peers.json beside ours
+    ("peers_run", [], ["--sizes=10000,100000", "--reps=3"]),
     ("micro", [], ["--mul_n=1,100,10000,100000", "--sizes=256,512", "--reps=3",
                    "--share_mib=2", "--share_clients=8"]),
     ("compare", [], ["--sizes=100,1000,10000,100000", "--reps=3", "--sort_sizes=1024",
@@ -40,9 +44,6 @@ PROGRAMS = [
     # full sizes (--quick's are too small to compare), the two settings that need no root
     ("distributed", [], ["--parts=embedded,loopback", "--reps=3", "--budget_s=10"]),
     ("aead_gcm", [], ["--runs=3", "--sizes=1,16"]),
-    # the peer driver (CrypTen, SPU, TF-Encrypted, MPyC in benchmark-only venvs, a
-    # peer that is not installed recorded with the reason): run when this checkout has it
-    ("peers_run", [], ["--sizes=10000", "--reps=3"]),
 ]
 #: results files a program writes, when not NAME.json / NAME_*.json
 OUTPUTS = {"peers_run": ["peers.json"], "paillier": ["paillier_*t.json"]}

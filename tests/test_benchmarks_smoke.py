@@ -146,3 +146,64 @@ def test_distributed_netns_testbed_cleans_up():
 def _netns_list():
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+PEER_ROW_KEYS = {"peer", "protocol", "workload", "n", "domain", "best_s", "median_s", "min_s",
+                 "max_s", "us_per_element", "max_abs_error", "max_rel_error", "reps",
+                 "versions", "note"}
+
+
+def _check_peers_json(res, peers):
+    assert res["machine"] and set(res["peers"]) == set(peers) | {"tf_privpy"}
+    for r in res["rows"]:
+        assert PEER_ROW_KEYS <= set(r), set(r) ^ PEER_ROW_KEYS
+        assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["best_s"] == r["min_s"]
+        assert r["max_abs_error"] >= 0 and r["us_per_element"] > 0 and r["reps"] == 1
+    for name, st in res["peers"].items():
+        assert st["status"] in ("ok", "not installed", "failed"), st
+        if st["status"] != "ok":
+            assert st["reason"] and {"peer": name, "status": st["status"],
+                                     "reason": st["reason"]} in res["failed"]
+        else:
+            assert any(r["peer"] == name for r in res["rows"]), name
+    ours = [r for r in res["rows"] if r["peer"] == "tf_privpy"]
+    assert {r["workload"] for r in ours} == {"mul", "sigmoid"}
+    assert all(r["max_abs_error"] < 1e-2 for r in ours)
+
+
+def _run_peers(tmp_path, venv_root, peers):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "peers_run.py"),
+                        "--sizes=20", "--reps=1", "--workloads=mul,sigmoid",
+                        f"--peers={','.join(peers)}", f"--venv_root={venv_root}",
+                        f"--out={tmp_path}"], env=env, capture_output=True, text=True,
+                       timeout=900, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    return json.load(open(tmp_path / "peers.json")), r.stdout
+
+
+PEERS = ["crypten", "spu", "tfe", "mpyc"]
+
+
+@pytest.mark.slow
+def test_peers_benchmark_without_peer_venvs(tmp_path):
+    """benchmarks/peers_run.py on a machine with no peer venv (an empty --venv_root): every
+    peer is recorded as "not installed" with what builds it, ours still runs."""
+    res, out = _run_peers(tmp_path, tmp_path / "no-venvs", PEERS)
+    _check_peers_json(res, PEERS)
+    for p in PEERS:
+        assert res["peers"][p]["status"] == "not installed", res["peers"][p]
+        assert f"make bench-venv-{p}" in res["peers"][p]["reason"]
+    assert {r["peer"] for r in res["rows"]} == {"tf_privpy"}
+    assert "not installed" in out and (tmp_path / "peers.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_peers_benchmark_with_installed_peers(tmp_path):
+    """The same at a tiny size with whatever peer venvs `make bench-venv-peers` built here
+    (none: the check above is all there is); a built peer gives rows or a recorded failure."""
+    built = [p for p in PEERS if os.path.exists(os.path.join(ROOT, f".venv-{p}", ".installed"))]
+    res, _ = _run_peers(tmp_path, ROOT, PEERS)
+    _check_peers_json(res, PEERS)
+    for p in PEERS:
+        assert (res["peers"][p]["status"] == "not installed") == (p not in built), res["peers"][p]

@@ -1,0 +1,172 @@
+"""What every peer runner shares: the workloads, their inputs (the same values for every peer:
+numpy's generator with a fixed seed per workload and size), the float64 references, the timing
+and the row format. Needs numpy and the standard library only, since each runner runs in its
+peer's own venv (benchmarks/peers_run.py starts it there).
+
+A runner is called as
+
+    python benchmarks/peers/NAME_run.py --sizes=10000,100000 --workloads=mul,exp --reps=3 \
+        --rows=rows.json
+
+and writes {"peer", "versions", "rows": [...], "errors": [...]} to --rows (an error is a workload
+that failed, with the reason; the runner goes on with the next one).
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+
+import numpy as np
+
+# name -> (input domain, number of private inputs); matmul's n is the side of a square matrix
+WORKLOADS = {
+    "mul": ((-10.0, 10.0), 2),
+    "matmul": ((-1.0, 1.0), 2),
+    "comparison": ((-10.0, 10.0), 2),
+    "relu": ((-10.0, 10.0), 1),
+    "sigmoid": ((-10.0, 10.0), 1),
+    "reciprocal": ((0.5, 50.0), 1),
+    "exp": ((-5.0, 5.0), 1),
+    # one SGD step of logistic regression: X in [0, 1] (pixels), y in {0, 1}, w in
+    # [-0.05, 0.05]; w - LR_RATE * X^T (sigmoid(X w) - y) / batch; n is the batch
+    "lr_step": ((0.0, 1.0), 3),
+}
+ORDER = list(WORKLOADS)
+MATMUL_SIDE = 128
+LR_BATCH, LR_FEATURES, LR_RATE = 128, 784, 0.1
+FIXED = ("matmul", "lr_step")  # one size, whatever --sizes says
+
+
+def inputs(workload, n):
+    """The inputs of one workload at n elements (matmul: two MATMUL_SIDE^2 matrices whatever n),
+    identical in every runner."""
+    (lo, hi), k = WORKLOADS[workload]
+    rng = np.random.default_rng([ORDER.index(workload), n])
+    if workload == "lr_step":
+        return [rng.uniform(0.0, 1.0, (LR_BATCH, LR_FEATURES)),
+                rng.integers(0, 2, (LR_BATCH, 1)).astype(np.float64),
+                rng.uniform(-0.05, 0.05, (LR_FEATURES, 1))]
+    shape = (MATMUL_SIDE, MATMUL_SIDE) if workload == "matmul" else (n,)
+    return [rng.uniform(lo, hi, shape) for _ in range(k)]
+
+
+def reference(workload, xs):
+    x = xs[0]
+    if workload == "mul":
+        return x * xs[1]
+    if workload == "matmul":
+        return x @ xs[1]
+    if workload == "comparison":
+        return (x < xs[1]).astype(np.float64)
+    if workload == "relu":
+        return np.maximum(x, 0.0)
+    if workload == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-x))
+    if workload == "reciprocal":
+        return 1.0 / x
+    if workload == "exp":
+        return np.exp(x)
+    if workload == "lr_step":
+        y, w = xs[1], xs[2]
+        p = 1.0 / (1.0 + np.exp(-(x @ w)))
+        return w - LR_RATE / LR_BATCH * (x.T @ (p - y))
+    raise KeyError(workload)
+
+
+def errors(workload, xs, out):
+    ref = reference(workload, xs)
+    out = np.asarray(out, dtype=np.float64).reshape(ref.shape)
+    err = np.abs(out - ref)
+    rel = err / np.maximum(np.abs(ref), 1e-12)
+    if workload in ("comparison", "relu", "mul", "matmul", "lr_step"):  # zeros in the reference
+        rel = err / np.maximum(np.abs(ref), 1e-3)
+    return float(err.max()), float(rel.max())
+
+
+def time_reps(fn, reps):
+    """Seconds of `reps` calls of fn after one warm-up call; fn returns the (revealed) result
+    of its last call, kept for the error."""
+    out = fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t0)
+    return ts, out
+
+
+def row(peer, protocol, workload, n, ts, max_abs, max_rel, versions, note=""):
+    ts = sorted(ts)
+    elements = {"matmul": MATMUL_SIDE * MATMUL_SIDE, "lr_step": LR_BATCH}.get(workload, n)
+    return {"peer": peer, "protocol": protocol, "workload": workload,
+            "n": elements, "domain": list(WORKLOADS[workload][0]),
+            "best_s": ts[0], "median_s": ts[len(ts) // 2], "min_s": ts[0], "max_s": ts[-1],
+            "us_per_element": ts[0] / elements * 1e6,
+            "max_abs_error": max_abs, "max_rel_error": max_rel, "reps": len(ts),
+            "versions": versions, "note": note}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--sizes", default="10000,100000")
+    p.add_argument("--workloads", default=",".join(ORDER))
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--protocols", default="")
+    p.add_argument("--rows", required=True, help="where to write the JSON")
+    a = p.parse_args(argv)
+    a.sizes = [int(s) for s in a.sizes.split(",") if s]
+    a.workloads = [w for w in a.workloads.split(",") if w]
+    a.protocols = [s for s in a.protocols.split(",") if s]
+    return a
+
+
+def sizes_for(workload, sizes):
+    """matmul and lr_step run once (their sizes are fixed), the others at every size."""
+    return sizes[:1] if workload in FIXED else sizes
+
+
+def run_all(peer, versions, protocols, measure, args):
+    """measure(protocol, workload, n, xs) -> (times, revealed output, note); every failure is
+    recorded with its reason and the next workload runs. Writes --rows."""
+    rows, errs = [], []
+    for protocol in protocols:
+        for workload in args.workloads:
+            for n in sizes_for(workload, args.sizes):
+                xs = inputs(workload, n)
+                try:
+                    ts, out, note = measure(protocol, workload, n, xs)
+                except Exception as e:  # recorded, not hidden: the next workload still runs
+                    errs.append({"peer": peer, "protocol": protocol, "workload": workload,
+                                 "n": n, "reason": f"{type(e).__name__}: {e}"[:500],
+                                 "trace": traceback.format_exc()[-1500:]})
+                    print(f"{peer} {protocol} {workload} n={n}: FAILED {e}", file=sys.stderr,
+                          flush=True)
+                    continue
+                if ts is None:  # the peer has no such function
+                    errs.append({"peer": peer, "protocol": protocol, "workload": workload,
+                                 "n": n, "reason": note})
+                    continue
+                a, r = errors(workload, xs, out)
+                rows.append(row(peer, protocol, workload, n, ts, a, r, versions, note))
+                print(f"{peer} {protocol} {workload} n={n}: best {min(ts):.4f} s "
+                      f"max abs err {a:.2e}", flush=True)
+    write(args.rows, peer, versions, rows, errs)
+
+
+def write(path, peer, versions, rows, errs):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"peer": peer, "versions": versions, "python": platform.python_version(),
+                   "rows": rows, "errors": errs}, f, indent=1)
+
+
+def version_of(dist):
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:
+        return None

@@ -1,0 +1,86 @@
+"""CrypTen on the shared workloads, run as its users run it: two processes (ranks 0 and 1,
+gloo over localhost) started by CrypTen's documented launcher `crypten.mpc.run_multiprocess`,
+its default arithmetic secret sharing in the 64-bit ring with 16 fractional bits and its
+default trusted-first-party provider for Beaver triples. Rank 0 owns the inputs; the time of a
+call is the operation on rank 0 (both ranks run it in lock step: each message waits for the
+other rank), not the sharing nor the reveal.
+
+Run by benchmarks/peers_run.py with .venv-crypten's python; see benchmarks/peers/_common.py for
+the arguments. CrypTen 0.4.1 predates torch 2.13, which moved a module its ONNX converter
+imports: a shim below (_patch_onnx) stands in for it in this process; CrypTen's files are not
+changed.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+WORLD = 2
+
+
+def _patch_onnx():
+    """CrypTen 0.4.1's import of its ONNX converter on this torch: it imports
+    torch.onnx.symbolic_registry, or else torch.onnx._internal.registration, and torch 2.13 has
+    neither. Give it a stand-in for the second (used only to convert PyTorch models through
+    ONNX, which these workloads never do), in this process only."""
+    import types
+    try:
+        import torch.onnx._internal.registration  # noqa: F401
+    except ImportError:
+        m = types.ModuleType("torch.onnx._internal.registration")
+        m.registry = None
+        sys.modules["torch.onnx._internal.registration"] = m
+
+
+def measure_rank(args, versions):
+    import crypten
+    import torch
+    rank = crypten.comm.get().get_rank()
+    torch.set_num_threads(1)  # two ranks on two cores, as a two-machine run would have one each
+    fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: a.matmul(b),
+           "comparison": lambda a, b: a < b, "relu": lambda a: a.relu(),
+           "sigmoid": lambda a: a.sigmoid(), "reciprocal": lambda a: a.reciprocal(),
+           "exp": lambda a: a.exp(),
+           "lr_step": lambda x, y, w: w - x.t().matmul(x.matmul(w).sigmoid() - y) * (
+               _common.LR_RATE / _common.LR_BATCH)}
+
+    def measure(protocol, workload, n, xs):
+        sx = [crypten.cryptensor(torch.tensor(x), src=0) for x in xs]
+        ts, z = [], None
+        for _ in range(args.reps + 1):
+            crypten.comm.get().barrier() if hasattr(crypten.comm.get(), "barrier") else None
+            t0 = time.perf_counter()
+            z = fns[workload](*sx)
+            ts.append(time.perf_counter() - t0)
+        out = z.get_plain_text().double().numpy()
+        return ts[1:], out, ("rank 0's time of the op; 2 processes, gloo on localhost, "
+                             "trusted-first-party Beaver triples (CrypTen's default)")
+
+    if rank == 0:
+        _common.run_all("crypten", versions, ["aby-2pc-64bit-f16"], measure, args)
+    else:  # rank 1 runs the same ops in lock step and writes nothing
+        a2 = type("A", (), dict(vars(args), rows=os.devnull))
+        _common.run_all("crypten", versions, ["aby-2pc-64bit-f16"], measure, a2)
+
+
+def main():
+    args = _common.parse_args()
+    _patch_onnx()
+    import crypten
+    import crypten.mpc as mpc
+    import torch
+    versions = {"crypten": _common.version_of("crypten"), "torch": torch.__version__,
+                "onnx": _common.version_of("onnx")}
+
+    @mpc.run_multiprocess(world_size=WORLD)
+    def job():
+        measure_rank(args, versions)
+
+    crypten.init()
+    job()
+
+
+if __name__ == "__main__":
+    main()

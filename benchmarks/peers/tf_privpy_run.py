@@ -1,0 +1,47 @@
+"""tf_privpy on the peers' workloads, same inputs, same rows (benchmarks/peers/_common.py), so
+that benchmarks/peers_run.py puts us beside them from one run. Embedded four-server runtime
+(tp.init()), each workload a tf.function on shares, both rings; the time of a call is the
+function up to S1's result share in numpy (as benchmarks/functions.py times it), not the
+sharing nor the reveal. Public API only. Run with the project's own venv.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common  # noqa: E402
+
+
+def main():
+    args = _common.parse_args()
+    protocols = args.protocols or ["privpy-4pc-128", "privpy-4pc-64"]
+    import numpy as np
+    import tensorflow as tf
+
+    import tf_privpy as tp
+    tf.get_logger().setLevel("ERROR")
+    versions = {"tf_privpy": getattr(tp, "__version__", None), "tensorflow": tf.__version__}
+    fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: tp.matmul(a, b),
+           "comparison": lambda a, b: tp.less(a, b), "relu": tp.nn.relu,
+           "sigmoid": tp.sigmoid, "reciprocal": tp.math.reciprocal, "exp": tp.exp,
+           "lr_step": lambda x, y, w: w - tp.matmul(tp.transpose(x), tp.sigmoid(
+               tp.matmul(x, w)) - y) * (_common.LR_RATE / _common.LR_BATCH)}
+    state = {"ring": None}
+
+    def measure(protocol, workload, n, xs):
+        bits = int(protocol.rsplit("-", 1)[1])
+        if state["ring"] != bits:
+            tp.reset()
+            tp.init(tp.Config(ring_bits=bits))
+            state["ring"] = bits
+        sx = [tp.share(x) for x in xs]
+        f = tf.function(lambda *a, fn=fns[workload]: fn(*a))
+        ts, _ = _common.time_reps(lambda: f(*sx).share0.numpy()[:1], args.reps)
+        out = np.asarray(tp.reveal(f(*sx)), dtype=np.float64)
+        return ts, out, (f"embedded 4 servers (S1, S2, T1, T2) in one process, {bits}-bit ring, "
+                         "tf.function, time to S1's result share")
+
+    _common.run_all("tf_privpy", versions, protocols, measure, args)
+
+
+if __name__ == "__main__":
+    main()

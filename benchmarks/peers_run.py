@@ -1,0 +1,187 @@
+"""The peers beside tf_privpy, in one run, on the same machine, workloads and inputs (issues 13
+and 14): each peer's runner (benchmarks/peers/NAME_run.py) runs with the python of its own
+benchmark venv (`make bench-venv-peers`; never a dependency of tf_privpy), then tf_privpy's
+runner with ours, and the rows go to one table, benchmarks/results/peers.json and peers.png.
+
+    python benchmarks/peers_run.py                         # what `make bench` runs
+    python benchmarks/peers_run.py --sizes=100000 --reps=3 --peers=crypten,spu
+    python benchmarks/peers_run.py --sizes=100 --reps=1    # smoke size
+
+Peers: CrypTen (2 processes, its run_multiprocess launcher), SPU (simulator, SEMI2K and ABY3),
+TF-Encrypted (ABY3, 3 players in one TF process), MPyC (3 processes over TCP). A peer whose venv
+is missing or did not build is recorded as "not installed" with the reason; one whose runner
+fails as "failed" with its error output; a workload a peer lacks, in that peer's "errors".
+Errors of every row are against numpy float64 on the same inputs.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "peers"))
+import _common  # noqa: E402
+
+# name -> (venv folder, runner, extra arguments, what installs it)
+PEERS = {
+    "crypten": (".venv-crypten", "crypten_run.py", [], "make bench-venv-crypten"),
+    "spu": (".venv-spu", "spu_run.py", [], "make bench-venv-spu"),
+    "tfe": (".venv-tfe", "tfe_run.py", [], "make bench-venv-tfe"),
+    "mpyc": (".venv-mpyc", "mpyc_run.py", [], "make bench-venv-mpyc"),
+}
+ROW_KEYS = ("peer", "protocol", "workload", "n", "domain", "best_s", "median_s", "min_s",
+            "max_s", "us_per_element", "max_abs_error", "max_rel_error", "reps", "versions",
+            "note")
+
+flags.DEFINE_list("peers", list(PEERS), "peers to run")
+flags.DEFINE_list("sizes", ["10000", "100000"],
+                  "elements per call (matmul: 128x128 always; lr_step: batch 128 x 784)")
+flags.DEFINE_list("workloads", _common.ORDER, "workloads")
+flags.DEFINE_integer("reps", 3, "timed calls after a warm-up (best, median, min, max kept)")
+flags.DEFINE_integer("mpyc_max_n", 10_000,
+                     "largest size for MPyC (pure Python: about 1 ms per product here)")
+flags.DEFINE_integer("timeout", 1800, "seconds per peer before it is recorded as failed")
+flags.DEFINE_bool("ours", True, "run tf_privpy's runner too (both rings)")
+flags.DEFINE_bool("append", False,
+                  "keep the rows and status of peers not run now from an existing peers.json "
+                  "(a peer run later, e.g. after its venv was built)")
+flags.DEFINE_string("venv_root", ROOT, "folder holding the peers' .venv-NAME folders")
+flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for peers.json and peers.png")
+F = flags.FLAGS
+
+
+def _tail(text, n=3):
+    lines = [ln for ln in text.strip().splitlines()
+             if ln.strip() and not ln.startswith("WARNING: Location")]
+    return " | ".join(lines[-n:])[-600:]
+
+
+def venv_status(name):
+    """(python, None) when the peer's venv is built, else (None, why not)."""
+    venv, _, _, make = PEERS[name]
+    d = os.path.join(F.venv_root, venv)
+    py = os.path.join(d, "bin", "python")
+    if not os.path.exists(py):
+        return None, f"no {venv} ({make} builds it; `make bench` tries)"
+    if not os.path.exists(os.path.join(d, ".installed")):
+        log = os.path.join(F.venv_root, venv + ".log")
+        last = _tail(open(log, errors="replace").read()) if os.path.exists(log) else ""
+        return None, f"{make} did not finish" + (f": {last}" if last else "")
+    return py, None
+
+
+def run_runner(name, py, runner, extra, sizes, tmp):
+    rows_file = os.path.join(tmp, f"{name}.json")
+    cmd = [py, os.path.join(HERE, "peers", runner), f"--sizes={','.join(map(str, sizes))}",
+           f"--workloads={','.join(F.workloads)}", f"--reps={F.reps}",
+           f"--rows={rows_file}", *extra]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    t0 = time.perf_counter()
+    print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=F.timeout,
+                           cwd=ROOT)
+    except subprocess.TimeoutExpired as e:
+        return None, f"timed out after {F.timeout} s: {_tail((e.stderr or b'').decode())}"
+    sys.stdout.write("".join(ln + "\n" for ln in r.stdout.splitlines()
+                             if ln.startswith(name) or ln.startswith("tf_privpy")))
+    print(f"   ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if r.returncode != 0 or not os.path.exists(rows_file):
+        return None, f"exit {r.returncode}: {_tail(r.stderr or r.stdout, 4)}"
+    return json.load(open(rows_file)), None
+
+
+def main(argv):
+    del argv
+    sys.path.insert(0, HERE)
+    from _report import bar_png, machine, print_table, write_json
+    sizes = [int(s) for s in F.sizes]
+    res = {"machine": machine(), "sizes": sizes, "reps": F.reps, "workloads": F.workloads,
+           "peers": {}, "rows": [], "errors": [], "failed": []}
+    todo = [(p, PEERS[p]) for p in F.peers]
+    if F.ours:
+        todo.append(("tf_privpy", (None, "tf_privpy_run.py", [], None)))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (_, runner, extra, _) in todo:
+            if name == "tf_privpy":
+                py, why = sys.executable, None
+            else:
+                py, why = venv_status(name)
+            if why:
+                res["peers"][name] = {"status": "not installed", "reason": why}
+                res["failed"].append({"peer": name, "status": "not installed", "reason": why})
+                print(f"== {name}: not installed: {why}", flush=True)
+                continue
+            psizes = [n for n in sizes if name != "mpyc" or n <= F.mpyc_max_n] or \
+                [min(sizes + [F.mpyc_max_n])]
+            out, why = run_runner(name, py, runner, extra, psizes, tmp)
+            if why:
+                res["peers"][name] = {"status": "failed", "reason": why}
+                res["failed"].append({"peer": name, "status": "failed", "reason": why})
+                print(f"== {name}: failed: {why}", flush=True)
+                continue
+            res["peers"][name] = {"status": "ok", "versions": out["versions"],
+                                  "sizes": psizes, "workloads_failed": len(out["errors"])}
+            res["rows"] += [{k: r.get(k) for k in ROW_KEYS} for r in out["rows"]]
+            res["errors"] += [{k: v for k, v in e.items() if k != "trace"}
+                              for e in out["errors"]]
+    old_path = os.path.join(F.out, "peers.json")
+    if F.append and os.path.exists(old_path):
+        old = json.load(open(old_path))
+        ran = {name for name, _ in todo}
+        # a peer run now replaces its old rows of the workloads run now only
+        keep = lambda r: r["peer"] not in ran or r["workload"] not in F.workloads  # noqa: E731
+        for name, st in old.get("peers", {}).items():
+            if name not in ran:
+                res["peers"][name] = dict(st, appended_from=old["machine"].get("date"))
+        res["rows"] += [r for r in old.get("rows", []) if keep(r)]
+        res["errors"] += [e for e in old.get("errors", []) if keep(e)]
+        res["failed"] += [f for f in old.get("failed", []) if f["peer"] not in ran]
+    ours = {}
+    for r in res["rows"]:
+        if r["peer"] == "tf_privpy":
+            k = (r["workload"], r["n"])
+            ours[k] = min(ours.get(k, float("inf")), r["best_s"])
+    for r in res["rows"]:
+        o = ours.get((r["workload"], r["n"]))
+        r["time_vs_tf_privpy"] = (r["best_s"] / o) if o else None
+    order = {w: i for i, w in enumerate(_common.ORDER)}
+    res["rows"].sort(key=lambda r: (order.get(r["workload"], 99), r["n"], r["best_s"]))
+    print_table(f"Peers beside tf_privpy, same machine and inputs, best of {F.reps} "
+                f"({os.cpu_count()} cores; x: time over tf_privpy's faster ring)",
+                ["workload", "n", "peer", "protocol", "best ms", "median ms", "µs/el",
+                 "max abs err", "max rel err", "x"],
+                [[r["workload"], f"{r['n']:,}", r["peer"], r["protocol"],
+                  f"{r['best_s'] * 1e3:.2f}", f"{r['median_s'] * 1e3:.2f}",
+                  f"{r['us_per_element']:.3f}", f"{r['max_abs_error']:.2e}",
+                  f"{r['max_rel_error']:.2e}",
+                  "" if r["time_vs_tf_privpy"] is None else f"{r['time_vs_tf_privpy']:.2f}"]
+                 for r in res["rows"]])
+    if res["failed"] or res["errors"]:
+        print("\nNot measured:")
+        for f in res["failed"]:
+            print(f"  {f['peer']}: {f['status']}: {f['reason']}")
+        for e in res["errors"]:
+            print(f"  {e['peer']} {e['protocol']} {e['workload']} n={e['n']}: {e['reason']}")
+    write_json(os.path.join(F.out, "peers.json"), res)
+    big = max(sizes)
+    series = {}
+    for r in res["rows"]:
+        if r["n"] == big or r["workload"] in _common.FIXED:
+            series.setdefault(f"{r['peer']} {r['protocol']}", {})[r["workload"]] = \
+                r["us_per_element"]
+    labels = [w for w in F.workloads if any(w in s for s in series.values())]
+    if labels:
+        bar_png(os.path.join(F.out, "peers.png"),
+                f"µs per element at n={big:,} (matmul 128x128), same machine, best of {F.reps}",
+                labels, {k: [v.get(w, 0) for w in labels] for k, v in series.items()},
+                "µs per element (log)", legend_outside=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

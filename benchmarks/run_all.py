@@ -30,7 +30,7 @@ PROGRAMS = [
     # the peer driver first (CrypTen, SPU, TF-Encrypted, MPyC in benchmark-only venvs, a
     # peer that is not installed recorded with the reason): functions.py prints and records
     # its results/peers.json beside ours
-    ("peers_run", [], ["--sizes=10000,100000", "--reps=3"]),
+    ("peers_run", [], ["--sizes=10000", "--reps=3", "--timeout=300"]),
     ("micro", [], ["--mul_n=1,100,10000,100000", "--sizes=256,512", "--reps=3",
                    "--share_mib=2", "--share_clients=8"]),
     ("compare", [], ["--sizes=100,1000,10000,100000", "--reps=3", "--sort_sizes=1024",
@@ -83,7 +83,7 @@ def run_one(i: int, total: int, name: str, args: list, out_dir: str, timeout: fl
     with open(log_path, "w") as log:
         proc = subprocess.Popen([sys.executable, path, *args, f"--out={out_dir}"], cwd=ROOT,
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1)
+                                text=True, bufsize=1, start_new_session=True)
         try:
             for line in proc.stdout:
                 sys.stdout.write(f"  {line}")
@@ -93,11 +93,13 @@ def run_one(i: int, total: int, name: str, args: list, out_dir: str, timeout: fl
                     raise subprocess.TimeoutExpired(proc.args, timeout)
             rc = proc.wait()
         except (subprocess.TimeoutExpired, KeyboardInterrupt) as e:
-            proc.terminate()   # the programs stop their own servers on SIGTERM
+            # the whole process group: a program's own children (peers_run.py's
+            # runners) must not outlive it; the programs stop their servers on SIGTERM
+            os.killpg(proc.pid, signal.SIGTERM)
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
             if isinstance(e, KeyboardInterrupt):
                 raise
             rc = "timeout"

@@ -193,7 +193,11 @@ def peer_cell(res: dict, workload: str, n=None, per: float = 1.0, unit: str = "s
         med = r.get("median_s", r.get("best_s"))
         v = (rate_n / med) if rate_n else med / per
         who = f"{r.get('peer')}" + (f" ({r['protocol']})" if r.get("protocol") else "")
-        out.append(f"{who} {fmt_value(v, unit)}")
+        # a fast wrong answer is not a result: say so where the time is shown
+        bad = (r.get("max_rel_error") or 0) > 0.1 and (r.get("max_abs_error") or 0) > 0.1
+        out.append(f"{who} {fmt_value(v, unit)}" +
+                   (f" (inaccurate: max abs error {r['max_abs_error']:.2g}, relative "
+                    f"{r['max_rel_error']:.2g})" if bad else ""))
     return "; ".join(out)
 
 

@@ -17,7 +17,7 @@ LIB := tf_privpy/_tf_privpy_ops.so
 PROTO := tf_privpy/service/share_service.proto
 PROTO_STUBS := tf_privpy/service/share_service_pb2.py tf_privpy/service/share_service_pb2_grpc.py
 
-.PHONY: all setup build demo test test-fast bench bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
+.PHONY: all setup build demo test test-fast bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
 
 all: build
 
@@ -50,18 +50,22 @@ test: build
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"
 
+# Every benchmark program in turn ("[3/11] benchmarks/functions.py ..."), going on
+# past a failing one, then one report: benchmarks/REPORT.md and benchmarks/report/*.png
+# (benchmarks/run_all.py). `make bench BENCH_ARGS=--quick` (or `make bench-quick`):
+# reduced sizes; BENCH_ARGS also takes --only=micro,compare and --note="...".
+BENCH_ARGS ?=
 bench: build
 	-$(MAKE) --no-print-directory bench-venv
 	-$(MAKE) --no-print-directory bench-venv-peers
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/peers_run.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/micro.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/compare.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/functions.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/he.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/converter.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/training.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/distributed.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/aead_gcm.py
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+bench-quick:
+	$(MAKE) --no-print-directory bench BENCH_ARGS="--quick $(BENCH_ARGS)"
+
+# The report alone, from the results already in benchmarks/results/.
+bench-report:
+	$(PY) benchmarks/report.py
 
 # python-paillier with gmpy2 for benchmarks/he.py's baseline (phe at its best), in a
 # venv of its own: tf_privpy never depends on it. Optional: `bench` goes on without it.

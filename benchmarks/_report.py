@@ -7,17 +7,24 @@ import time
 from typing import Callable, Dict, List, Tuple
 
 
-def timings(fn: Callable[[], object], reps: int) -> Tuple[float, float]:
-    """(best, median) seconds of `reps` calls of fn after one warm-up call
-    (tracing, allocation)."""
+def timing_stats(fn: Callable[[], object], reps: int) -> Dict[str, float]:
+    """min_s, median_s, max_s of `reps` calls of fn after one warm-up call
+    (tracing, allocation); benchmarks/report.py shows all three, since one
+    number hides how much a shared machine's load moved the others."""
     fn()
     ts = []
-    for _ in range(reps):
+    for _ in range(max(1, reps)):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
     ts.sort()
-    return ts[0], ts[len(ts) // 2]
+    return {"min_s": ts[0], "median_s": ts[len(ts) // 2], "max_s": ts[-1], "reps": len(ts)}
+
+
+def timings(fn: Callable[[], object], reps: int) -> Tuple[float, float]:
+    """(best, median) seconds of `reps` calls of fn after one warm-up call."""
+    s = timing_stats(fn, reps)
+    return s["min_s"], s["median_s"]
 
 
 def best_time(fn: Callable[[], object], reps: int) -> float:

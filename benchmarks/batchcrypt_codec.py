@@ -8,6 +8,7 @@ per encryption, i.e. ~95 us per value at 102 values per plaintext).
 
 The codec's steps must stay negligible (far below 1 us per value).
 """
+import os
 import time
 
 from absl import app, flags
@@ -17,6 +18,8 @@ flags.DEFINE_integer("bits", 16, "quantization width r")
 flags.DEFINE_integer("clients", 9, "number of clients m")
 flags.DEFINE_integer("key_bits", 2048, "Paillier key size")
 flags.DEFINE_integer("reps", 5, "timed repetitions (the best is reported)")
+flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                    "folder for batchcrypt_codec.json")
 F = flags.FLAGS
 
 PAILLIER_ENCRYPT_S = 9.65e-3  # shared/ANCHORS.md, python-paillier 2048-bit, 1 thread
@@ -36,7 +39,7 @@ def main(argv):
     del argv
     import numpy as np
 
-    from _report import machine, print_table
+    from _report import machine, print_table, write_json
     from tf_privpy.he import batchcrypt as bc
 
     n, m = F.values, F.clients
@@ -56,10 +59,11 @@ def main(argv):
     t_dec, _ = best_of(lambda: codec.decode(total, layout, m), F.reps)
 
     per_value_paillier = PAILLIER_ENCRYPT_S / codec.slots_per_plaintext
-    rows = []
+    rows, steps = [], {}
     for name, t in (("quantize (numpy, float64, stochastic)", t_q), ("pack (kernel)", t_pack),
                     ("unpack sum (kernel)", t_unpack), ("dequantize (numpy)", t_deq),
                     ("encode = quantize + pack", t_enc), ("decode = unpack + dequantize", t_dec)):
+        steps[name] = {"s": t, "ns_per_value": t / n * 1e9}
         rows.append([name, f"{t * 1e3:.1f}", f"{t / n * 1e9:.1f}", f"{n / t / 1e6:.1f}",
                      f"{per_value_paillier / (t / n):.0f}x"])
     print_table(
@@ -67,6 +71,11 @@ def main(argv):
         f"({codec.slots_per_plaintext} slots of {codec.slot_bits} bits, "
         f"{codec.bytes_per_value:.2f} ciphertext bytes/value), {machine()}",
         ["step", "ms", "ns/value", "M values/s", "Paillier encrypt is"], rows)
+
+    write_json(os.path.join(F.out, "batchcrypt_codec.json"), {
+        "machine": machine(), "values": n, "r": F.bits, "m": m, "key_bits": F.key_bits,
+        "slots_per_plaintext": codec.slots_per_plaintext,
+        "bytes_per_value": codec.bytes_per_value, "steps": steps})
 
 
 if __name__ == "__main__":

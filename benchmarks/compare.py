@@ -20,7 +20,8 @@ from absl import app, flags
 import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
-flags.DEFINE_list("sizes", ["1000", "10000", "100000", "1000000"], "comparison batch sizes")
+flags.DEFINE_list("sizes", ["100", "1000", "10000", "100000", "1000000"],
+                  "comparison batch sizes")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_list("sort_sizes", ["1024", "65536"], "sort lengths (TF-Encrypted task)")
 flags.DEFINE_list("sort_graph_sizes", ["1024", "4096", "16384", "65536"],
@@ -55,7 +56,8 @@ def _sort_graph_times(v, reps: int) -> dict:
         f(v).share0.numpy()
         runs.append(time.perf_counter() - t)
     run = float(np.median(runs))
-    return {"trace_s": t1 - t0, "setup_s": max(0.0, first - run), "run_s": run}
+    return {"trace_s": t1 - t0, "setup_s": max(0.0, first - run), "run_s": run,
+            "run_min_s": min(runs), "run_max_s": max(runs), "reps": len(runs)}
 
 
 def main(argv):
@@ -64,7 +66,7 @@ def main(argv):
     import numpy as np
     import tensorflow as tf
 
-    from _report import bar_png, best_time, machine, print_table, write_json
+    from _report import bar_png, best_time, machine, print_table, timing_stats, write_json
     tf.get_logger().setLevel("ERROR")
     rng = np.random.default_rng(0)
     res = {"machine": machine(), "anchors": ANCHORS, "compare": [], "relu": [], "tasks": [],
@@ -79,7 +81,8 @@ def main(argv):
             t_full = best_time(lambda: tp.less(x, y).share0.numpy()[:1], F.reps)
             # and with garbling inside one tf.function: no eager per-op dispatch
             less_fn = tf.function(lambda a, b: tp.less(a, b))
-            t_graph = best_time(lambda: less_fn(x, y).share0.numpy()[:1], F.reps)
+            st_graph = timing_stats(lambda: less_fn(x, y).share0.numpy()[:1], F.reps)
+            t_graph = st_graph["min_s"]
             t_online = float("inf")
             for _ in range(F.reps):
                 g = tp.garble_comparisons([n])  # setup phase, not timed
@@ -96,18 +99,23 @@ def main(argv):
             offline_bytes = offline.bytes / n
             plain = tf.function(lambda a, b: a < b)
             xf = tf.constant(rng.uniform(-100, 100, n))
-            t_plain = best_time(lambda: plain(xf, xf).numpy(), F.reps)
+            st_plain = timing_stats(lambda: plain(xf, xf).numpy(), F.reps)
+            t_plain = st_plain["min_s"]
             res["compare"].append({"ring": bits, "n": n, "with_garbling_per_s": n / t_full,
                                    "with_garbling_tf_function_per_s": n / t_graph,
                                    "online_per_s": n / t_online,
                                    "online_bytes_per_cmp": online_bytes,
                                    "offline_bytes_per_cmp": offline_bytes,
-                                   "plaintext_per_s": n / t_plain})
+                                   "plaintext_per_s": n / t_plain,
+                                   # seconds per call, for benchmarks/report.py
+                                   "tf_function_s": st_graph,
+                                   "plaintext_median_s": st_plain["median_s"]})
+            print(f"  ring {bits} compare {n:,}: {n / t_graph:,.0f}/s (tf.function)", flush=True)
         n = int(F.sizes[-1])
         x = tp.share(rng.uniform(-100, 100, n))
         relu = tf.function(lambda a: tp.nn.relu(a))
-        res["relu"].append({"ring": bits, "n": n,
-                            "per_s": n / best_time(lambda: relu(x).share0.shape, F.reps)})
+        st = timing_stats(lambda: relu(x).share0.shape, F.reps)
+        res["relu"].append({"ring": bits, "n": n, "per_s": n / st["min_s"], "s": st})
         fns = {"reciprocal": (tp.math.reciprocal, tf.math.reciprocal, (0.01, 1000)),
                "sqrt": (tp.sqrt, tf.sqrt, (0.01, 1000)),
                "rsqrt": (tp.math.rsqrt, tf.math.rsqrt, (0.01, 1000)),
@@ -132,14 +140,16 @@ def main(argv):
             res["tasks"].append({"ring": bits, "task": f"sort {m}",
                                  "s": best_time(lambda: tp.sort(v).share0.numpy()[:1], 1),
                                  "tfe_lan_s": ANCHORS["tfe_sort_65536_s"] if m == 65536 else None})
+        print(f"  ring {bits}: derived functions done; sort and max next", flush=True)
         for m in map(int, F.sort_graph_sizes):
             res["sort_graph"].append(dict(ring=bits, n=m, **_sort_graph_times(
                 tp.share(rng.uniform(-100, 100, m)), F.reps)))
         for g in map(int, F.max_groups):
             v = tp.share(rng.uniform(-100, 100, (g, 4)))
             f = tf.function(lambda a: tp.reduce_max(a, axis=1))
+            st = timing_stats(lambda: f(v).share0.shape, F.reps)
             res["tasks"].append({"ring": bits, "task": f"max of {g} groups of 4",
-                                 "s": best_time(lambda: f(v).share0.shape, F.reps),
+                                 "s": st["min_s"], "stats": st,
                                  "tfe_lan_s": ANCHORS["tfe_max_65536x4_s"] if g == 65536 else None})
 
     print_table(f"Derived functions, {F.fn_n:,} elements, tf.function (CrypTen: its own "

@@ -22,7 +22,9 @@ from absl import app, flags
 import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
-flags.DEFINE_integer("mul_n", 10 ** 6, "elements of the elementwise multiplication")
+flags.DEFINE_list("mul_n", ["1", "100", "10000", "1000000"],
+                  "elements of the elementwise multiplication (one row per size: the report's "
+                  "time-against-size plot)")
 flags.DEFINE_list("sizes", ["256", "512", "1024"], "square matmul sizes")
 flags.DEFINE_integer("reps", 5, "timed repetitions (best and median are reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
@@ -43,7 +45,7 @@ def main(argv):
     import numpy as np
     import tensorflow as tf
 
-    from _report import bar_png, machine, print_table, timings, write_json
+    from _report import bar_png, machine, print_table, timing_stats, timings, write_json
 
     tf.get_logger().setLevel("ERROR")  # one tf.function per size is intended
     rng = np.random.default_rng(0)
@@ -51,9 +53,12 @@ def main(argv):
                "mul": [], "matmul": []}
 
     # plaintext baselines, same run
-    xf = tf.constant(rng.normal(0, 1, F.mul_n), tf.float32)
+    mul_sizes = [int(n) for n in F.mul_n]
     plain_mul = tf.function(lambda a, b: a * b)
-    pm_best, _ = timings(lambda: plain_mul(xf, xf).numpy(), F.reps)
+    pm = {}
+    for n in mul_sizes:
+        xf = tf.constant(rng.normal(0, 1, n), tf.float32)
+        pm[n] = timing_stats(lambda: plain_mul(xf, xf).numpy(), F.reps)
     plain_mm = {}
     for s in map(int, F.sizes):
         m = tf.constant(rng.normal(0, 1, (s, s)), tf.float32)
@@ -63,30 +68,36 @@ def main(argv):
     for bits in map(int, F.rings):
         tp.reset()
         tp.init(tp.Config(ring_bits=bits))
-        x = tp.share(rng.normal(0, 10, F.mul_n))
-        y = tp.share(rng.normal(0, 10, F.mul_n))
-        mul = tf.function(lambda a, b: a * b)
-        best, med = timings(lambda: mul(x, y).share0.shape, F.reps)
-        results["mul"].append({
-            "ring": bits, "n": F.mul_n, "best_s": best, "median_s": med,
-            "mul_per_s": F.mul_n / best, "target_mul_per_s": TARGET_MUL[bits],
-            "plaintext_mul_per_s": F.mul_n / pm_best,
-            "vs_privpy": F.mul_n / best / PRIVPY_MUL_PER_S})
+        for n in mul_sizes:
+            x = tp.share(rng.normal(0, 10, n))
+            y = tp.share(rng.normal(0, 10, n))
+            mul = tf.function(lambda a, b: a * b)
+            st = timing_stats(lambda: mul(x, y).share0.shape, F.reps)
+            best = st["min_s"]
+            results["mul"].append({
+                "ring": bits, "n": n, "best_s": best, "median_s": st["median_s"],
+                "min_s": best, "max_s": st["max_s"], "reps": st["reps"],
+                "mul_per_s": n / best, "target_mul_per_s": TARGET_MUL[bits],
+                "plaintext_mul_per_s": n / pm[n]["min_s"],
+                "plaintext_median_s": pm[n]["median_s"],
+                "vs_privpy": n / best / PRIVPY_MUL_PER_S})
         for s in map(int, F.sizes):
             a = tp.share(rng.normal(0, 1, (s, s)))
             b = tp.share(rng.normal(0, 1, (s, s)))
             mm = tf.function(lambda u, v: u @ v)
-            best, med = timings(lambda: mm(a, b).share0.shape, max(2, F.reps // 2))
+            st = timing_stats(lambda: mm(a, b).share0.shape, max(2, F.reps // 2))
+            best = st["min_s"]
             results["matmul"].append({
-                "ring": bits, "size": s, "best_s": best, "median_s": med,
+                "ring": bits, "size": s, "best_s": best, "median_s": st["median_s"],
+                "min_s": best, "max_s": st["max_s"], "reps": st["reps"],
                 "plaintext_s": plain_mm[s], "ratio": best / plain_mm[s],
                 "target_ratio": TARGET_MM_RATIO[bits] if s == 1024 else None})
 
     print_table(
-        f"Private elementwise multiplication, {F.mul_n:,} elements, embedded, "
+        f"Private elementwise multiplication, embedded, "
         f"{os.cpu_count()} cores (PrivPy anchor: {PRIVPY_MUL_PER_S / 1e6:.2f} M/s on 4x8 vCPU)",
-        ["ring", "M mult/s", "target", "x PrivPy", "plaintext tf M/s", "best ms", "median ms"],
-        [[r["ring"], f"{r['mul_per_s'] / 1e6:.1f}", f"{r['target_mul_per_s'] / 1e6:.0f}",
+        ["ring", "n", "M mult/s", "target", "x PrivPy", "plaintext tf M/s", "best ms", "median ms"],
+        [[r["ring"], f"{r['n']:,}", f"{r['mul_per_s'] / 1e6:.1f}", f"{r['target_mul_per_s'] / 1e6:.0f}",
           f"{r['vs_privpy']:.1f}", f"{r['plaintext_mul_per_s'] / 1e6:.0f}",
           f"{r['best_s'] * 1e3:.1f}", f"{r['median_s'] * 1e3:.1f}"] for r in results["mul"]])
     print_table(

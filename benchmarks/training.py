@@ -39,7 +39,8 @@ def main(argv):
     del argv
     import numpy as np
     import tensorflow as tf
-    from _report import bar_png, best_time, machine, plain_sgd_step, print_table, write_json
+    from _report import (bar_png, machine, plain_sgd_step, print_table, timing_stats,
+                         write_json)
     tf.get_logger().setLevel("ERROR")
     (x, y), _ = tp.datasets.load_mnist()
     xb_all, yb_all = tp.datasets.mnist_binary(x, y)
@@ -64,12 +65,16 @@ def main(argv):
         for b in map(int, F.lr_batches):
             model, trainer = trainer_for("lr")
             xs, ys = xb_all[:b], yb_all[:b]
-            t = best_time(lambda: trainer.step(xs, ys), F.reps)
+            st = timing_stats(lambda: trainer.step(xs, ys), F.reps)
+            t = st["min_s"]
             pm = tp.models.logistic_regression(784)
             ps = plain_sgd_step(pm, tf.keras.losses.BinaryCrossentropy(),
                                 tf.keras.optimizers.SGD(0.1))
-            tpl = best_time(lambda: ps(xs, ys), F.reps)
+            st_plain = timing_stats(lambda: ps(xs, ys), F.reps)
+            tpl = st_plain["min_s"]
             res["lr_per_instance"].append({"ring": bits, "batch": b, "ms_per_instance": 1e3 * t / b,
+                                           # per step: median, min, max (benchmarks/report.py)
+                                           "step_s": st, "plaintext_step_s": st_plain,
                                            "plaintext_ms_per_instance": 1e3 * tpl / b,
                                            "privpy_adult": PRIVPY_LR_MS.get(b, (None,))[0],
                                            "privpy_creditcard": PRIVPY_LR_MS.get(b, (None, None))[1]})
@@ -80,14 +85,17 @@ def main(argv):
             ys = yb_all[:128] if name == "lr" else onehot[:128]
             # steps are short: best of more of them, or one noisy rep decides
             reps = F.reps if name != "lr" else max(F.reps, 10)
-            t = best_time(lambda: trainer.step(xs, ys), reps)
+            st = timing_stats(lambda: trainer.step(xs, ys), reps)
+            t = st["min_s"]
             bill = trainer.cost(128)
             loss = (tf.keras.losses.BinaryCrossentropy() if name == "lr" else
                     tf.keras.losses.CategoricalCrossentropy(from_logits=True))
             ps = plain_sgd_step(tf.keras.models.clone_model(model), loss,
                             tf.keras.optimizers.SGD(0.1 if name == "lr" else 0.05))
-            tpl = best_time(lambda: ps(xs, ys), F.reps)
+            st_plain = timing_stats(lambda: ps(xs, ys), F.reps)
+            tpl = st_plain["min_s"]
             res["per_step"].append({"ring": bits, "model": name, "ms_per_step": 1e3 * t,
+                                    "step_s": st, "plaintext_step_s": st_plain,
                                     "plaintext_ms_per_step": 1e3 * tpl,
                                     "target_ms": STEP_TARGET_MS.get(name) if bits == 128 else None,
                                     "anchor": ANCHOR_STEP_MS[name], "rounds": bill.rounds,

@@ -1,6 +1,9 @@
 """benchmarks/micro.py, compare.py, functions.py, converter.py, training.py,
-aead_gcm.py and distributed.py run end to end at tiny sizes (one ring), so the benchmarks
-`make bench` runs cannot rot. Speeds are not checked here: they belong to the
+aead_gcm.py, paillier.py, batchcrypt_codec.py and distributed.py run end to end at
+tiny sizes (one ring), and the python-paillier helpers batchcrypt_phe.py and
+phe_tasks.py on a few values, so the benchmarks `make bench` runs cannot rot
+(he.py: tests/test_benchmarks_he.py; report.py and run_all.py:
+tests/test_benchmark_report.py). Speeds are not checked here: they belong to the
 benchmarks' own tables."""
 import json
 import os
@@ -25,6 +28,9 @@ RUNS = {
     "training": (["--rings=64", "--lr_batches=10", "--models=lr", "--reps=1"],
                  "training.json"),
     "aead_gcm": (["--runs=1", "--sizes=1"], "aead_gcm.json"),
+    "paillier": (["--bits=1024", "--n=8", "--phe_n=2", "--scalar_n=0", "--users=16"],
+                 f"paillier_{os.cpu_count()}t.json"),
+    "batchcrypt_codec": (["--values=2000", "--reps=1"], "batchcrypt_codec.json"),
 }
 
 
@@ -43,6 +49,8 @@ def test_benchmark_runs(name, tmp_path):
         assert [r["step"].split(" ")[0] for r in res["share_service"]] == [
             "upload", "tp.load", "tp.publish", "fetch", "4"]
         assert all(r["mib_per_s"] > 0 for r in res["share_service"])
+        for row in res["mul"] + res["matmul"]:   # the report's median, min and max
+            assert row["min_s"] <= row["median_s"] <= row["max_s"]
     if name == "compare":
         row = res["compare"][0]
         assert row["online_bytes_per_cmp"] > 0 and row["with_garbling_tf_function_per_s"] > 0
@@ -57,6 +65,27 @@ def test_benchmark_runs(name, tmp_path):
     if name == "functions":
         assert {r["fn"] for r in res["rows"]} == {"exp", "divide", "softmax"}
         assert all(r["tf_plaintext_us_per_elt"] > 0 for r in res["rows"])
+    if name == "paillier":
+        assert res["ops"]["1024"]["decrypt, CRT"] > 0 and res["workloads"]
+    if name == "batchcrypt_codec":
+        assert res["steps"]["encode = quantize + pack"]["s"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [
+    # (2048-bit key: its packing is sized for 2048-bit plaintexts)
+    ["batchcrypt_phe.py", "--values=20", "--per_value=2", "--json"],
+    ["phe_tasks.py", "--task=scalar_product", "--n=20"],
+    ["phe_tasks.py", "--task=vector_sum", "--users=3", "--dim=10", "--max_users=100"]],
+    ids=["batchcrypt_phe", "phe_scalar_product", "phe_vector_sum"])
+def test_phe_helpers_run(args):
+    """The python-paillier baselines he.py runs in .venv-bench, here with this
+    venv's phe (no gmpy2 needed): one JSON object on the last line."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", args[0]), *args[1:]],
+                       capture_output=True, text=True, timeout=600,
+                       cwd=os.path.join(ROOT, "benchmarks"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.slow

@@ -1,0 +1,145 @@
+"""benchmarks/report.py on a fixture of results JSON (tests/data/bench_results:
+real tiny outputs of micro, compare, functions, converter, training and
+batchcrypt_codec, a peers.json and a run.json with a failed program): rows,
+ratios, "not run", the header, the failure record, the peers and the PNGs.
+Runs without any peer installed and without TensorFlow being imported."""
+import json
+import os
+import shutil
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE = os.path.join(ROOT, "tests", "data", "bench_results")
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import report  # noqa: E402
+import report_rows  # noqa: E402
+
+
+def _run(tmp_path, drop=()):
+    results = tmp_path / "results"
+    shutil.copytree(FIXTURE, results)
+    for name in drop:
+        os.remove(results / name)
+    out = tmp_path / "out" / "REPORT.md"
+    assert report.main([f"--results={results}", f"--out={out}"]) == 0
+    return out.read_text(), tmp_path / "out"
+
+
+def _row(text, start):
+    lines = [ln for ln in text.splitlines() if ln.startswith(f"| {start}")]
+    assert len(lines) == 1, (start, lines)
+    return [c.strip() for c in lines[0].strip("|").split(" | ")]
+
+
+def _ratio(better):
+    """The report's wording of anchor/ours (times): 3 significant digits."""
+    x = better if better >= 1 else 1 / better
+    num = f"{x:.2f}" if x < 10 else f"{x:.3g}" if x < 1000 else f"{x:,.0f}"
+    return f"{num}x {'faster' if better >= 1 else 'slower'}"
+
+
+def test_report_rows_ratios_and_not_run(tmp_path):
+    text, out = _run(tmp_path)
+    anchors = json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
+    micro = json.load(open(os.path.join(FIXTURE, "micro.json")))
+    m = next(r for r in micro["mul"] if r["n"] == 100)
+
+    # header: when, where, what
+    for want in ("# Benchmark report", "| machine |", f"{os.cpu_count()} cores", "TensorFlow",
+                 "numpy", "Python", "| git commit | 0123456789ab", "--quick sizes",
+                 "fixture run", "LOADED"):
+        assert want in text, want
+
+    # a throughput row: anchor with its source line, ours median (min-max), plaintext, peer
+    cells = _row(text, f"multiplication throughput, 100 elements, {m['ring']}-bit")
+    workload, anchor, source, ours, plain, peer, ratio = cells
+    assert anchor.startswith("PrivPy 2.58 M/s") and "ANCHORS.md:10" in source
+    rate = 100 / m["median_s"]
+    assert ours.startswith(report_rows.fmt_value(rate, "1/s"))
+    assert plain != "–"
+    assert peer.startswith("mpyc (shamir 3 parties) ")          # the fixture's peer row
+    slower = anchors["privpy_mul_per_s"]["value"] / rate
+    assert ratio == _ratio(1 / slower)
+
+    # a time row against TF-Encrypted, from training.json
+    tr = json.load(open(os.path.join(FIXTURE, "training.json")))["per_step"][0]
+    cells = _row(text, f"LR on MNIST 0-4 vs 5-9, SGD step, batch 128, {tr['ring']}-bit")
+    x = 0.010 / tr["step_s"]["median_s"]
+    assert cells[6] == _ratio(x)
+
+    # rows whose benchmark did not run, or ran at another size: no number
+    assert _row(text, "BatchCrypt client cost per value")[3] == "not run"
+    assert _row(text, "scalar product, 200,000 binary")[3] == "not run"
+    assert _row(text, "vector sum, 8,000 users")[3] == "not run"
+    assert _row(text, "mul, matmul, less, LeNet-5, LR step")[3] == "not run"
+    assert _row(text, f"sort 2^16 (tf.function), {tr['ring']}-bit")[3].startswith("not run")
+    assert _row(text, f"FFNN 784-625-625-10, per image, batch 1000, {tr['ring']}-bit")[3] \
+        .startswith("not run")
+    sig = _row(text, f"sigmoid, one call of 100 elements, {tr['ring']}-bit")
+    assert sig[6] == "other size: no ratio"                     # PrivPy's figure is 1 op
+
+    # the failed program and the missing peer are reported with their reasons
+    assert "**failed** (exit 1)" in text and "RuntimeError: fixture failure of he.py" in text
+    assert "| crypten | not installed: no CPU wheel for this Python (fixture) |" in text
+    assert "| mpyc shamir 3 parties exp n=100 | no exp in MPyC (fixture) |" in text
+    assert "tf_privpy" not in peer   # peers_run.py's rows of ours are not a peer
+
+    # plots written, linked, non-trivial
+    for png in ("time_vs_size.png", "lenet5_batch.png"):
+        p = out / "report" / png
+        assert p.stat().st_size > 5000, png
+        assert f"](report/{png})" in text
+
+
+def test_report_without_peers_or_run_record(tmp_path):
+    text, _ = _run(tmp_path, drop=("peers.json", "run.json"))
+    assert "results/peers.json is absent" in text
+    assert "no peers.json (peers_run.py was not part of this run)" in text
+    assert "No record of a `make bench` run" in text
+
+
+def test_ratio_words():
+    A = {"t": {"system": "X", "value": 2.0, "unit": "s", "source": {"lines": [1]}},
+         "r": {"system": "X", "value": 100.0, "unit": "1/s", "source": {"lines": [1]}},
+         "x": {"system": "X", "value": 23, "low": 23, "high": 93, "unit": "x",
+               "source": {"lines": [1]}}}
+    M = report_rows.Measure
+    assert report_rows.Row("w", "s", ["t"], M(1.0), anchor_table=A).ratio() == "2.00x faster"
+    assert report_rows.Row("w", "s", ["t"], M(8.0), anchor_table=A).ratio() == "4.00x slower"
+    assert report_rows.Row("w", "1/s", ["r"], M(300.0), anchor_table=A).ratio() == "3.00x faster"
+    assert report_rows.Row("w", "x", ["x"], M(50.0), anchor_table=A).ratio() == \
+        "within the published range"
+    assert report_rows.Row("w", "s", ["t"], M(1.0), comparable=False,
+                           anchor_table=A).ratio() == "other size: no ratio"
+    assert report_rows.Row("w", "s", ["t"], None, anchor_table=A).cells()[3] == "not run"
+
+
+def test_anchors_file_has_sources():
+    anchors = json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
+    for key, a in anchors.items():
+        assert a["unit"] in ("s", "1/s", "B", "x") and a["value"] > 0, key
+        assert a["source"]["file"] == "shared/ANCHORS.md" and a["source"]["lines"], key
+        assert a["source"]["text"], key
+
+
+@pytest.mark.slow
+def test_run_all_goes_on_past_a_failure(tmp_path, monkeypatch):
+    """benchmarks/run_all.py: progress lines, a failing program recorded in
+    run.json and the report, the next one still run, exit status 1."""
+    import run_all
+    monkeypatch.setattr(run_all, "PROGRAMS", [
+        ("paillier", [], ["--no_such_flag"]),
+        ("batchcrypt_codec", [], ["--values=2000", "--reps=1"]),
+        ("no_such_benchmark", [], [])])
+    rc = run_all.main(["--quick", f"--out={tmp_path}", f"--report={tmp_path / 'REPORT.md'}"])
+    assert rc == 1
+    run = json.load(open(tmp_path / "run.json"))
+    assert [p["status"] for p in run["programs"]] == ["failed", "ok", "absent"]
+    assert "no_such_flag" in run["programs"][0]["error_tail"]
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "**failed** (exit 1)" in text
+    assert "BatchCrypt codec alone (encode + decode), per value" in text
+    assert _row(text, "BatchCrypt codec alone")[3] != "not run"

@@ -153,7 +153,7 @@ def main(argv):
     order = {w: i for i, w in enumerate(_common.ORDER)}
     res["rows"].sort(key=lambda r: (order.get(r["workload"], 99), r["n"], r["best_s"]))
     print_table(f"Peers beside tf_privpy, same machine and inputs, best of {F.reps} "
-                f"({os.cpu_count()} cores; x: time over tf_privpy's faster ring)",
+                f"({os.cpu_count()} cores; x: time over tf_privpy's fastest protocol)",
                 ["workload", "n", "peer", "protocol", "best ms", "median ms", "µs/el",
                  "max abs err", "max rel err", "x"],
                 [[r["workload"], f"{r['n']:,}", r["peer"], r["protocol"],

@@ -1,6 +1,8 @@
 """tf_privpy on the peers' workloads, same inputs, same rows (benchmarks/peers/_common.py), so
 that benchmarks/peers_run.py puts us beside them from one run. Embedded four-server runtime
-(tp.init()), each workload a tf.function on shares, both rings; the time of a call is the
+(tp.init()), each workload a tf.function on shares, both rings, the derived functions (sigmoid,
+reciprocal, exp, the LR step's sigmoid) in the exact (default) and the fast numerics mode
+(protocols "privpy-4pc-BITS-fast"; issue 14); the time of a call is the
 function up to S1's result share in numpy (as benchmarks/functions.py times it), not the
 sharing nor the reveal. Public API only. Run with the project's own venv.
 """
@@ -13,7 +15,8 @@ import _common  # noqa: E402
 
 def main():
     args = _common.parse_args()
-    protocols = args.protocols or ["privpy-4pc-128", "privpy-4pc-64"]
+    protocols = args.protocols or ["privpy-4pc-128", "privpy-4pc-64", "privpy-4pc-128-fast",
+                                   "privpy-4pc-64-fast"]
     import numpy as np
     import tensorflow as tf
 
@@ -25,20 +28,24 @@ def main():
            "sigmoid": tp.sigmoid, "reciprocal": tp.math.reciprocal, "exp": tp.exp,
            "lr_step": lambda x, y, w: w - tp.matmul(tp.transpose(x), tp.sigmoid(
                tp.matmul(x, w)) - y) * (_common.LR_RATE / _common.LR_BATCH)}
-    state = {"ring": None}
+    derived = ("sigmoid", "reciprocal", "exp", "lr_step")
+    state = {"setup": None}
 
     def measure(protocol, workload, n, xs):
-        bits = int(protocol.rsplit("-", 1)[1])
-        if state["ring"] != bits:
+        parts = protocol.split("-")
+        bits, mode = int(parts[2]), (parts[3] if len(parts) > 3 else "exact")
+        if mode != "exact" and workload not in derived:
+            return None, None, None  # no fast method: the exact row is the one
+        if state["setup"] != (bits, mode):
             tp.reset()
-            tp.init(tp.Config(ring_bits=bits))
-            state["ring"] = bits
+            tp.init(tp.Config(ring_bits=bits, functions={"common": {"mode": mode}}))
+            state["setup"] = (bits, mode)
         sx = [tp.share(x) for x in xs]
         f = tf.function(lambda *a, fn=fns[workload]: fn(*a))
         ts, _ = _common.time_reps(lambda: f(*sx).share0.numpy()[:1], args.reps)
         out = np.asarray(tp.reveal(f(*sx)), dtype=np.float64)
         return ts, out, (f"embedded 4 servers (S1, S2, T1, T2) in one process, {bits}-bit ring, "
-                         "tf.function, time to S1's result share")
+                         f"{mode} numerics, tf.function, time to S1's result share")
 
     _common.run_all("tf_privpy", versions, protocols, measure, args)
 

@@ -36,6 +36,16 @@ Status ReadSpec(InferenceContext* c, gc::ThresholdsSpec* spec) {
   return ::tensorflow::OkStatus();
 }
 
+// Garbling and mask ops: inputs (key12, nonce, n), the spec, and output
+// `bits_output` = [n, K] (decode bits or output masks, one per point).
+Status KeyNonceNBits(InferenceContext* c, DimensionHandle* n, gc::ThresholdsSpec* spec,
+                     int bits_output) {
+  TF_RETURN_IF_ERROR(gc_shapes::CheckKeyNonceN(c, n));
+  TF_RETURN_IF_ERROR(ReadSpec(c, spec));
+  c->set_output(bits_output, c->MakeShape({*n, static_cast<int64_t>(spec->points.size())}));
+  return ::tensorflow::OkStatus();
+}
+
 }  // namespace
 
 #define TF_PRIVPY_THRESHOLDS_ATTRS   \
@@ -53,11 +63,9 @@ REGISTER_OP("TfPrivpy>GcThresholdsGarble")
     .TF_PRIVPY_THRESHOLDS_ATTRS
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle n;
-      TF_RETURN_IF_ERROR(gc_shapes::CheckKeyNonceN(c, &n));
       gc::ThresholdsSpec spec;
-      TF_RETURN_IF_ERROR(ReadSpec(c, &spec));
+      TF_RETURN_IF_ERROR(KeyNonceNBits(c, &n, &spec, 1));
       c->set_output(0, c->MakeShape({n, gc::ThresholdsAndGates(spec), 4}));
-      c->set_output(1, c->MakeShape({n, static_cast<int64_t>(spec.points.size())}));
       return ::tensorflow::OkStatus();
     })
     .Doc("S1: garbles n window-thresholds circuits (thresholds.h) with the "
@@ -92,11 +100,8 @@ REGISTER_OP("TfPrivpy>GcThresholdsMask")
     .TF_PRIVPY_THRESHOLDS_ATTRS
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle n;
-      TF_RETURN_IF_ERROR(gc_shapes::CheckKeyNonceN(c, &n));
       gc::ThresholdsSpec spec;
-      TF_RETURN_IF_ERROR(ReadSpec(c, &spec));
-      c->set_output(0, c->MakeShape({n, static_cast<int64_t>(spec.points.size())}));
-      return ::tensorflow::OkStatus();
+      return KeyNonceNBits(c, &n, &spec, 0);
     })
     .Doc("S1 and S2: the output masks m[i, k] in {0, 1} of the n "
          "window-thresholds circuits garbled with (key12, nonce).");

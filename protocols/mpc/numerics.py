@@ -645,31 +645,23 @@ class CostTracker:
             self._set(o, (d[0] + 1, d[1] + 1, d[2]))
         return outs
 
-    def ltz(self, x: Shares, **kw) -> Shares:
+    def _circuit(self, x: Shares, out: Shares) -> Shares:
+        """A garbled comparator or circuit per element of x (out): one
+        comparison round, counted as one comparison per element
+        (cost.leading_one_cost, cost.thresholds_cost)."""
         d = self.depth(x)
-        out = self._b.ltz(x, **kw)
         self.comparisons += self._size(x)
         self._set(out, (d[0] + 1, d[1], d[2] + 1))
         return out
+
+    def ltz(self, x: Shares, **kw) -> Shares:
+        return self._circuit(x, self._b.ltz(x, **kw))
 
     def leading_one(self, x: Shares, columns, **kw) -> Shares:
-        """One garbled leading-one circuit per element: a comparison round,
-        counted as one comparison per element (cost.leading_one_cost)."""
-        d = self.depth(x)
-        out = self._b.leading_one(x, columns, **kw)
-        self.comparisons += self._size(x)
-        self._set(out, (d[0] + 1, d[1], d[2] + 1))
-        return out
-
+        return self._circuit(x, self._b.leading_one(x, columns, **kw))
 
     def thresholds(self, x: Shares, points, **kw) -> Shares:
-        """One garbled window-thresholds circuit per element: a comparison
-        round, counted as one comparison per element (cost.thresholds_cost)."""
-        d = self.depth(x)
-        out = self._b.thresholds(x, points, **kw)
-        self.comparisons += self._size(x)
-        self._set(out, (d[0] + 1, d[1], d[2] + 1))
-        return out
+        return self._circuit(x, self._b.thresholds(x, points, **kw))
 
 
 def measure(backend: Backend, fn, *inputs: Shares) -> Dict[str, float]:

@@ -34,6 +34,11 @@ WORKLOADS = {
     # [-0.05, 0.05]; w - LR_RATE * X^T (sigmoid(X w) - y) / batch; n is the batch
     "lr_step": ((0.0, 1.0), 3),
 }
+# issue 14's other derived functions: tanh on sigmoid's domain, the others on reciprocal's
+DERIVED_REFERENCES = {"tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+                      "log": np.log}
+WORKLOADS.update({"tanh": ((-10.0, 10.0), 1), "sqrt": ((0.5, 50.0), 1),
+                  "rsqrt": ((0.5, 50.0), 1), "log": ((0.5, 50.0), 1)})
 ORDER = list(WORKLOADS)
 MATMUL_SIDE = 128
 LR_BATCH, LR_FEATURES, LR_RATE = 128, 784, 0.1
@@ -55,6 +60,8 @@ def inputs(workload, n):
 
 def reference(workload, xs):
     x = xs[0]
+    if workload in DERIVED_REFERENCES:
+        return DERIVED_REFERENCES[workload](x)
     if workload == "mul":
         return x * xs[1]
     if workload == "matmul":
@@ -82,6 +89,8 @@ def errors(workload, xs, out):
     err = np.abs(out - ref)
     rel = err / np.maximum(np.abs(ref), 1e-12)
     if workload in ("comparison", "relu", "mul", "matmul", "lr_step"):  # zeros in the reference
+        rel = err / np.maximum(np.abs(ref), 1e-3)
+    if workload in ("tanh", "log"):  # zero at x = 0 and x = 1
         rel = err / np.maximum(np.abs(ref), 1e-3)
     return float(err.max()), float(rel.max())
 

@@ -198,17 +198,6 @@ def test_peers_benchmark_without_peer_venvs(tmp_path):
     assert "not installed" in out and (tmp_path / "peers.png").stat().st_size > 0
 
 
-@pytest.mark.slow
-def test_peers_benchmark_with_installed_peers(tmp_path):
-    """The same at a tiny size with whatever peer venvs `make bench-venv-peers` built here
-    (none: the check above is all there is); a built peer gives rows or a recorded failure."""
-    built = [p for p in PEERS if os.path.exists(os.path.join(ROOT, f".venv-{p}", ".installed"))]
-    res, _ = _run_peers(tmp_path, ROOT, PEERS)
-    _check_peers_json(res, PEERS)
-    for p in PEERS:
-        assert (res["peers"][p]["status"] == "not installed") == (p not in built), res["peers"][p]
-
-
 DERIVED_PEER_WORKLOADS = {"tanh": (-10.0, 10.0), "sqrt": (0.5, 50.0), "rsqrt": (0.5, 50.0),
                           "log": (0.5, 50.0)}
 
@@ -257,3 +246,15 @@ def test_tf_privpy_peer_runner_derived_functions(tmp_path):
     assert set(err) == set(bound)
     for k, b in bound.items():
         assert err[k] < b, (k, err[k])
+
+
+@pytest.mark.slow
+def test_peers_benchmark_with_installed_peers(tmp_path):
+    """The same at a tiny size with whatever peer venvs `make bench-venv-peers` built here
+    (none: the check above is all there is); a built peer gives rows or a recorded failure."""
+    built = [p for p in PEERS if os.path.exists(os.path.join(ROOT, f".venv-{p}", ".installed"))]
+    res, _ = _run_peers(tmp_path, ROOT, PEERS)
+    _check_peers_json(res, PEERS)
+    for p in PEERS:
+        assert (res["peers"][p]["status"] == "not installed") == (p not in built), res["peers"][p]
+

@@ -73,8 +73,6 @@ def main():
             "to TF's random ops")
 
     def measure(protocol, workload, n, xs):
-        if workload in lacks:
-            return None, None, lacks[workload]
         sx = [tfe.define_private_input("server0", lambda x=x: tf.constant(x)) for x in xs]
         f = tfe.function(fns[workload])
         t0 = time.perf_counter()
@@ -88,7 +86,12 @@ def main():
         return ts, out, (f"3 players as devices of one TF process, tfe.function; first call "
                          f"(trace + build + run) {build:.2f} s; {rand}")
 
-    _common.run_all("tfe", versions, ["aby3-64bit-f16"], measure, args)
+    def measure_available(protocol, workload, n, xs):  # what 0.9.1 lacks: recorded, not run
+        if workload in lacks:
+            return None, None, lacks[workload]
+        return measure(protocol, workload, n, xs)
+
+    _common.run_all("tfe", versions, ["aby3-64bit-f16"], measure_available, args)
 
 
 if __name__ == "__main__":

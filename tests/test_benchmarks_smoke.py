@@ -257,4 +257,3 @@ def test_peers_benchmark_with_installed_peers(tmp_path):
     _check_peers_json(res, PEERS)
     for p in PEERS:
         assert (res["peers"][p]["status"] == "not installed") == (p not in built), res["peers"][p]
-

@@ -75,6 +75,7 @@ def main():
            "reciprocal": lambda a: 1.0 / a, "exp": jnp.exp,
            "lr_step": lambda x, y, w: w - (_common.LR_RATE / _common.LR_BATCH) * (
                x.T @ (jax.nn.sigmoid(x @ w) - y))}
+    fns.update({"tanh": jnp.tanh, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "log": jnp.log})
 
     def measure(protocol, workload, n, xs):
         processes = protocol.endswith("-processes")

@@ -21,8 +21,7 @@ window-thresholds circuit per element, or one comparator each):
 --modes times the numerics modes side by side (protocols/mpc/fast_numerics.py):
 "fast" rows use the fast methods' stated domains for their inputs (the time of
 a private function does not depend on the values) and have no range
-reduction, so they are timed once per ring; functions without a fast method
-(sqrt, rsqrt) are timed in exact mode only. Every row has its mode and the
+reduction, so they are timed once per ring. Every row has its mode and the
 max error against numpy (absolute; relative for exp).
 
 Results go to benchmarks/results/functions.json.
@@ -63,6 +62,7 @@ DOMAINS = {"exp": (-20, 10), "reciprocal": (0.01, 1000), "divide": (0.01, 1000),
            "log_softmax": (-15, 15), "sigmoid_folded": (-30, 30), "tanh_folded": (-30, 30)}
 #: the fast methods' stated domains (docs/numerics.md, "Fast mode")
 FAST_DOMAINS = {"exp": (-5, 5), "reciprocal": (0.5, 50), "divide": (0.5, 50),
+                "sqrt": (0.5, 50), "rsqrt": (0.5, 50),
                 "log": (0.05, 200), "sigmoid": (-30, 30), "tanh": (-30, 30),
                 "softmax": (-15, 15), "log_softmax": (-15, 15)}
 # sigmoid and tanh have no range reduction: timed with the first method only

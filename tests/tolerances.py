@@ -340,12 +340,19 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
 #:   2.4e-5 at x = 200 with n = 10; 6e-3 with n = 6 in the 64-bit ring, plus
 #:   its 2^(n+1) lost ulps, 2e-3, and the Householder terms' truncations);
 #: - softmax, log_softmax: exp's absolute error on [-1.8·2^n, 0] (output <= 1)
-#:   and the row sum's reciprocal (1e-5) or log.
+#:   and the row sum's reciprocal (1e-5) or log;
+#: - sqrt, rsqrt on [0.5, 50]: the iteration's 1e-5 relative error times the
+#:   largest output (sqrt 50 = 7.07: 7.1e-5; 1/sqrt 0.5 = 1.41: 1.42e-5) plus
+#:   a few lifted truncations (128-bit); 64-bit: sqrt after its Heron step
+#:   keeps about two ulps (4 ulps: 6.1e-5; CrypTen's sqrt: 9.4e-3), rsqrt the
+#:   1.42e-5 plus five ulps of its h products (9.2e-5; CrypTen's: 1.5e-3).
 FAST_TOL = {
     128: {"exp": ("rel", 5e-4), "reciprocal": ("abs", 3e-5),
           "sigmoid": ("abs", 5e-5), "tanh": ("abs", 1e-4), "log": ("abs", 1e-4),
-          "softmax": ("abs", 5e-5), "log_softmax": ("abs", 1e-4)},
+          "softmax": ("abs", 5e-5), "log_softmax": ("abs", 1e-4),
+          "sqrt": ("abs", 7.5e-5), "rsqrt": ("abs", 1.5e-5)},
     64: {"exp": ("rel", 1e-2), "reciprocal": ("abs", 7.6e-5),
          "sigmoid": ("abs", 1e-3), "tanh": ("abs", 2e-3), "log": ("abs", 1.5e-2),
-         "softmax": ("abs", 1e-3), "log_softmax": ("abs", 3e-3)},
+         "softmax": ("abs", 1e-3), "log_softmax": ("abs", 3e-3),
+         "sqrt": ("abs", 6.1e-5), "rsqrt": ("abs", 9.2e-5)},
 }

@@ -45,6 +45,8 @@ FAST = [
      ("CrypTen", 2.9e-3)),
     ("tanh", N.tanh, np.tanh, lambda r: (-_big(r) / 2, _big(r) / 2), "lin", "abs", None),
     ("log", N.log, np.log, (0.05, 200.0), "lin", "abs", None),
+    ("sqrt", N.sqrt, np.sqrt, (0.5, 50.0), "lin", "abs", ("CrypTen", 9.4e-3)),
+    ("rsqrt", N.rsqrt, lambda x: x ** -0.5, (0.5, 50.0), "lin", "abs", ("CrypTen", 1.5e-3)),
     ("softmax", N.softmax, _softmax, (-15.0, 15.0), "rows", "abs", None),
     ("log_softmax", N.log_softmax, _log_softmax, (-15.0, 15.0), "rows", "abs", None),
 ]
@@ -57,6 +59,9 @@ METHODS = {
                "Goldschmidt from a linear guess on [1, 2], sign folded in",
     "tanh": "2·sigmoid(2x) - 1",
     "log": "CrypTen's Householder: y0 = x/120 - 20e^(-2x-1) + 3, 2 iterations of order 8",
+    "sqrt": "near-minimax public polynomial guess of 1/sqrt on [lo, hi], then Goldschmidt's "
+            "square root g -> sqrt x, 2h -> 1/sqrt x (+ one Heron step in the 64-bit ring)",
+    "rsqrt": "as sqrt, output 2h",
     "softmax": "the exact mode's max tree, fast exp of x - max, fast reciprocal of the row sum "
                "on [1, n]",
     "log_softmax": "the exact mode's max tree, fast exp, fast log of the row sum",
@@ -112,7 +117,7 @@ def section(results, backend, points):
              "`tp.Policy(numerics_mode=\"fast\")` "
              "for the converter (inference and `convert_training`). Methods in "
              "`protocols/mpc/fast_numerics.py`; settings under `\"fast\"` in "
-             "`protocols/defaults.json`; sqrt and rsqrt have no fast method and stay exact.",
+             "`protocols/defaults.json`.",
              "", "| function | method |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in METHODS.items()]
     lines += ["", f"Measured on the {backend} backend, {points} points of each domain (softmax: "
@@ -140,6 +145,9 @@ def section(results, backend, points):
               "| reciprocal, divide | y > hi or y < 0 | wrong (the guess's error exceeds 1) |",
               "| sigmoid, tanh | \\|x\\| ≥ 2·2^n (\\|2x\\| for tanh) | wrong |",
               "| log | x ≤ 0, x > 230 | wrong |",
+              "| sqrt, rsqrt | x within 1 % outside [lo, hi] | close (relative error ≤ 1e-3); "
+              "sqrt(0) = 0 |",
+              "| sqrt, rsqrt | further out, rsqrt(x ≤ 0) | wrong (the guess is extrapolated) |",
               "| softmax, log_softmax | a row with max - x > 1.8·2^n | wrong |", ""]
     return lines
 

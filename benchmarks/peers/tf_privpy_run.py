@@ -30,9 +30,8 @@ def main():
            "lr_step": lambda x, y, w: w - tp.matmul(tp.transpose(x), tp.sigmoid(
                tp.matmul(x, w)) - y) * (_common.LR_RATE / _common.LR_BATCH)}
     derived = ("sigmoid", "reciprocal", "exp", "lr_step")
-    # sqrt and rsqrt have no fast method: their exact rows only
     fns.update({"tanh": tp.tanh, "sqrt": tp.sqrt, "rsqrt": tp.math.rsqrt, "log": tp.math.log})
-    derived += ("tanh", "log")
+    derived += ("tanh", "log", "sqrt", "rsqrt")
     state = {"setup": None}
 
     def measure(protocol, workload, n, xs):

@@ -27,6 +27,12 @@ protocols/mpc/lifted.py):
   k are chosen for the fewest rounds that reach the configured relative
   error. The output is (1 - (1 - x·g(x))^(2^k)) / x everywhere: outside
   [lo, hi] it is still close to 1/x while |1 - x·g(x)| < 1 and wrong beyond.
+- sqrt, rsqrt: Goldschmidt's square-root iteration (g -> sqrt x, 2h ->
+  1/sqrt x, two rounds per iteration) from a public polynomial guess p of
+  1/sqrt on the domain [lo, hi] (near-minimax relative error); the degree
+  and the iteration count are chosen for the fewest rounds that reach the
+  configured relative error. Outside [lo, hi] the guess is extrapolated: close
+  just outside, wrong further out and for x <= 0 (sqrt(0) = 0 still).
 - sigmoid: one comparison β = [x < 0] gives |x| = x - 2βx (exact); e =
   e^(-|x|) by the limit above lies in (0, 1], d = 1 + e in [1, 2]; 1/d by
   Goldschmidt from the linear minimax guess 24/17 - 8d/17 (|1 - d·g| <= 1/17),
@@ -56,12 +62,12 @@ from . import numerics as N
 from . import shares as sh
 from ..config import DEFAULTS
 from .backend import Backend, Shares
-from .lifted import Ctx
+from .lifted import Ctx, mul_round
 
 MODES = ("exact", "fast")
 #: functions with a fast method (the others compute exactly in either mode)
-FAST_FUNCTIONS = ("exp", "log", "reciprocal", "divide", "sigmoid", "tanh", "softmax",
-                  "log_softmax")
+FAST_FUNCTIONS = ("exp", "log", "reciprocal", "divide", "sqrt", "rsqrt", "sigmoid", "tanh",
+                  "softmax", "log_softmax")
 
 
 # ----------------------------------------------------------------- settings
@@ -154,14 +160,19 @@ def recip_plan(lo: float, hi: float, rel_error: float) -> Tuple[Tuple[float, ...
 def recip_guess(ctx: Ctx, y: Shares, lo: float, hi: float, rel_error: float):
     """The lifted guess g(y) of recip_plan and its iteration count."""
     coeffs, c, h, k = recip_plan(float(lo), float(hi), float(rel_error))
+    return _poly_guess(ctx, y, coeffs, c, h), k
+
+
+def _poly_guess(ctx: Ctx, y: Shares, coeffs: Sequence[float], c: float, h: float) -> Shares:
+    """Lifted Σ coeffs[i]·z^i, z = (y - c)/h in [-1, 1] on the domain: the
+    powers of z by one product tree (ceil(log2 degree) rounds)."""
     if 1.0 / h < 4:
         z = ctx.lscale(y, 1.0 / h)
     else:
         z = ctx.lift(ctx.scale(y, 1.0 / h))
     z = ctx.add_const(z, -ctx.lconst(c / h))
     terms = N._terms(ctx, z, len(coeffs) - 1)
-    g = ctx.combine([ctx.ones(z)] + terms[1:], [coeffs[0] * 2.0 ** ctx.E] + list(coeffs[1:]))
-    return g, k
+    return ctx.combine([ctx.ones(z)] + terms[1:], [coeffs[0] * 2.0 ** ctx.E] + list(coeffs[1:]))
 
 
 def divide(backend: Backend, x: Optional[Shares], y: Shares, fn: str = "divide",
@@ -185,6 +196,106 @@ def divide(backend: Backend, x: Optional[Shares], y: Shares, fn: str = "divide",
     else:
         out = N._goldschmidt(ctx, xf, yf, g, k)
     return backend.map_shares(lambda s: sh.reshape(s, shape, ctx.limbs), out)
+
+
+# -------------------------------------------------------------- sqrt, rsqrt
+@functools.lru_cache(maxsize=None)
+def rsqrt_plan(lo: float, hi: float, rel_error: float) -> Tuple[Tuple[float, ...], float, float,
+                                                                   int]:
+    """(coefficients of the guess p in z = (x - c)/h, c, h, iterations) for
+    1/sqrt(x) on [lo, hi]: p of degree d near-minimax in relative error
+    (Lawson's iteratively reweighted least squares on Chebyshev points),
+    e0 = max |1 - x·p(x)²| on a dense grid, and the iteration count k such
+    that the Goldschmidt recurrence e' = e²(3 + e)/4 brings e0 to e_k with
+    e_k / 2 <= rel_error; the fewest rounds (ceil(log2 d) for the powers of
+    z, 1 for x·p, 2 per iteration), then the fewest products."""
+    if not 0 < lo < hi:
+        raise ValueError(f"the fast sqrt/rsqrt needs a domain 0 < lo < hi, got [{lo}, {hi}]")
+    c, h = (lo + hi) / 2, (hi - lo) / 2
+    z = np.cos(np.linspace(0.0, np.pi, 4001))
+    x = c + h * z
+    best = None
+    for d in range(1, 9):                         # higher degrees extrapolate wildly
+        vander, w = Ch.chebvander(z, d) * np.sqrt(x)[:, None], np.ones_like(z)
+        for _ in range(100):                      # Lawson: weights grow where the error peaks
+            co = np.linalg.lstsq(vander * w[:, None], w, rcond=None)[0]
+            err = np.abs(1.0 - vander @ co)
+            w = w * np.sqrt(err / err.max())
+        e = float(np.abs(1.0 - x * Ch.chebval(z, co) ** 2).max())
+        if e >= 1.0:
+            continue
+        for k in range(1, 8):
+            e = e * e * (3.0 + e) / 4.0
+            if e / 2.0 <= rel_error:
+                cost = ((d - 1).bit_length() + 1 + 2 * k, d + 1 + 3 * k)
+                if best is None or cost < best[0]:
+                    best = (cost, tuple(Ch.cheb2poly(co)), k)
+                break
+    if best is None:
+        raise ValueError(f"the fast sqrt/rsqrt cannot reach relative error {rel_error} on "
+                         f"[{lo}, {hi}] with degree 8 and 7 iterations: narrow the domain")
+    return best[1], c, h, best[2]
+
+
+def _root_flat(ctx: Ctx, x: Shares, want_sqrt: bool, lo: float, hi: float,
+               rel_error: float, polish: int = 0) -> Shares:
+    """Goldschmidt's square root (Markstein, "Software division and square
+    root using Goldschmidt's algorithms", 2004, §3): from y0 ~ 1/sqrt(x),
+    g = x·y0, h = y0/2, then r = 1/2 - g·h, g <- g(1 + r), h <- h(1 + r):
+    g -> sqrt(x) and 2h -> 1/sqrt(x) quadratically (g/h = 2x throughout),
+    two rounds per iteration, no comparison; sqrt then takes `polish`
+    self-correcting Heron steps (two rounds each)."""
+    b = ctx.b
+    coeffs, c, hw, k = rsqrt_plan(float(lo), float(hi), float(rel_error))
+    y0 = _poly_guess(ctx, x, coeffs, c, hw)                      # lifted
+    g = mul_round(ctx, [(x, y0)], [True])[0]                      # lifted x·y0
+    h = ctx.scale(y0, 0.5)
+    for i in range(k):
+        r = b.public_sub(ctx.fill(x, ctx.lconst(0.5)), ctx.lmul_many([(g, h)])[0])
+        last = i == k - 1
+        pairs = [(g, r)] if last and want_sqrt else [(h, r)] if last else [(g, r), (h, r)]
+        out = ctx.lmul_many(pairs)
+        if not last or want_sqrt:
+            g = b.add(g, out[0])
+        if not last or not want_sqrt:
+            h = b.add(h, out[-1])
+    if not want_sqrt:
+        return ctx.lower(b.add(h, h))
+    for _ in range(polish):
+        # g and h round independently, so g/h drifts from 2x by about an ulp
+        # of h (small: 1/(2 sqrt x)) per iteration, and g with it. Heron's
+        # step g + h·(x - g²) is self-correcting: about an ulp of g is left.
+        sq = ctx.lmul_many([(g, g)])[0]
+        g = b.add(g, ctx.lmul_many([(h, b.sub(ctx.lift(x), sq))])[0])
+    return ctx.lower(g)
+
+
+def _root_settings(backend, fn, domain, rel_error):
+    lo, hi = setting(backend, fn, "domain", domain)
+    return float(lo), float(hi), float(setting(backend, fn, "rel_error", rel_error))
+
+
+@N._elementwise
+def _sqrt(ctx, x, domain=None, rel_error=None):
+    return _root_flat(ctx, x, True, *_root_settings(ctx.b, "sqrt", domain, rel_error),
+                      polish=int(setting(ctx.b, "sqrt", "newton_polish")))
+
+
+@N._elementwise
+def _rsqrt(ctx, x, domain=None, rel_error=None):
+    return _root_flat(ctx, x, False, *_root_settings(ctx.b, "rsqrt", domain, rel_error))
+
+
+def sqrt(backend: Backend, x: Shares, domain: Optional[Sequence[float]] = None,
+         rel_error: Optional[float] = None) -> Shares:
+    """sqrt(x) by Goldschmidt's iteration from a polynomial guess (module doc)."""
+    return _sqrt(backend, x, domain=domain, rel_error=rel_error)
+
+
+def rsqrt(backend: Backend, x: Shares, domain: Optional[Sequence[float]] = None,
+          rel_error: Optional[float] = None) -> Shares:
+    """1/sqrt(x) by Goldschmidt's iteration from a polynomial guess (module doc)."""
+    return _rsqrt(backend, x, domain=domain, rel_error=rel_error)
 
 
 # ---------------------------------------------------------- sigmoid, tanh

@@ -320,14 +320,22 @@ def _sqrt(ctx, x, degree=None, range_reduction=None):
 
 
 def rsqrt(backend: Backend, x: Shares, degree: Optional[int] = None,
-          range_reduction: Optional[str] = None) -> Shares:
-    """1/sqrt(x) for 2^-f <= x < B; 0 for x <= 0."""
+          range_reduction: Optional[str] = None, mode: Optional[str] = None) -> Shares:
+    """1/sqrt(x) for 2^-f <= x < B; 0 for x <= 0. mode "fast":
+    fast_numerics.rsqrt on its domain."""
+    fast = _fast(backend, "rsqrt", mode)
+    if fast:
+        return fast.rsqrt(backend, x)
     return _rsqrt(backend, x, degree=degree, range_reduction=range_reduction)
 
 
 def sqrt(backend: Backend, x: Shares, degree: Optional[int] = None,
-         range_reduction: Optional[str] = None) -> Shares:
-    """sqrt(x) for 0 <= x < B; 0 for x <= 0."""
+         range_reduction: Optional[str] = None, mode: Optional[str] = None) -> Shares:
+    """sqrt(x) for 0 <= x < B; 0 for x <= 0. mode "fast": fast_numerics.sqrt
+    on its domain."""
+    fast = _fast(backend, "sqrt", mode)
+    if fast:
+        return fast.sqrt(backend, x)
     return _sqrt(backend, x, degree=degree, range_reduction=range_reduction)
 
 

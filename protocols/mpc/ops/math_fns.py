@@ -35,7 +35,8 @@ protocols/mpc/fast_numerics.py. What happens outside a fast domain:
   sigmoid, tanh: accurate for |x| < 1.8·2^n (|2x| for tanh), wrong from 2·2^n;
   log: accurate on [0.05, 200] (docs/numerics.md), wrong for x <= 0;
   softmax, log_softmax: rows whose spread max - x exceeds 1.8·2^n are wrong.
-Functions without a fast method (sqrt, rsqrt) compute exactly in either mode.
+  sqrt, rsqrt (x in [0.5, 50] by default): the guess polynomial is
+    extrapolated: close just outside, wrong further out (and rsqrt for x <= 0).
 """
 from __future__ import annotations
 
@@ -119,23 +120,31 @@ def divide(x, y, method: Optional[str] = None, iterations: Optional[int] = None,
 
 
 def sqrt(x: PrivateTensor, degree: Optional[int] = None,
-         range_reduction: Optional[str] = None) -> PrivateTensor:
+         range_reduction: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """sqrt(x) for 0 <= x < B; sqrt(x <= 0) = 0.
+
+    mode="fast": Goldschmidt's square root from a polynomial guess, for x in
+    the fast domain ([0.5, 50] by default; see the module doc).
 
     Example:
       >>> tp.sqrt(tp.share([2.0, 9.0])).reveal()   # [1.41421, 3.]
+      >>> tp.sqrt(tp.share([2.0]), mode="fast").reveal()   # [1.41421], x in [0.5, 50]
     """
-    return _unary(N.sqrt, x, "tp.sqrt", degree=degree, range_reduction=range_reduction)
+    return _unary(N.sqrt, x, "tp.sqrt", degree=degree, range_reduction=range_reduction,
+                  mode=mode)
 
 
 def rsqrt(x: PrivateTensor, degree: Optional[int] = None,
-          range_reduction: Optional[str] = None) -> PrivateTensor:
+          range_reduction: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """1/sqrt(x) for 2^-f <= x < B; rsqrt(x <= 0) = 0.
+
+    mode="fast": as for tp.sqrt.
 
     Example:
       >>> tp.math.rsqrt(tp.share([4.0])).reveal()   # [0.5]
     """
-    return _unary(N.rsqrt, x, "tp.math.rsqrt", degree=degree, range_reduction=range_reduction)
+    return _unary(N.rsqrt, x, "tp.math.rsqrt", degree=degree, range_reduction=range_reduction,
+                  mode=mode)
 
 
 def exp(x: PrivateTensor, degree: Optional[int] = None,

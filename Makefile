@@ -44,8 +44,12 @@ build: $(LIB) $(PROTO_STUBS)
 demo: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/lenet5_private_inference.py
 
+# Two workers, a test file each at a time (module fixtures stay per worker): most
+# of a test's time is single-threaded Python (tracing, graph rewriting), so one
+# process leaves a core idle. TEST_ARGS="-n 0" runs it in one process.
+TEST_ARGS ?= -n 2 --dist loadfile
 test: build
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q $(TEST_ARGS) --durations=25
 
 test-fast: build
 	$(PY) -m pytest -q -m "not slow"

@@ -259,15 +259,20 @@ def run_all(peer, versions, protocols, measure, args):
                 rows.append(row(peer, protocol, workload, n, ts, a, r, versions, note))
                 print(f"{peer} {protocol} {workload} n={n}: best {min(ts):.4f} s "
                       f"max abs err {a:.2e}", flush=True)
+            # after every workload: a runner stopped by peers_run's timeout keeps its rows
+            write(args.rows, peer, versions, rows, errs)
     write(args.rows, peer, versions, rows, errs)
 
 
 def write(path, peer, versions, rows, errs):
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    with open(path, "w") as f:
+    if path == os.devnull:
+        return
+    with open(path + ".tmp", "w") as f:  # whole or not at all: a timeout can stop the runner
         json.dump({"peer": peer, "versions": versions, "python": platform.python_version(),
                    "rows": rows, "errors": errs}, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def version_of(dist):

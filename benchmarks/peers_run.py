@@ -7,6 +7,12 @@ runner with ours, and the rows go to one table, benchmarks/results/peers.json an
     python benchmarks/peers_run.py --sizes=100000 --reps=3 --peers=crypten,spu
     python benchmarks/peers_run.py --sizes=100 --reps=1    # smoke size
 
+Whole programs too (issue 13): sort (1024 and 2^16 values, up to the largest --sizes), max of
+groups of 4 (TF-Encrypted's task; as many groups), LeNet-5 inference at each --batches size on
+the same numpy weights (tf_privpy.models.lenet5's layers) and its graph build (convert, compile
+or construction) at the first. A runner writes its rows after every workload, so one stopped
+by --timeout keeps the workloads it finished.
+
 Peers: CrypTen (2 processes, its run_multiprocess launcher), SPU (simulator, SEMI2K and ABY3),
 TF-Encrypted (ABY3, 3 players in one TF process), MPyC (3 processes over TCP). A peer whose venv
 is missing or did not build is recorded as "not installed" with the reason; one whose runner

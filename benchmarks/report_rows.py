@@ -450,6 +450,11 @@ def lenet5_build_rows(res, A, ring) -> List[Row]:
         rows.append(Row(f"LeNet-5 (ReLU, max pooling) graph build (convert + first trace), "
                         f"batch {b}, {ring}-bit", "s", (), Measure(r["build_s"], note="once"),
                         peer=cell, anchor_table=A))
+    if not rows:   # ours not run: the peers' builds still have their row
+        rows.append(Row(f"LeNet-5 (ReLU, max pooling) graph build (convert + first trace), "
+                        f"batch 1, {ring}-bit", "s", (), None,
+                        _missing(res, "converter", "batch 1 / lenet5 not chosen"),
+                        peer=peer_cell(res, "graph_build", 1), anchor_table=A))
     return rows
 
 

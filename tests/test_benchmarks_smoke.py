@@ -55,6 +55,9 @@ def test_benchmark_runs(name, tmp_path):
         row = res["compare"][0]
         assert row["online_bytes_per_cmp"] > 0 and row["with_garbling_tf_function_per_s"] > 0
         assert res["sort_graph"][0]["run_s"] > 0 and res["sort_graph"][0]["trace_s"] > 0
+        # plaintext TF of the same tasks, for the report's column
+        assert res["sort_graph"][0]["plaintext_s"]["median_s"] > 0
+        assert res["tasks"][-1]["plaintext_s"]["median_s"] > 0
     if name == "converter":
         row = res["rows"][0]
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0

@@ -483,9 +483,13 @@ def group_tfe(res, A) -> List[Row]:
                         plaintext=stats_measure(t.get("plaintext_s")) if t else None,
                         peer=peer_cell(res, "max", 65536), anchor_table=A))
         rows += sort_max_smaller(res, A, ring)
+    nets = {"lr": "LR on MNIST 0-4 vs 5-9", "network_a": "network A 784-128-128-10",
+            "network_b": "network B (MiniONN conv)", "network_c": "network C (LeNet conv)",
+            "network_d": "network D (Chameleon conv)"}
     for ring in _rings(tr.get("per_step")):
-        for model, akeys in (("lr", ["tfe_lr_step_b128"]),
-                             ("network_a", ["tfe_network_a_b128", "mpspdz_network_a_b128"])):
+        for model, name in nets.items():
+            akeys = (["tfe_lr_step_b128"] if model == "lr" else
+                     [f"tfe_{model}_b128", f"mpspdz_{model}_b128"])
             r = _pick(tr.get("per_step"), ring=ring, model=model)
             ours = plain = None
             if r:
@@ -493,16 +497,10 @@ def group_tfe(res, A) -> List[Row]:
                                                                  note="best")
                 plain = stats_measure(r.get("plaintext_step_s")) or Measure(
                     r["plaintext_ms_per_step"] * 1e-3, note="best")
-            name = "LR on MNIST 0-4 vs 5-9" if model == "lr" else "network A 784-128-128-10"
             rows.append(Row(f"{name}, SGD step, batch 128, {ring}-bit", "s", akeys, ours,
                             _missing(res, "training", f"{model} not in --models"),
                             plaintext=plain, anchor_table=A,
                             peer=peer_cell(res, "lr_step", 128) if model == "lr" else "–"))
-    for net in "bcd":
-        rows.append(Row(f"network {net.upper()}, SGD step, batch 128", "s",
-                        [f"tfe_network_{net}_b128", f"mpspdz_network_{net}_b128"],
-                        status="not run: benchmarks/training.py times LR and network A only",
-                        anchor_table=A))
     return rows
 
 

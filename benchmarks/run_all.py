@@ -37,7 +37,8 @@ PROGRAMS = [
                      "--sort_graph_sizes=1024,65536", "--max_groups=1024,65536"]),
     ("functions", [], ["--sizes=100,10000", "--reps=3"]),
     ("converter", [], ["--batches=1,10,100", "--reps=2", "--models=ffnn,lenet5,lenet5_sigmoid"]),
-    ("training", [], ["--lr_batches=1,10,100,1000", "--reps=3"]),
+    # networks B and C take tens of seconds a step: one timed step each when quick
+    ("training", [], ["--lr_batches=1,10,100,1000", "--reps=1"]),
     ("he", [], ["--quick"]),
     ("paillier", [], ["--bits=2048", "--n=64", "--scalar_n=20000", "--users=800"]),
     ("batchcrypt_codec", [], ["--values=100000", "--reps=3"]),

@@ -5,11 +5,14 @@ in the same run and the anchors (shared/ANCHORS.md):
     4 servers of 8 vCPUs, 1 GbE), on MNIST 0-4 vs 5-9 (784 features);
   - per SGD step at batch 128 on MNIST: logistic regression (TF-Encrypted
     0.010-0.012 s on LAN; issue 10's target: <= 10 ms in the 128-bit ring)
-    and network A 784-128-128-10 (TF-Encrypted 0.138-0.167 s, MP-SPDZ 0.098 s).
+    and TF-Encrypted's networks A-D (tp.models; s per batch on LAN, TF-Encrypted
+    / MP-SPDZ: A 0.138-0.167 / 0.098, B 4.0-5.3 / 0.571, C 6.2-8.2 / 1.175,
+    D 0.36-0.44 / 0.134).
 Embedded four servers, best of --reps steps after the tracing step.
 
     python benchmarks/training.py
     python benchmarks/training.py --rings=64 --lr_batches=10 --models=lr --reps=1
+    python benchmarks/training.py --rings=128 --lr_batches= --models=network_b,network_d
 
 Results go to benchmarks/results/training.json and training.png.
 """
@@ -22,7 +25,8 @@ import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
 flags.DEFINE_list("lr_batches", ["1", "10", "100", "1000"], "LR batch sizes (per instance)")
-flags.DEFINE_list("models", ["lr", "network_a"], "models timed per step of batch 128")
+flags.DEFINE_list("models", ["lr", "network_a", "network_b", "network_c", "network_d"],
+                  "models timed per step of batch 128: lr and tp.models' networks")
 flags.DEFINE_integer("reps", 3, "timed steps (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for training.json")
@@ -32,7 +36,10 @@ PRIVPY_LR_MS = {1: (80, 70), 10: (11, 9), 100: (3.7, 2.3), 1000: (2.5, 1.39)}
 #: issue 10's target for the 128-bit ring
 STEP_TARGET_MS = {"lr": 10.0}
 ANCHOR_STEP_MS = {"lr": ("TF-Encrypted LAN", 10.0, 12.0),
-                  "network_a": ("TF-Encrypted LAN", 138.0, 167.0)}
+                  "network_a": ("TF-Encrypted LAN", 138.0, 167.0),
+                  "network_b": ("TF-Encrypted LAN", 4000.0, 5300.0),
+                  "network_c": ("TF-Encrypted LAN", 6200.0, 8200.0),
+                  "network_d": ("TF-Encrypted LAN", 360.0, 440.0)}
 
 
 def main(argv):
@@ -54,7 +61,7 @@ def main(argv):
             model = tp.models.logistic_regression(784)
             return model, tp.keras.convert_training(
                 model, tf.keras.losses.BinaryCrossentropy(), tf.keras.optimizers.SGD(0.1))
-        model = tp.models.network_a()
+        model = getattr(tp.models, name)()
         return model, tp.keras.convert_training(
             model, tf.keras.losses.CategoricalCrossentropy(from_logits=True),
             tf.keras.optimizers.SGD(0.05))
@@ -82,6 +89,8 @@ def main(argv):
         for name in F.models:
             model, trainer = trainer_for(name)
             xs = (xb_all if name == "lr" else x.astype(np.float32))[:128]
+            if name != "lr":                    # the networks' own input shapes
+                xs = xs.reshape((128,) + tuple(model.input_shape[1:]))
             ys = yb_all[:128] if name == "lr" else onehot[:128]
             # steps are short: best of more of them, or one noisy rep decides
             reps = F.reps if name != "lr" else max(F.reps, 10)

@@ -195,38 +195,73 @@ def _like(env, node, ins):
 
 
 # ----------------------------------------------------------- convolutions
-def _stride1(node, what):
-    if _hw(node, "strides") != [1, 1] or _hw(node, "dilations") != [1, 1]:
-        raise Unsupported(f"{what} of a strided or dilated convolution",
-                          "use strides=1 and dilation_rate=1 in trained convolutions "
-                          "(or pooling for downsampling)")
+def _conv_strides(node, what) -> List[int]:
+    """The forward convolution's [sh, sw] (any stride; no dilation, NHWC)."""
+    if _hw(node, "dilations") != [1, 1]:
+        raise Unsupported(f"{what} of a dilated convolution",
+                          "use dilation_rate=1 in trained convolutions")
     if _fmt(node) != "NHWC":
         raise Unsupported(f"{what} in NCHW", "use channels-last (NHWC)")
+    return _hw(node, "strides")
 
 
-def _forward_pads(node, in_hw: List[int], k_hw: List[int]) -> List[List[int]]:
-    """[[top, bottom], [left, right]] of the forward (stride-1) convolution."""
+def _forward_pads(node, in_hw: List[int], k_hw: List[int], strides: List[int]
+                  ) -> List[List[int]]:
+    """[[top, bottom], [left, right]] of the forward convolution, as TF pads
+    SAME: total max((ceil(n/s) - 1)·s + k - n, 0), the smaller half on top."""
     pad = _padding(node)
     if pad == "VALID":
         return [[0, 0], [0, 0]]
     if pad == "SAME":
-        return [[(k - 1) // 2, k - 1 - (k - 1) // 2] for k in k_hw]
+        tot = [max((-(-n // s) - 1) * s + k - n, 0) for n, k, s in zip(in_hw, k_hw, strides)]
+        return [[t // 2, t - t // 2] for t in tot]
     return [list(pad[1]), list(pad[2])]
+
+
+def _out_hw(in_hw: List[int], k_hw: List[int], strides: List[int], pads) -> List[int]:
+    return [(n + p[0] + p[1] - k) // s + 1 for n, k, s, p in zip(in_hw, k_hw, strides, pads)]
+
+
+def _dilate(dy, strides: List[int]):
+    """dy [N, Ho, Wo, O] with s - 1 zeros between neighbours along each
+    strided axis ([N, (Ho-1)·sh + 1, (Wo-1)·sw + 1, O]): the gradients of a
+    strided convolution are those of a stride-1 one at the dilated
+    positions (Dumoulin & Visin 2016, §4.5). Pad, reshape and slice: local
+    and exact on shares, no product."""
+    for axis, s in ((1, strides[0]), (2, strides[1])):
+        if s == 1:
+            continue
+        shape = dy.shape.as_list()
+        n = shape[axis]
+        split = shape[:axis + 1] + [1] + shape[axis + 1:]
+        pads = [[0, 0]] * (axis + 1) + [[0, s - 1]] + [[0, 0]] * (len(shape) - axis - 1)
+        spread = impl("pad")(impl("reshape")(dy, split), pads)
+        merged = impl("reshape")(spread, shape[:axis] + [n * s] + shape[axis + 1:])
+        keep = tuple([slice(None)] * axis + [slice(0, (n - 1) * s + 1)])
+        dy = impl("getitem")(merged, keep)
+    return dy
 
 
 @adapter("Conv2DBackpropInput")
 def _conv_backprop_input(env, node, ins):
-    """dx = conv2d(dy padded by (k − 1 − forward pad), the filter flipped
-    in space with in/out channels swapped), VALID: one private product, the
-    registry's conv2d."""
-    _stride1(node, "Conv2DBackpropInput")
+    """dx = conv2d(dy dilated by the stride and padded by (k − 1 − forward
+    pad), plus the rows no window reached, the filter flipped in space with
+    in/out channels swapped), VALID: one private product, the registry's
+    conv2d."""
+    strides = _conv_strides(node, "Conv2DBackpropInput")
     in_shape = static(env, ins[0], "input sizes").tolist()
     w, dy = env.operand(ins[1]), env.operand(ins[2])
     kh, kw = w.shape.as_list()[:2]
-    pads = _forward_pads(node, in_shape[1:3], [kh, kw])
-    back = [[0, 0]] + [[k - 1 - p[0], k - 1 - p[1]] for k, p in zip((kh, kw), pads)] + [[0, 0]]
+    pads = _forward_pads(node, in_shape[1:3], [kh, kw], strides)
+    out_hw = _out_hw(in_shape[1:3], [kh, kw], strides, pads)
+    # padded rows past the last window's reach get no gradient
+    rest = [n + p[0] + p[1] - ((o - 1) * s + k)
+            for n, p, o, s, k in zip(in_shape[1:3], pads, out_hw, strides, (kh, kw))]
+    back = [[0, 0]] + [[k - 1 - p[0], k - 1 - p[1] + r]
+                       for k, p, r in zip((kh, kw), pads, rest)] + [[0, 0]]
     flipped = impl("transpose")(impl("getitem")(w, (slice(None, None, -1),
                                                     slice(None, None, -1))), [0, 1, 3, 2])
+    dy = _dilate(dy, strides)
     padded = impl("pad")(dy, back) if any(any(p) for p in back) else dy
     return [impl("nn.conv2d")(padded, flipped, strides=[1, 1], padding="VALID",
                               data_format="NHWC")]
@@ -234,17 +269,23 @@ def _conv_backprop_input(env, node, ins):
 
 @adapter("Conv2DBackpropFilter")
 def _conv_backprop_filter(env, node, ins):
-    """dW[i, j, c, o] = Σ_n,h,w x_pad[n, h+i, w+j, c]·dy[n, h, w, o]: a VALID
-    conv2d of x_pad as [C, H, W, N] with dy as the filter [Ho, Wo, N, O],
-    transposed back to [kh, kw, C, O]: one private product."""
-    _stride1(node, "Conv2DBackpropFilter")
+    """dW[i, j, c, o] = Σ_n,h,w x_pad[n, s·h+i, s·w+j, c]·dy[n, h, w, o]: a
+    VALID conv2d of x_pad (cropped to the windows' reach) as [C, H, W, N]
+    with the stride-dilated dy as the filter [Ho', Wo', N, O], transposed
+    back to [kh, kw, C, O]: one private product."""
+    strides = _conv_strides(node, "Conv2DBackpropFilter")
     x, dy = env.operand(ins[0]), env.operand(ins[2])
     fshape = static(env, ins[1], "filter sizes").tolist()
-    pads = _forward_pads(node, x.shape.as_list()[1:3], fshape[:2])
+    in_hw = x.shape.as_list()[1:3]
+    pads = _forward_pads(node, in_hw, fshape[:2], strides)
     if any(any(p) for p in pads):
         x = impl("pad")(x, [[0, 0]] + pads + [[0, 0]])
+    out_hw = _out_hw(in_hw, fshape[:2], strides, pads)
+    reach = [(o - 1) * s + k for o, s, k in zip(out_hw, strides, fshape[:2])]
+    if reach != x.shape.as_list()[1:3]:
+        x = impl("getitem")(x, (slice(None), slice(0, reach[0]), slice(0, reach[1])))
     xt = impl("transpose")(x, [3, 1, 2, 0])
-    dyt = impl("transpose")(dy, [1, 2, 0, 3])
+    dyt = impl("transpose")(_dilate(dy, strides), [1, 2, 0, 3])
     out = impl("nn.conv2d")(xt, dyt, strides=[1, 1], padding="VALID", data_format="NHWC")
     return [impl("transpose")(out, [1, 2, 0, 3])]
 

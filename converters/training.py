@@ -435,7 +435,7 @@ def _zeros(ts: TracedStep, name: str, values: Dict) -> None:
 def check_step(ts: TracedStep, policy: Policy) -> List[Problem]:
     """Every problem of the step, before anything is shared or run:
     analyse_step's, then a dry run (the private step traced once, never
-    run, on shared zeros) for the adapters' own refusals (strided
+    run, on shared zeros) for the adapters' own refusals (dilated
     convolution gradients, overlapping max-pooling gradients, ...)."""
     problems = analyse_step(ts, policy)
     found: List[Problem] = []

@@ -162,6 +162,30 @@ def test_ratio_words():
     assert report_rows.Row("w", "s", ["t"], None, anchor_table=A).cells()[3] == "not run"
 
 
+def test_peer_cells_of_the_other_derived_functions():
+    """peers_run.py's tanh, sqrt, rsqrt and log rows (issue 14) reach the report's derived
+    function rows (report_rows.peer_cell) and functions.py --peers (_peers.join) under their
+    own names; a wrong answer is marked, tf_privpy's rows are not a peer's."""
+    import _peers
+
+    def peer_row(peer, protocol, workload, best, err):
+        return {"peer": peer, "protocol": protocol, "workload": workload, "n": 100,
+                "domain": [0.5, 50.0], "best_s": best, "median_s": best,
+                "us_per_element": best * 1e4, "max_abs_error": err, "max_rel_error": err}
+
+    fns = ("tanh", "sqrt", "rsqrt", "log")
+    rows = [peer_row("spu", "ABY3", fn, 0.02, 1e-4) for fn in fns] + [
+        peer_row("tf_privpy", "privpy-4pc-64", fn, 0.01, 1e-5) for fn in fns] + [
+        peer_row("tfe", "aby3-64bit-f16", "log", 0.001, 8e8)]
+    res = {"peers": {"rows": rows, "errors": [], "failed": []}}
+    for fn in fns:
+        assert report_rows.peer_cell(res, fn, 100).startswith("spu (ABY3) "), fn
+        joined = _peers.join({"rows": rows}, fn, 100)
+        assert [j["peer"] for j in joined] == (["tfe", "spu"] if fn == "log" else ["spu"])
+    assert "tfe (aby3-64bit-f16) " in report_rows.peer_cell(res, "log", 100)
+    assert "inaccurate: max abs error 8e+08" in report_rows.peer_cell(res, "log", 100)
+
+
 def test_anchors_file_has_sources():
     anchors = json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
     for key, a in anchors.items():

@@ -201,6 +201,56 @@ def test_peers_benchmark_without_peer_venvs(tmp_path):
     assert "not installed" in out and (tmp_path / "peers.png").stat().st_size > 0
 
 
+DERIVED_PEER_WORKLOADS = {"tanh": (-10.0, 10.0), "sqrt": (0.5, 50.0), "rsqrt": (0.5, 50.0),
+                          "log": (0.5, 50.0)}
+
+
+def test_peer_workloads_of_the_other_derived_functions():
+    """benchmarks/peers/_common.py's tanh, sqrt, rsqrt and log (issue 14): the same inputs on
+    every call, in their domain, numpy's float64 as the reference, and the relative error of
+    tanh and log (zero at 0 and 1) against a floor, not against a zero."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks", "peers"))
+    import numpy as np
+    import _common
+    refs = {"tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": lambda v: v ** -0.5, "log": np.log}
+    for w, (lo, hi) in DERIVED_PEER_WORKLOADS.items():
+        assert _common.WORKLOADS[w] == ((lo, hi), 1) and w in _common.ORDER
+        (x,) = _common.inputs(w, 50)
+        np.testing.assert_array_equal(x, _common.inputs(w, 50)[0])
+        assert x.shape == (50,) and lo <= x.min() and x.max() <= hi
+        ref = _common.reference(w, [x])
+        np.testing.assert_allclose(ref, refs[w](x), rtol=1e-15)
+        assert _common.errors(w, [x], ref) == (0.0, 0.0)
+    zero = {"tanh": 0.0, "log": 1.0}
+    for w, x0 in zero.items():
+        assert _common.errors(w, [np.array([x0])], np.array([1e-6])) == (1e-6, 1e-3)
+
+
+@pytest.mark.slow
+def test_tf_privpy_peer_runner_derived_functions(tmp_path):
+    """benchmarks/peers/tf_privpy_run.py at a tiny size in the 64-bit ring on rsqrt (no fast
+    method: its fast variant skipped, not an error) and log (exact and fast rows), each within
+    its mode's error on these inputs. Not tanh and sqrt: they take log's and rsqrt's paths, and
+    each (protocol, workload) costs a trace and its circuits, about 20 s under load."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "peers",
+                                                     "tf_privpy_run.py"),
+                        "--sizes=20", "--reps=1", "--workloads=rsqrt,log",
+                        "--protocols=privpy-4pc-64,privpy-4pc-64-fast",
+                        f"--rows={tmp_path / 'rows.json'}"], env=env, capture_output=True,
+                       text=True, timeout=900, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    res = json.load(open(tmp_path / "rows.json"))
+    assert not res["errors"], res["errors"]
+    err = {(row["protocol"], row["workload"]): row["max_abs_error"] for row in res["rows"]}
+    # measured at n=20: exact 1.4e-5 (rsqrt), 2.2e-5 (log); fast 3.4e-3 (log)
+    bound = {("privpy-4pc-64", "rsqrt"): 1e-4, ("privpy-4pc-64", "log"): 1e-4,
+             ("privpy-4pc-64-fast", "log"): 1e-2}
+    assert set(err) == set(bound)
+    for k, b in bound.items():
+        assert err[k] < b, (k, err[k])
+
+
 @pytest.mark.slow
 def test_peers_benchmark_with_installed_peers(tmp_path):
     """The same at a tiny size with whatever peer venvs `make bench-venv-peers` built here

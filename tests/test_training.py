@@ -217,7 +217,7 @@ def test_sparse_labels_and_the_gradient_form_pass(ring, rng):
 
 
 def test_unsupported_nodes_are_reported_at_once():
-    model = tf.keras.Sequential([L.InputLayer((7, 7, 1)), L.Conv2D(2, 3, strides=2),
+    model = tf.keras.Sequential([L.InputLayer((7, 7, 1)), L.Conv2D(2, 3, dilation_rate=2),
                                  L.BatchNormalization(), L.MaxPooling2D(3, strides=1),
                                  L.Flatten(), L.Dense(2)])
     with pytest.raises(tp.UnsupportedOpError) as err:
@@ -226,7 +226,7 @@ def test_unsupported_nodes_are_reported_at_once():
     text = str(err.value)
     for what in ("FusedBatchNormGradV3", "moving",  # BatchNorm's statistics: private
                  "MaxPoolGrad", "overlapping",      # pooling with overlapping windows
-                 "Conv2DBackpropFilter", "strided"):  # strided convolution
+                 "SpaceToBatchND"):                 # Keras' dilated convolution
         assert what in text, (what, text)
     assert len(err.value.problems) >= 4
 
@@ -243,6 +243,26 @@ def test_conv_training_step(ring, rng):
     trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(LR))
     ops = {n.op for n in trainer.traced_step(4).graph_def.node}
     assert {"Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPoolGrad"} <= ops
+    trainer.step(x, y)
+    ref, _ = plaintext_training(model, loss, [(x, y)])
+    assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-5 if ring == 128 else 1e-3)
+
+
+@pytest.mark.parametrize("padding", ["valid", "same"])
+def test_strided_conv_training_step(ring, rng, padding):
+    """Strided convolutions (network D's 5x5 stride 2): the gradients are
+    the stride-1 ones of the stride-dilated dy. Odd sizes, so SAME pads
+    unevenly and VALID leaves rows no window reaches; the second strided
+    convolution needs Conv2DBackpropInput too."""
+    model = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((9, 8, 2)), L.Conv2D(3, 3, strides=2, padding=padding, activation="relu"),
+        L.Conv2D(2, (2, 3), strides=(1, 2), padding=padding), L.Flatten(), L.Dense(2)]))
+    x = rng.uniform(-1, 1, (3, 9, 8, 2)).astype(np.float32)
+    y = rng.uniform(-1, 1, (3, 2)).astype(np.float32)
+    loss = tf.keras.losses.MeanSquaredError()
+    trainer = tp.keras.convert_training(model, loss, tf.keras.optimizers.SGD(LR))
+    ops = {n.op for n in trainer.traced_step(3).graph_def.node}
+    assert {"Conv2DBackpropInput", "Conv2DBackpropFilter"} <= ops
     trainer.step(x, y)
     ref, _ = plaintext_training(model, loss, [(x, y)])
     assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-5 if ring == 128 else 1e-3)

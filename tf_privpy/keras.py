@@ -54,7 +54,7 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
     optimizer.apply_gradients) is traced as a tf.function at the batch's
     shape and rewritten like inference, the gradient ops (MatMul with
     transposes, BiasAddGrad, ReluGrad, SigmoidGrad, TanhGrad,
-    SoftmaxCrossEntropyWithLogits, Conv2DBackprop* at stride 1, ...) through
+    SoftmaxCrossEntropyWithLogits, Conv2DBackprop* at any stride, ...) through
     their adapters. The weights and the optimizer's slots are shared once,
     into tp.Variables on S1 and S2, and each step assigns their new shares:
     they stay private from step to step. Every node that cannot be

@@ -34,6 +34,11 @@ WORKLOADS = {
     # [-0.05, 0.05]; w - LR_RATE * X^T (sigmoid(X w) - y) / batch; n is the batch
     "lr_step": ((0.0, 1.0), 3),
 }
+# issue 14's other derived functions: tanh on sigmoid's domain, the others on reciprocal's
+DERIVED_REFERENCES = {"tanh": np.tanh, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+                      "log": np.log}
+WORKLOADS.update({"tanh": ((-10.0, 10.0), 1), "sqrt": ((0.5, 50.0), 1),
+                  "rsqrt": ((0.5, 50.0), 1), "log": ((0.5, 50.0), 1)})
 ORDER = list(WORKLOADS)
 MATMUL_SIDE = 128
 LR_BATCH, LR_FEATURES, LR_RATE = 128, 784, 0.1
@@ -52,6 +57,8 @@ WORKLOADS.update({
 ORDER = list(WORKLOADS)
 PROGRAMS = ("sort", "max", "lenet5", "graph_build")
 PROGRAM_SIZES = {"sort": (1024, 65536), "max": (1024, 65536)}
+# their seeds, apart from ORDER's positions (which move when workloads are added)
+PROGRAM_SEEDS = {"sort": 100, "max": 101, "lenet5": 102, "graph_build": 103}
 LENET5_BATCHES = (1, 10)  # --batches; the converter benchmark's batches 1 and 10
 MAX_GROUP = 4
 # tf_privpy.models.lenet5() (relu_maxpool): (name, kind, kernel or weight shape); conv 5x5,
@@ -66,7 +73,7 @@ LENET5_LAYERS = (("c1", "conv_same", (5, 5, 1, 6)), ("s2", "pool", None),
 def lenet5_weights():
     """[kernel, bias] per conv or dense layer of LENET5_LAYERS, Glorot-uniform kernels and small
     biases from a fixed seed: the same model for every peer."""
-    rng = np.random.default_rng([ORDER.index("lenet5"), 5])
+    rng = np.random.default_rng([PROGRAM_SEEDS["lenet5"], 5])
     out = []
     for _, kind, shape in LENET5_LAYERS:
         if kind == "pool":
@@ -88,7 +95,7 @@ def program_sizes(workload, sizes, batches=LENET5_BATCHES):
 
 
 def program_inputs(workload, n):
-    rng = np.random.default_rng([ORDER.index(workload), n])
+    rng = np.random.default_rng([PROGRAM_SEEDS[workload], n])
     if workload == "sort":
         return [rng.uniform(-10.0, 10.0, n)]
     if workload == "max":
@@ -170,6 +177,8 @@ def reference(workload, xs):
         y, w = xs[1], xs[2]
         p = 1.0 / (1.0 + np.exp(-(x @ w)))
         return w - LR_RATE / LR_BATCH * (x.T @ (p - y))
+    if workload in DERIVED_REFERENCES:
+        return DERIVED_REFERENCES[workload](x)
     raise KeyError(workload)
 
 
@@ -178,6 +187,8 @@ def errors(workload, xs, out):
     out = np.asarray(out, dtype=np.float64).reshape(ref.shape)
     err = np.abs(out - ref)
     rel = err / np.maximum(np.abs(ref), 1e-12)
+    if workload in ("tanh", "log"):  # zero at x = 0 and x = 1
+        rel = err / np.maximum(np.abs(ref), 1e-3)
     if workload in ("comparison", "relu", "mul", "matmul", "lr_step"):  # zeros in the reference
         rel = err / np.maximum(np.abs(ref), 1e-3)
     if workload in PROGRAMS:  # sorted values, maxima and logits near zero

@@ -101,6 +101,9 @@ def measure_rank(args, versions):
            "exp": lambda a: a.exp(),
            "lr_step": lambda x, y, w: w - x.t().matmul(x.matmul(w).sigmoid() - y) * (
                _common.LR_RATE / _common.LR_BATCH)}
+    # rsqrt: CrypTen's inv_sqrt (Newton from an exp-based guess; its sqrt is x * inv_sqrt(x))
+    fns.update({"tanh": lambda a: a.tanh(), "sqrt": lambda a: a.sqrt(),
+                "rsqrt": lambda a: a.inv_sqrt(), "log": lambda a: a.log()})
 
     def measure(protocol, workload, n, xs):
         if workload in _common.PROGRAMS:

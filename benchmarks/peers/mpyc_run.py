@@ -3,7 +3,9 @@
 own on localhost (MPyC's own launcher) and talks to them over TCP. Secure fixed point
 (mpc.SecFxp(64, 16): 64-bit values, 16 fractional bits, like TF-Encrypted's and CrypTen's
 rings), vectorized as MPyC's secure numpy arrays. The time of one call is the operation until
-party 0 holds its share of the result (mpc.gather): no reveal. MPyC has no exp or sigmoid.
+party 0 holds its share of the result (mpc.gather): no reveal. MPyC has no exp or sigmoid,
+nor tanh, sqrt, rsqrt or log (its statistics module's private scalar square root, one
+comparison per output bit, is no array function): those are recorded as not available.
 
 Run by benchmarks/peers_run.py with .venv-mpyc's python; see benchmarks/peers/_common.py for
 the arguments.

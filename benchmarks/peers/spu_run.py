@@ -97,6 +97,7 @@ def main():
            "reciprocal": lambda a: 1.0 / a, "exp": jnp.exp,
            "lr_step": lambda x, y, w: w - (_common.LR_RATE / _common.LR_BATCH) * (
                x.T @ (jax.nn.sigmoid(x @ w) - y))}
+    fns.update({"tanh": jnp.tanh, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "log": jnp.log})
 
     fns.update(program_fns(jax, jnp))
 

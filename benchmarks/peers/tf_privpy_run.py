@@ -1,7 +1,8 @@
 """tf_privpy on the peers' workloads, same inputs, same rows (benchmarks/peers/_common.py), so
 that benchmarks/peers_run.py puts us beside them from one run. Embedded four-server runtime
 (tp.init()), each workload a tf.function on shares, both rings, the derived functions (sigmoid,
-reciprocal, exp, the LR step's sigmoid) in the exact (default) and the fast numerics mode
+reciprocal, exp, the LR step's sigmoid, tanh, log, sqrt, rsqrt) in the exact (default) and,
+where one exists (not sqrt nor rsqrt), the fast numerics mode
 (protocols "privpy-4pc-BITS-fast"; issue 14); the time of a call is the
 function up to S1's result share in numpy (as benchmarks/functions.py times it), not the
 sharing nor the reveal. Public API only. Run with the project's own venv.
@@ -29,6 +30,9 @@ def main():
            "lr_step": lambda x, y, w: w - tp.matmul(tp.transpose(x), tp.sigmoid(
                tp.matmul(x, w)) - y) * (_common.LR_RATE / _common.LR_BATCH)}
     derived = ("sigmoid", "reciprocal", "exp", "lr_step")
+    # sqrt and rsqrt have no fast method: their exact rows only
+    fns.update({"tanh": tp.tanh, "sqrt": tp.sqrt, "rsqrt": tp.math.rsqrt, "log": tp.math.log})
+    derived += ("tanh", "log")
     state = {"setup": None}
 
     def measure(protocol, workload, n, xs):

@@ -60,6 +60,14 @@ def _sort_graph_times(v, reps: int) -> dict:
             "run_min_s": min(runs), "run_max_s": max(runs), "reps": len(runs)}
 
 
+def _plain_stats(fn, x, reps: int) -> dict:
+    """The same task in plaintext TF (a tf.function on float64), for the report's column."""
+    import tensorflow as tf
+    from _report import timing_stats
+    f, c = tf.function(fn), tf.constant(x)
+    return timing_stats(lambda: f(c).numpy(), reps)
+
+
 def main(argv):
     del argv
     tp.init()
@@ -142,14 +150,17 @@ def main(argv):
                                  "tfe_lan_s": ANCHORS["tfe_sort_65536_s"] if m == 65536 else None})
         print(f"  ring {bits}: derived functions done; sort and max next", flush=True)
         for m in map(int, F.sort_graph_sizes):
+            v = rng.uniform(-100, 100, m)
             res["sort_graph"].append(dict(ring=bits, n=m, **_sort_graph_times(
-                tp.share(rng.uniform(-100, 100, m)), F.reps)))
+                tp.share(v), F.reps), plaintext_s=_plain_stats(tf.sort, v, F.reps)))
         for g in map(int, F.max_groups):
-            v = tp.share(rng.uniform(-100, 100, (g, 4)))
+            x = rng.uniform(-100, 100, (g, 4))
+            v = tp.share(x)
             f = tf.function(lambda a: tp.reduce_max(a, axis=1))
             st = timing_stats(lambda: f(v).share0.shape, F.reps)
             res["tasks"].append({"ring": bits, "task": f"max of {g} groups of 4",
-                                 "s": st["min_s"], "stats": st,
+                                 "s": st["min_s"], "stats": st, "plaintext_s": _plain_stats(
+                                     lambda a: tf.reduce_max(a, axis=1), x, F.reps),
                                  "tfe_lan_s": ANCHORS["tfe_max_65536x4_s"] if g == 65536 else None})
 
     print_table(f"Derived functions, {F.fn_n:,} elements, tf.function (CrypTen: its own "

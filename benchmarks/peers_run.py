@@ -7,6 +7,12 @@ runner with ours, and the rows go to one table, benchmarks/results/peers.json an
     python benchmarks/peers_run.py --sizes=100000 --reps=3 --peers=crypten,spu
     python benchmarks/peers_run.py --sizes=100 --reps=1    # smoke size
 
+Whole programs too (issue 13): sort (1024 and 2^16 values, up to the largest --sizes), max of
+groups of 4 (TF-Encrypted's task; as many groups), LeNet-5 inference at each --batches size on
+the same numpy weights (tf_privpy.models.lenet5's layers) and its graph build (convert, compile
+or construction) at the first. A runner writes its rows after every workload, so one stopped
+by --timeout keeps the workloads it finished.
+
 Peers: CrypTen (2 processes, its run_multiprocess launcher), SPU (simulator, SEMI2K and ABY3),
 TF-Encrypted (ABY3, 3 players in one TF process), MPyC (3 processes over TCP). A peer whose venv
 is missing or did not build is recorded as "not installed" with the reason; one whose runner
@@ -42,6 +48,8 @@ flags.DEFINE_list("peers", list(PEERS), "peers to run")
 flags.DEFINE_list("sizes", ["10000", "100000"],
                   "elements per call (matmul: 128x128 always; lr_step: batch 128 x 784)")
 flags.DEFINE_list("workloads", _common.ORDER, "workloads")
+flags.DEFINE_list("batches", [str(b) for b in _common.LENET5_BATCHES],
+                  "LeNet-5's batch sizes (lenet5; graph_build: the first)")
 flags.DEFINE_integer("reps", 3, "timed calls after a warm-up (best, median, min, max kept)")
 flags.DEFINE_integer("mpyc_max_n", 10_000,
                      "largest size for MPyC (pure Python: about 1 ms per product here)")
@@ -79,7 +87,7 @@ def run_runner(name, py, runner, extra, sizes, tmp):
     rows_file = os.path.join(tmp, f"{name}.json")
     cmd = [py, os.path.join(HERE, "peers", runner), f"--sizes={','.join(map(str, sizes))}",
            f"--workloads={','.join(F.workloads)}", f"--reps={F.reps}",
-           f"--rows={rows_file}", *extra]
+           f"--rows={rows_file}", f"--batches={','.join(F.batches)}", *extra]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     t0 = time.perf_counter()
     print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
@@ -87,7 +95,13 @@ def run_runner(name, py, runner, extra, sizes, tmp):
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=F.timeout,
                            cwd=ROOT)
     except subprocess.TimeoutExpired as e:
-        return None, f"timed out after {F.timeout} s: {_tail((e.stderr or b'').decode())}"
+        why = f"timed out after {F.timeout} s: {_tail((e.stderr or b'').decode())}"
+        if not os.path.exists(rows_file):
+            return None, why
+        out = json.load(open(rows_file))  # written after every workload: those rows stay
+        out["errors"].append({"peer": name, "protocol": "", "workload": "(the rest)", "n": 0,
+                              "reason": f"{why} (the workloads done before are kept)"})
+        return out, None
     sys.stdout.write("".join(ln + "\n" for ln in r.stdout.splitlines()
                              if ln.startswith(name) or ln.startswith("tf_privpy")))
     print(f"   ({time.perf_counter() - t0:.0f} s)", flush=True)

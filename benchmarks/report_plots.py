@@ -142,10 +142,16 @@ def lenet_vs_batch(res, anchors, path) -> bool:
     if pp:
         ax.plot([p[0] for p in pp], [p[1] for p in pp], "s:", color="k",
                 label="PrivPy LeNet-5, sigmoid + sum pool (published, 4x8 vCPU)")
+    peers = {}   # one line per peer and protocol across its batches
     for r in (peer_data(res) or {"rows": []})["rows"]:
         if _norm(r.get("workload")) in PEER_ALIASES["lenet5"] and r.get("n"):
-            ax.plot([r["n"]], [r.get("median_s", r.get("best_s")) / r["n"]], "^",
-                    label=f"{r.get('peer')} (same run)")
+            who = f"{r.get('peer')}" + (f" {r['protocol']}" if r.get("protocol") else "")
+            peers.setdefault(who, []).append(
+                (r["n"], r.get("median_s", r.get("best_s")) / r["n"]))
+    for who, pts in sorted(peers.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "^-", ms=4,
+                label=f"{who} (peer, same run)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("batch size (images per call)")

@@ -76,6 +76,7 @@ class Row:
     plaintext: Optional[Measure] = None
     peer: str = "–"
     comparable: bool = True                    # same workload size as the anchor's
+    differs: str = "other size"                # how it is not comparable, when it is not
     anchor_table: Dict[str, dict] = field(default_factory=dict, repr=False)
 
     def anchor_text(self) -> Tuple[str, str]:
@@ -98,7 +99,7 @@ class Row:
         if self.ours is None or not self.anchors or self.anchors[0] not in self.anchor_table:
             return "–"
         if not self.comparable:
-            return "other size: no ratio"
+            return f"{self.differs}: no ratio"
         a = self.anchor_table[self.anchors[0]]
         v, ref = self.ours.median, a["value"]
         if not v or not ref:
@@ -420,12 +421,40 @@ def group_inference(res, A) -> List[Row]:
                     if r.get("build_s") is not None:
                         ours.note = (ours.note + ", " if ours.note else "") + \
                             f"build {r['build_s']:.1f} s"
-                rows.append(Row(f"{label}, per image, batch {b}, {ring}-bit", "s",
-                                [f"{akey}_b{b}"] if akey else [], ours,
+                # the peers run the ReLU LeNet-5: PrivPy's (sigmoid) figure is shown beside
+                # it, without a ratio
+                akeys = [f"{akey or 'privpy_lenet5_sigmoid'}_b{b}"]
+                rows.append(Row(f"{label}, per image, batch {b}, {ring}-bit", "s", akeys, ours,
                                 _missing(res, "converter", f"batch {b} / {model} not chosen"),
                                 plaintext=plain,
                                 peer=peer_cell(res, "lenet5", b, per=b) if model == "lenet5"
-                                else "–", anchor_table=A))
+                                else "–", comparable=akey is not None,
+                                differs="PrivPy's LeNet-5 is the sigmoid one", anchor_table=A))
+        rows += lenet5_build_rows(res, A, ring)
+    return rows
+
+
+def lenet5_build_rows(res, A, ring) -> List[Row]:
+    """LeNet-5 (ReLU)'s graph build, ours (tp.keras.convert + the first trace, from
+    converter.json) beside the peers' (their convert, compile or construction: peers.json's
+    graph_build rows), at each batch both measured."""
+    rows = []
+    for r in res.get("converter", {}).get("rows", []):
+        if not (isinstance(r, dict) and r.get("model") == "lenet5" and r.get("ring") == ring
+                and r.get("build_s") is not None):
+            continue
+        b = r["batch"]
+        cell = peer_cell(res, "graph_build", b)
+        if b != 1 and cell == "no peer row at this size":
+            continue   # the peers build at batch 1 by default: one row is enough
+        rows.append(Row(f"LeNet-5 (ReLU, max pooling) graph build (convert + first trace), "
+                        f"batch {b}, {ring}-bit", "s", (), Measure(r["build_s"], note="once"),
+                        peer=cell, anchor_table=A))
+    if not rows:   # ours not run: the peers' builds still have their row
+        rows.append(Row(f"LeNet-5 (ReLU, max pooling) graph build (convert + first trace), "
+                        f"batch 1, {ring}-bit", "s", (), None,
+                        _missing(res, "converter", "batch 1 / lenet5 not chosen"),
+                        peer=peer_cell(res, "graph_build", 1), anchor_table=A))
     return rows
 
 
@@ -439,17 +468,21 @@ def group_tfe(res, A) -> List[Row]:
             ours = Measure(t["s"], note="eager, best") if t else None
         rows.append(Row(f"sort 2^16 (tf.function), {ring}-bit", "s", ["tfe_sort_65536"], ours,
                         _missing(res, "compare", "65536 not in --sort_graph_sizes"),
+                        plaintext=stats_measure(g.get("plaintext_s")) if g else None,
                         peer=peer_cell(res, "sort", 65536), anchor_table=A))
         rows.append(Row(f"sort 2^16 graph build (trace + first-call setup), {ring}-bit", "s",
                         ["tfe_sort_65536_build"],
                         Measure(g["trace_s"] + g.get("setup_s", 0)) if g else None,
                         _missing(res, "compare", "65536 not in --sort_graph_sizes"),
-                        peer=peer_cell(res, "graph_build", 65536), anchor_table=A))
+                        peer="peers' builds: the LeNet-5 graph-build row (Table 6)",
+                        anchor_table=A))
         t = _pick(cmp_.get("tasks"), ring=ring, task="max of 65536 groups of 4")
         rows.append(Row(f"max of 2^16 groups of 4, {ring}-bit", "s", ["tfe_max_65536x4"],
                         (stats_measure(t.get("stats")) or Measure(t["s"], note="best"))
                         if t else None, _missing(res, "compare", "65536 not in --max_groups"),
+                        plaintext=stats_measure(t.get("plaintext_s")) if t else None,
                         peer=peer_cell(res, "max", 65536), anchor_table=A))
+        rows += sort_max_smaller(res, A, ring)
     nets = {"lr": "LR on MNIST 0-4 vs 5-9", "network_a": "network A 784-128-128-10",
             "network_b": "network B (MiniONN conv)", "network_c": "network C (LeNet conv)",
             "network_d": "network D (Chameleon conv)"}
@@ -468,6 +501,30 @@ def group_tfe(res, A) -> List[Row]:
                             _missing(res, "training", f"{model} not in --models"),
                             plaintext=plain, anchor_table=A,
                             peer=peer_cell(res, "lr_step", 128) if model == "lr" else "–"))
+    return rows
+
+
+def sort_max_smaller(res, A, ring) -> List[Row]:
+    """TF-Encrypted's sort and max tasks at the other sizes compare.py ran (the peers' smaller
+    sizes too), beside the 2^16 anchor without a ratio."""
+    rows, cmp_ = [], res.get("compare", {})
+    for g in cmp_.get("sort_graph") or ():
+        if isinstance(g, dict) and g.get("ring") == ring and g.get("n") != 65536:
+            rows.append(Row(f"sort {g['n']:,} (tf.function), {ring}-bit", "s",
+                            ["tfe_sort_65536"], Measure(g["run_s"], g.get("run_min_s"),
+                                                        g.get("run_max_s")),
+                            plaintext=stats_measure(g.get("plaintext_s")),
+                            peer=peer_cell(res, "sort", g["n"]), comparable=False,
+                            anchor_table=A))
+    for t in cmp_.get("tasks") or ():
+        m = re.fullmatch(r"max of (\d+) groups of 4", str(t.get("task"))) if isinstance(
+            t, dict) else None
+        if m and t.get("ring") == ring and int(m.group(1)) != 65536:
+            n = int(m.group(1))
+            rows.append(Row(f"max of {n:,} groups of 4, {ring}-bit", "s", ["tfe_max_65536x4"],
+                            stats_measure(t.get("stats")) or Measure(t["s"], note="best"),
+                            plaintext=stats_measure(t.get("plaintext_s")),
+                            peer=peer_cell(res, "max", n), comparable=False, anchor_table=A))
     return rows
 
 

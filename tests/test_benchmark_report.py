@@ -83,7 +83,7 @@ def test_report_rows_ratios_and_not_run(tmp_path):
 
     # the failed program and the missing peer are reported with their reasons
     assert "**failed** (exit 1)" in text and "RuntimeError: fixture failure of he.py" in text
-    assert "| crypten | not installed: no CPU wheel for this Python (fixture) |" in text
+    assert "| tfe | not installed: no .venv-tfe (fixture) |" in text
     assert "| mpyc shamir 3 parties exp n=100 | no exp in MPyC (fixture) |" in text
     assert "tf_privpy" not in peer   # peers_run.py's rows of ours are not a peer
 
@@ -92,6 +92,51 @@ def test_report_rows_ratios_and_not_run(tmp_path):
         p = out / "report" / png
         assert p.stat().st_size > 5000, png
         assert f"](report/{png})" in text
+
+
+def test_report_peer_programs(tmp_path):
+    """The peers' sort, max, LeNet-5 and graph-build rows (issue 13) beside ours: TF-Encrypted's
+    tasks at the fixture's sizes (no ratio to the 2^16 anchor), LeNet-5 per image beside PrivPy's
+    LeNet-5 figure (no ratio: another architecture), the graph build beside converter.json's;
+    a peer without the workload is listed with its reason."""
+    text, _ = _run(tmp_path)
+    peers = json.load(open(os.path.join(FIXTURE, "peers.json")))["rows"]
+    cmp_ = json.load(open(os.path.join(FIXTURE, "compare.json")))
+    conv = json.load(open(os.path.join(FIXTURE, "converter.json")))["rows"][0]
+    ring, b = conv["ring"], conv["batch"]
+    fmt = report_rows.fmt_value
+
+    def peer(workload, n, per=1):
+        r = next(r for r in peers if r["workload"] == workload and r["n"] == n)
+        return f"{r['peer']} ({r['protocol']}) {fmt(r['median_s'] / per, 's')}"
+
+    g = cmp_["sort_graph"][0]
+    cells = _row(text, f"sort {g['n']:,} (tf.function), {ring}-bit")
+    assert cells[1] == "TF-Encrypted 7.37 s" and cells[3].startswith(fmt(g["run_s"], "s"))
+    assert cells[4].startswith(fmt(g["plaintext_s"]["median_s"], "s"))   # plaintext TF
+    assert cells[5] == peer("sort", g["n"]) and cells[6] == "other size: no ratio"
+    cells = _row(text, f"max of {g['n']:,} groups of 4, {ring}-bit")
+    assert cells[1] == "TF-Encrypted 290 ms" and cells[4] != "–"
+    assert cells[5] == peer("max", g["n"]) and cells[6] == "other size: no ratio"
+
+    cells = _row(text, f"LeNet-5 (ReLU, max pooling), per image, batch 1, {ring}-bit")
+    assert cells[1] == "PrivPy 1.57 s" and cells[3].startswith("not run")
+    assert cells[5] == peer("lenet5", 1)
+    assert report_rows.Row("w", "s", ["privpy_lenet5_sigmoid_b1"], report_rows.Measure(1.0),
+                           comparable=False, differs="PrivPy's LeNet-5 is the sigmoid one",
+                           anchor_table=report_rows_anchors()).ratio() == \
+        "PrivPy's LeNet-5 is the sigmoid one: no ratio"
+    cells = _row(text, f"LeNet-5 (ReLU, max pooling) graph build (convert + first trace), "
+                       f"batch {b}, {ring}-bit")
+    assert cells[3] == f"{fmt(conv['build_s'], 's')}, once" and cells[5] == peer("graph_build", b)
+    assert "| crypten aby-2pc-64bit-f16 sort n=16 | CrypTen 0.4.1 has no sort" in text
+    for w in ("sort", "max", "lenet5", "graph_build"):   # the peers table lists them
+        assert any(ln.split(" | ")[2] == w for ln in text.splitlines()
+                   if ln.startswith("| crypten | ") or ln.startswith("| mpyc | ")), w
+
+
+def report_rows_anchors():
+    return json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
 
 
 def test_report_without_peers_or_run_record(tmp_path):

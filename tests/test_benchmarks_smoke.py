@@ -55,6 +55,9 @@ def test_benchmark_runs(name, tmp_path):
         row = res["compare"][0]
         assert row["online_bytes_per_cmp"] > 0 and row["with_garbling_tf_function_per_s"] > 0
         assert res["sort_graph"][0]["run_s"] > 0 and res["sort_graph"][0]["trace_s"] > 0
+        # plaintext TF of the same tasks, for the report's column
+        assert res["sort_graph"][0]["plaintext_s"]["median_s"] > 0
+        assert res["tasks"][-1]["plaintext_s"]["median_s"] > 0
     if name == "converter":
         row = res["rows"][0]
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0
@@ -256,3 +259,30 @@ def test_peers_benchmark_with_installed_peers(tmp_path):
     _check_peers_json(res, PEERS)
     for p in PEERS:
         assert (res["peers"][p]["status"] == "not installed") == (p not in built), res["peers"][p]
+
+
+@pytest.mark.slow
+def test_peer_programs_ours(tmp_path):
+    """tf_privpy's peer runner on the whole programs (issue 13) at a tiny size, 64-bit ring:
+    sort, max of groups of 4, LeNet-5 at batch 1 and its build. The errors are against
+    _common's float64 reference with the same numpy weights, so they also check that the
+    reference is the Keras model tf_privpy converts (layouts, padding, flattening)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    out = tmp_path / "rows.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "peers",
+                                                     "tf_privpy_run.py"),
+                        "--sizes=16", "--batches=1", "--reps=1", "--protocols=privpy-4pc-64",
+                        "--workloads=sort,max,lenet5,graph_build", f"--rows={out}"],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
+    res = json.load(open(out))
+    assert not res["errors"], res["errors"]
+    rows = {r["workload"]: r for r in res["rows"]}
+    assert sorted(rows) == ["graph_build", "lenet5", "max", "sort"]
+    assert rows["sort"]["n"] == rows["max"]["n"] == 16
+    assert rows["lenet5"]["n"] == rows["graph_build"]["n"] == 1
+    for w, r in rows.items():
+        assert PEER_ROW_KEYS <= set(r) and r["min_s"] > 0, w
+        # sort and max only move shares: the encoding's rounding (half of 2^-16 at 64 bits);
+        # the logits go through 5 layers of truncated products
+        assert r["max_abs_error"] < (2.0**-16 if w in ("sort", "max") else 5e-4), (w, r)

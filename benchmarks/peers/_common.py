@@ -44,10 +44,107 @@ MATMUL_SIDE = 128
 LR_BATCH, LR_FEATURES, LR_RATE = 128, 784, 0.1
 FIXED = ("matmul", "lr_step")  # one size, whatever --sizes says
 
+# Whole programs (issue 13): sort of n values, max of n groups of 4 (TF-Encrypted's tasks: sort
+# 2^16, max of 2^16 groups of 4), LeNet-5 inference at batch n and its build (convert or
+# compile) as its own row. Their sizes are their own (below), not --sizes.
+WORKLOADS.update({
+    "sort": ((-10.0, 10.0), 1),
+    "max": ((-10.0, 10.0), 1),  # n groups of 4: [n, 4] -> [n]
+    # images in [0, 1]; the weights (LENET5_LAYERS, numpy, fixed seed) are the other inputs
+    "lenet5": ((0.0, 1.0), 1),
+    "graph_build": ((0.0, 1.0), 1),  # LeNet-5's build at batch n, its first logits checked
+})
+ORDER = list(WORKLOADS)
+PROGRAMS = ("sort", "max", "lenet5", "graph_build")
+PROGRAM_SIZES = {"sort": (1024, 65536), "max": (1024, 65536)}
+# their seeds, apart from ORDER's positions (which move when workloads are added)
+PROGRAM_SEEDS = {"sort": 100, "max": 101, "lenet5": 102, "graph_build": 103}
+LENET5_BATCHES = (1, 10)  # --batches; the converter benchmark's batches 1 and 10
+MAX_GROUP = 4
+# tf_privpy.models.lenet5() (relu_maxpool): (name, kind, kernel or weight shape); conv 5x5,
+# c1 'same', the others 'valid'; ReLU after each conv; max-pool 2 after c1 and c3; weights in
+# Keras' layouts (HWIO kernels, [in, out] dense), flattening in NHWC order
+LENET5_LAYERS = (("c1", "conv_same", (5, 5, 1, 6)), ("s2", "pool", None),
+                 ("c3", "conv", (5, 5, 6, 16)), ("s4", "pool", None),
+                 ("c5", "conv", (5, 5, 16, 120)), ("f6", "dense", (120, 84)),
+                 ("logits", "dense", (84, 10)))
+
+
+def lenet5_weights():
+    """[kernel, bias] per conv or dense layer of LENET5_LAYERS, Glorot-uniform kernels and small
+    biases from a fixed seed: the same model for every peer."""
+    rng = np.random.default_rng([PROGRAM_SEEDS["lenet5"], 5])
+    out = []
+    for _, kind, shape in LENET5_LAYERS:
+        if kind == "pool":
+            continue
+        fan_in, fan_out = int(np.prod(shape[:-1])), shape[-1] * (
+            shape[0] * shape[1] if len(shape) == 4 else 1)
+        lim = np.sqrt(6.0 / (fan_in + fan_out))
+        out += [rng.uniform(-lim, lim, shape), rng.uniform(-0.1, 0.1, shape[-1:])]
+    return out
+
+
+def program_sizes(workload, sizes, batches=LENET5_BATCHES):
+    """sort and max: their sizes up to the largest of --sizes (else its smallest); LeNet-5:
+    --batches; its build: the first batch only."""
+    if workload in ("lenet5", "graph_build"):
+        return list(batches)[:1] if workload == "graph_build" else list(batches)
+    own = [n for n in PROGRAM_SIZES[workload] if n <= max(sizes)]
+    return own or [min(sizes)]
+
+
+def program_inputs(workload, n):
+    rng = np.random.default_rng([PROGRAM_SEEDS[workload], n])
+    if workload == "sort":
+        return [rng.uniform(-10.0, 10.0, n)]
+    if workload == "max":
+        return [rng.uniform(-10.0, 10.0, (n, MAX_GROUP))]
+    return [rng.uniform(0.0, 1.0, (n, 28, 28, 1))] + lenet5_weights()
+
+
+def _conv_nhwc(x, k, pad):
+    """float64 NHWC convolution (cross-correlation, as TF's) by summing the 25 shifted taps."""
+    if pad:
+        x = np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0)))
+    kh, kw = k.shape[:2]
+    h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    out = np.zeros((x.shape[0], h, w, k.shape[3]))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nhwc,cd->nhwd", x[:, i:i + h, j:j + w, :], k[i, j])
+    return out
+
+
+def lenet5_reference(x, weights):
+    """LeNet-5's logits in float64 (the layers of LENET5_LAYERS)."""
+    ws = list(weights)
+    for _, kind, _ in LENET5_LAYERS:
+        if kind == "pool":
+            n, h, w, c = x.shape
+            x = x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+            continue
+        k, b = ws.pop(0), ws.pop(0)
+        if kind == "dense":
+            x = x.reshape(x.shape[0], -1) @ k + b
+        else:
+            x = np.maximum(_conv_nhwc(x, k, kind == "conv_same") + b, 0.0)
+    return x
+
+
+def program_reference(workload, xs):
+    if workload == "sort":
+        return np.sort(xs[0])
+    if workload == "max":
+        return xs[0].max(axis=1)
+    return lenet5_reference(xs[0], xs[1:])
+
 
 def inputs(workload, n):
     """The inputs of one workload at n elements (matmul: two MATMUL_SIDE^2 matrices whatever n),
     identical in every runner."""
+    if workload in PROGRAMS:
+        return program_inputs(workload, n)
     (lo, hi), k = WORKLOADS[workload]
     rng = np.random.default_rng([ORDER.index(workload), n])
     if workload == "lr_step":
@@ -59,6 +156,8 @@ def inputs(workload, n):
 
 
 def reference(workload, xs):
+    if workload in PROGRAMS:
+        return program_reference(workload, xs)
     x = xs[0]
     if workload == "mul":
         return x * xs[1]
@@ -91,6 +190,8 @@ def errors(workload, xs, out):
     if workload in ("tanh", "log"):  # zero at x = 0 and x = 1
         rel = err / np.maximum(np.abs(ref), 1e-3)
     if workload in ("comparison", "relu", "mul", "matmul", "lr_step"):  # zeros in the reference
+        rel = err / np.maximum(np.abs(ref), 1e-3)
+    if workload in PROGRAMS:  # sorted values, maxima and logits near zero
         rel = err / np.maximum(np.abs(ref), 1e-3)
     return float(err.max()), float(rel.max())
 
@@ -125,15 +226,20 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--protocols", default="")
     p.add_argument("--rows", required=True, help="where to write the JSON")
+    p.add_argument("--batches", default=",".join(map(str, LENET5_BATCHES)),
+                   help="LeNet-5's batch sizes (graph_build: the first)")
     a = p.parse_args(argv)
+    a.batches = [int(s) for s in a.batches.split(",") if s]
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
     a.workloads = [w for w in a.workloads.split(",") if w]
     a.protocols = [s for s in a.protocols.split(",") if s]
     return a
 
 
-def sizes_for(workload, sizes):
+def sizes_for(workload, sizes, batches=LENET5_BATCHES):
     """matmul and lr_step run once (their sizes are fixed), the others at every size."""
+    if workload in PROGRAMS:
+        return program_sizes(workload, sizes, batches)
     return sizes[:1] if workload in FIXED else sizes
 
 
@@ -143,7 +249,7 @@ def run_all(peer, versions, protocols, measure, args):
     rows, errs = [], []
     for protocol in protocols:
         for workload in args.workloads:
-            for n in sizes_for(workload, args.sizes):
+            for n in sizes_for(workload, args.sizes, getattr(args, "batches", LENET5_BATCHES)):
                 xs = inputs(workload, n)
                 try:
                     ts, out, note = measure(protocol, workload, n, xs)
@@ -164,15 +270,20 @@ def run_all(peer, versions, protocols, measure, args):
                 rows.append(row(peer, protocol, workload, n, ts, a, r, versions, note))
                 print(f"{peer} {protocol} {workload} n={n}: best {min(ts):.4f} s "
                       f"max abs err {a:.2e}", flush=True)
+            # after every workload: a runner stopped by peers_run's timeout keeps its rows
+            write(args.rows, peer, versions, rows, errs)
     write(args.rows, peer, versions, rows, errs)
 
 
 def write(path, peer, versions, rows, errs):
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    with open(path, "w") as f:
+    if path == os.devnull:
+        return
+    with open(path + ".tmp", "w") as f:  # whole or not at all: a timeout can stop the runner
         json.dump({"peer": peer, "versions": versions, "python": platform.python_version(),
                    "rows": rows, "errors": errs}, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def version_of(dist):

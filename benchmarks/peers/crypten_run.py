@@ -34,6 +34,62 @@ def _patch_onnx():
         sys.modules["torch.onnx._internal.registration"] = m
 
 
+def lenet5_model(crypten, torch, weights):
+    """_common.LENET5_LAYERS as crypten.nn layers (NCHW, OIHW kernels: Keras' transposed; the
+    flattening order is the same since C5's output is 1x1), the weights set from rank 0's
+    numpy values and encrypted from rank 0: CrypTen's model owner's steps. Built from crypten.nn
+    layers, not crypten.nn.from_pytorch: its ONNX export does not run on this torch."""
+    nn, ws, layers = crypten.nn, list(weights), []
+    for _, kind, shape in _common.LENET5_LAYERS:
+        if kind == "pool":
+            layers.append(nn.MaxPool2d(2))
+            continue
+        k, b = ws.pop(0), ws.pop(0)
+        if kind == "dense":
+            m, k = nn.Linear(*shape), k.T
+        else:
+            m, k = nn.Conv2d(shape[2], shape[3], 5, padding=2 if kind == "conv_same" else 0), \
+                k.transpose(3, 2, 0, 1)
+        m.set_parameter("weight", torch.tensor(k))
+        m.set_parameter("bias", torch.tensor(b))
+        layers += [m] if kind == "dense" else [m, nn.ReLU()]
+        if kind != "dense" and shape[3] == 120:
+            layers.append(nn.Flatten())
+    model = nn.Sequential(*layers)
+    model.eval()
+    return model.encrypt(src=0)
+
+
+def measure_program(crypten, torch, workload, xs, reps):
+    """sort (CrypTen has none), max of groups of 4 (MPCTensor.max along dim 1), LeNet-5 on
+    rank 0's images and its build (layers, weights, encryption); reps + 1 calls, the first
+    dropped as a warm-up."""
+    if workload == "sort":
+        return None, None, ("CrypTen 0.4.1 has no sort (MPCTensor has max, argmax and "
+                            "comparisons, no sort or sorting network)")
+    sx = crypten.cryptensor(torch.tensor(xs[0] if workload == "max" else
+                                         xs[0].transpose(0, 3, 1, 2)), src=0)
+    model, ts, z = None, [], None
+    for _ in range(reps + 1):
+        t0 = time.perf_counter()
+        if workload == "max":
+            z = sx.max(dim=1)[0]  # (values, one-hot argmax)
+        elif workload == "graph_build" or model is None:
+            model = lenet5_model(crypten, torch, xs[1:])
+        if workload == "lenet5":
+            t0 = time.perf_counter()
+            z = model(sx)
+        ts.append(time.perf_counter() - t0)
+    if workload == "graph_build":
+        z = model(sx)
+    what = {"max": "MPCTensor.max(dim=1) (its default pairwise method)",
+            "lenet5": "crypten.nn LeNet-5, encrypted weights and images, forward",
+            "graph_build": "crypten.nn LeNet-5 built, weights set and encrypted (CrypTen runs "
+                           "eagerly: there is no graph to compile)"}[workload]
+    return ts[1:], z.get_plain_text().double().numpy(), (
+        f"{what}; rank 0's time; 2 processes, gloo on localhost")
+
+
 def measure_rank(args, versions):
     import crypten
     import torch
@@ -50,6 +106,8 @@ def measure_rank(args, versions):
                 "rsqrt": lambda a: a.inv_sqrt(), "log": lambda a: a.log()})
 
     def measure(protocol, workload, n, xs):
+        if workload in _common.PROGRAMS:
+            return measure_program(crypten, torch, workload, xs, args.reps)
         sx = [crypten.cryptensor(torch.tensor(x), src=0) for x in xs]
         ts, z = [], None
         for _ in range(args.reps + 1):

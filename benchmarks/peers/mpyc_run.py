@@ -43,6 +43,10 @@ def main():
     ops = {"mul": lambda a, b: a * b, "matmul": lambda a, b: a @ b,
            "comparison": lambda a, b: a < b, "relu": lambda a: mpc.np_maximum(a, 0),
            "reciprocal": lambda a: mpc.np_reciprocal(a)}
+    # sort: MPyC's sorting network (np_sort); max of groups of 4 along axis 1 (np_amax)
+    ops.update({"sort": lambda a: mpc.np_sort(a), "max": lambda a: mpc.np_amax(a, axis=1)})
+    lacks = {"lenet5": "MPyC 0.11 has no convolution or pooling for its secure arrays (LeNet-5 "
+                       "not written for MPyC here)", "graph_build": "no LeNet-5 in MPyC (lenet5)"}
 
     async def run():
         await mpc.start()
@@ -52,8 +56,9 @@ def main():
                 xs = _common.inputs(workload, n)
                 if workload not in ops:
                     errs.append({"peer": "mpyc", "protocol": protocol, "workload": workload,
-                                 "n": n, "reason": f"MPyC 0.11 has no secure {workload}" + (
-                                 " (no sigmoid)" if workload == "lr_step" else "")})
+                                 "n": n, "reason": lacks.get(workload, (
+                                     f"MPyC 0.11 has no secure {workload}" + (
+                                         " (no sigmoid)" if workload == "lr_step" else "")))})
                     continue
                 try:
                     # party 0 inputs; the others pass an array of the same shape, which

@@ -57,6 +57,28 @@ def _party_process(rank, wsize, protocol, port, exe_bytes, names, shares, reps, 
         q.put((rank, None, None, f"{type(e).__name__}: {e}"))
 
 
+def program_fns(jax, jnp):
+    """The whole programs of _common.PROGRAMS as jax functions: sort, max of groups of 4, and
+    LeNet-5 (_common.LENET5_LAYERS) with NHWC inputs and Keras' HWIO kernels."""
+    def lenet5(x, *ws):
+        ws = list(ws)
+        for _, kind, _ in _common.LENET5_LAYERS:
+            if kind == "pool":
+                x = jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1),
+                                          "VALID")
+                continue
+            k, b = ws.pop(0), ws.pop(0)
+            if kind == "dense":
+                x = x.reshape(x.shape[0], -1) @ k + b
+            else:
+                x = jax.nn.relu(jax.lax.conv_general_dilated(
+                    x, k, (1, 1), "SAME" if kind == "conv_same" else "VALID",
+                    dimension_numbers=("NHWC", "HWIO", "NHWC")) + b)
+        return x
+    return {"sort": jnp.sort, "max": lambda a: jnp.max(a, axis=1), "lenet5": lenet5,
+            "graph_build": lenet5}
+
+
 def main():
     args = _common.parse_args()
     protocols = args.protocols or ["SEMI2K", "ABY3", "SEMI2K-processes", "ABY3-processes"]
@@ -77,7 +99,11 @@ def main():
                x.T @ (jax.nn.sigmoid(x @ w) - y))}
     fns.update({"tanh": jnp.tanh, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "log": jnp.log})
 
+    fns.update(program_fns(jax, jnp))
+
     def measure(protocol, workload, n, xs):
+        if workload == "graph_build" and protocol.endswith("-processes"):
+            return None, None, None  # the compilation is the same as in the simulator's row
         processes = protocol.endswith("-processes")
         protocol = protocol.replace("-processes", "")
         wsize = WORLD[protocol]
@@ -86,10 +112,14 @@ def main():
         io = spu_api.Io(wsize, config)
         xs32 = [np.asarray(x, dtype=np.float32) for x in xs]
         names = [f"in{i}" for i in range(len(xs))]
-        executable, _ = spu_fe.compile(
-            spu_fe.Kind.JAX, fns[workload], tuple(xs32), {}, names,
-            [libspu.Visibility.VIS_SECRET] * len(xs), lambda outs: [f"out{i}" for i in
-                                                                 range(len(outs))])
+        build_ts = []
+        for _ in range(args.reps + 1 if workload == "graph_build" else 1):
+            t0 = time.perf_counter()
+            executable, _ = spu_fe.compile(
+                spu_fe.Kind.JAX, fns[workload], tuple(xs32), {}, names,
+                [libspu.Visibility.VIS_SECRET] * len(xs), lambda outs: [f"out{i}" for i in
+                                                                     range(len(outs))])
+            build_ts.append(time.perf_counter() - t0)
         shares = [io.make_shares(x, libspu.Visibility.VIS_SECRET) for x in xs32]
         if processes:
             return multi_process(protocol, wsize, executable, names, shares, io)
@@ -126,9 +156,13 @@ def main():
 
         ts, out = [], None
         one_call()  # warm-up
-        for _ in range(args.reps):
+        for _ in range(1 if workload == "graph_build" else args.reps):
             t, out = one_call()
             ts.append(t)
+        if workload == "graph_build":
+            return build_ts[1:], np.asarray(out, dtype=np.float64), (
+                "spu.utils.frontend.compile of the jax LeNet-5 (jit, lowering, SPU passes; the "
+                "same for every protocol), after a warm-up compile")
         return ts, np.asarray(out, dtype=np.float64), (
             f"simulator ({wsize} party threads, in-memory links), FM64, "
             "time of the compiled program's run")

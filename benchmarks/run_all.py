@@ -30,7 +30,10 @@ PROGRAMS = [
     # the peer driver first (CrypTen, SPU, TF-Encrypted, MPyC in benchmark-only venvs, a
     # peer that is not installed recorded with the reason): functions.py prints and records
     # its results/peers.json beside ours
-    ("peers_run", [], ["--sizes=10000", "--reps=3", "--timeout=300"]),
+    # full: the time-against-size plots' 10^2..10^6 (MPyC to --mpyc_max_n); quick: 10^4, and
+    # 900 s per peer so TF-Encrypted's minute-long LeNet-5 builds and MPyC's sort finish
+    ("peers_run", ["--sizes=100,10000,100000,1000000"],
+     ["--sizes=10000", "--reps=3", "--timeout=900"]),
     ("micro", [], ["--mul_n=1,100,10000,100000", "--sizes=256,512", "--reps=3",
                    "--share_mib=2", "--share_clients=8"]),
     ("compare", [], ["--sizes=100,1000,10000,100000", "--reps=3", "--sort_sizes=1024",

@@ -33,9 +33,9 @@ def garble_eval(key, nonce, y, x):
     """Runs the four kernels; returns (b' = evaluate output, m, garble outputs, labels)."""
     n = len(y)
     nonce = c64(nonce)
-    tables, decode = LIB.tf_privpy_gc_garble(key, nonce, c64(n))
-    lx = LIB.tf_privpy_gc_encode_input(key, nonce, c64(x), role="x")  # S2: -x2
-    ly = LIB.tf_privpy_gc_encode_input(key, nonce, c64(y), role="y")  # S1: x1
+    tables, decode = K.gc_garble(key, nonce, c64(n))
+    lx = K.gc_encode_input(key, nonce, c64(x), role="x")  # S2: -x2
+    ly = K.gc_encode_input(key, nonce, c64(y), role="y")  # S1: x1
     bits = LIB.tf_privpy_gc_evaluate(tables, decode, lx, ly, nonce, c64(0))
     m = LIB.tf_privpy_gc_output_mask(key, nonce, c64(n))
     return bits.numpy(), m.numpy(), (tables.numpy(), decode.numpy()), (lx.numpy(), ly.numpy())
@@ -95,10 +95,10 @@ def test_million_comparisons():
     x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
     x[::3] = y[::3]
     key, nonce = rand_key(rng), c64(77)
-    tables, decode = LIB.tf_privpy_gc_garble(key, nonce, c64(n))
+    tables, decode = K.gc_garble(key, nonce, c64(n))
     bits = LIB.tf_privpy_gc_evaluate(
-        tables, decode, LIB.tf_privpy_gc_encode_input(key, nonce, c64(x), role="x"),
-        LIB.tf_privpy_gc_encode_input(key, nonce, c64(y), role="y"), nonce, c64(0))
+        tables, decode, K.gc_encode_input(key, nonce, c64(x), role="x"),
+        K.gc_encode_input(key, nonce, c64(y), role="y"), nonce, c64(0))
     del tables
     m = LIB.tf_privpy_gc_output_mask(key, nonce, c64(n))
     np.testing.assert_array_equal(bits.numpy() ^ m.numpy(), (y < x).astype(np.uint8))
@@ -145,7 +145,7 @@ def test_mask_looks_uniform():
     counts = np.bincount(pairs, minlength=4) / (n - 1)
     assert np.all(np.abs(counts - 0.25) < 0.01)
     # Decode bits must look uniform too (they are lsb(output label) ^ m).
-    _, d = LIB.tf_privpy_gc_garble(key, c64(3), c64(20000))
+    _, d = K.gc_garble(key, c64(3), c64(20000))
     assert abs(d.numpy().mean() - 0.5) < 0.03
     # The masks of the first k comparisons depend on n (the layout includes n),
     # but are reproducible for the same n.
@@ -160,7 +160,16 @@ def test_split_evaluation_across_assistants():
     n, f = 3000, 1234
     y = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
     x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
-    _, m, (t, d), (lx, ly) = garble_eval(rand_key(rng), 31, y, x)
+    key = rand_key(rng)
+    _, m, (t, d), (lx, ly) = garble_eval(key, 31, y, x)
+    # S1 garbles T2's part apart, S1 and S2 encode it apart: slices of the batch
+    t2, d2 = K.gc_garble(key, c64(31), n, f, n - f)
+    np.testing.assert_array_equal(t2, t[f:])
+    np.testing.assert_array_equal(d2, d[f:])
+    np.testing.assert_array_equal(K.gc_encode_input(key, c64(31), c64(x[f:]), "x", n, f),
+                                  lx[f:])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in the batch"):
+        K.gc_garble(key, c64(31), n, f, n)
     ev = LIB.tf_privpy_gc_evaluate
     b1 = ev(t[:f], d[:f], lx[:f], ly[:f], c64(31), c64(0)).numpy()
     b2 = ev(t[f:], d[f:], lx[f:], ly[f:], c64(31), c64(f)).numpy()
@@ -295,9 +304,9 @@ def test_graph_mode_static_shapes():
     def fn(y, x):
         nonce = c64(4)
         n = tf.shape(y, out_type=tf.int64)[0]
-        t, d = LIB.tf_privpy_gc_garble(key, nonce, n)
-        lx = LIB.tf_privpy_gc_encode_input(key, nonce, x, role="x")
-        ly = LIB.tf_privpy_gc_encode_input(key, nonce, y, role="y")
+        t, d = K.gc_garble(key, nonce, n)
+        lx = K.gc_encode_input(key, nonce, x, role="x")
+        ly = K.gc_encode_input(key, nonce, y, role="y")
         assert t.shape.as_list() == [None, 64, 4] and lx.shape.as_list() == [None, 64, 2]
         b = LIB.tf_privpy_gc_evaluate(t, d, lx, ly, nonce, c64(0))
         assert b.shape.as_list() == [None] and b.dtype == tf.uint8
@@ -311,7 +320,7 @@ def test_graph_mode_static_shapes():
 
     @tf.function
     def const_shapes():
-        t, d = LIB.tf_privpy_gc_garble(key, c64(1), c64(5))
+        t, d = K.gc_garble(key, c64(1), c64(5))
         seen["t"], seen["d"] = t.shape.as_list(), d.shape.as_list()
         return t, d
 
@@ -337,18 +346,18 @@ def test_tampered_shapes_are_rejected():
         (lambda: ev(t, d, lx, ly[..., :1], nonce), r"labels_y must have shape \[n, 64, 2\]"),
         (lambda: ev(t, d, lx, ly, c64([1, 2])), r"nonce must be an int64 scalar"),
         (lambda: ev(t, d, lx, ly, nonce, c64([0])), r"first_index must be an int64 scalar"),
-        (lambda: LIB.tf_privpy_gc_garble(key, nonce, c64(-1)), r"n .* must be in \[0, "),
-        (lambda: LIB.tf_privpy_gc_garble(key, nonce, c64([3])), r"n must be an int64 scalar"),
-        (lambda: LIB.tf_privpy_gc_garble(key[:1], nonce, c64(3)), r"key12 must be an int64 tensor of 2"),
+        (lambda: K.gc_garble(key, nonce, c64(-1)), r"n .* must be in \[0, "),
+        (lambda: K.gc_garble(key, nonce, c64([3])), r"n must be an int64 scalar"),
+        (lambda: K.gc_garble(key[:1], nonce, c64(3)), r"key12 must be an int64 tensor of 2"),
         (lambda: LIB.tf_privpy_gc_output_mask(key, nonce, c64(-5)), r"must be in \[0, "),
-        (lambda: LIB.tf_privpy_gc_encode_input(key, nonce, c64([[1, 2]]), role="x"),
+        (lambda: K.gc_encode_input(key, nonce, c64([[1, 2]]), role="x"),
          r"values must be a vector \[n\]"),
     ]
     for fn, msg in cases:
         with pytest.raises(tf.errors.InvalidArgumentError, match=msg):
             fn()
     with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
-        LIB.tf_privpy_gc_encode_input(key, nonce, c64([1]), role="z")
+        K.gc_encode_input(key, nonce, c64([1]), role="z")
 
     # In a graph, the shape functions reject mismatches before anything runs.
     with pytest.raises(ValueError, match="must be equal|Dimensions must be equal|Shape must be"):
@@ -363,9 +372,9 @@ L = load_library()
 k = tf.constant([123456789, -987654321], tf.int64); no = tf.constant(77, tf.int64)
 y = tf.constant(np.arange(-150, 150, dtype=np.int64) * 7919)
 x = tf.constant(np.arange(150, -150, -1, dtype=np.int64) * 104729)
-t, d = L.tf_privpy_gc_garble(k, no, tf.constant(300, tf.int64))
-lx = L.tf_privpy_gc_encode_input(k, no, x, role="x")
-ly = L.tf_privpy_gc_encode_input(k, no, y, role="y")
+t, d = K.gc_garble(k, no, tf.constant(300, tf.int64))
+lx = K.gc_encode_input(k, no, x, "x")
+ly = K.gc_encode_input(k, no, y, "y")
 b = L.tf_privpy_gc_evaluate(t, d, lx, ly, no, tf.constant(0, tf.int64))
 m = L.tf_privpy_gc_output_mask(k, no, tf.constant(300, tf.int64))
 assert np.array_equal(b.numpy() ^ m.numpy(), (y.numpy() < x.numpy()).astype(np.uint8))

@@ -19,14 +19,19 @@ ALPHA = 1e-7
 
 
 def reference(xs, width, magnitude):
-    """Python ints: o_j = [v >= 2^j] (j < W-1) and [x < 0], x = xs mod 2^W signed."""
+    """Python ints: o_j = [v >= 2^j] (j < W-1) and [x < 0], x = xs mod 2^W
+    signed; v = x mod 2^(W-1), or with magnitude |x| - 1 for x < 0 (one's
+    complement) and o_0 = [x != 0]."""
     out = []
     for x in xs:
         x = int(x) % (1 << width)
         neg = x >> (width - 1)
         xs_ = x - (neg << width)
-        v = (abs(xs_) if magnitude else x) % (1 << (width - 1))
-        out.append([int(v >= (1 << j)) for j in range(width - 1)] + [neg])
+        v = (abs(xs_) - neg if magnitude else x) % (1 << (width - 1))
+        o = [int(v >= (1 << j)) for j in range(width - 1)]
+        if magnitude:
+            o[0] = int(xs_ != 0)
+        out.append(o + [neg])
     return np.array(out, np.int64)
 
 
@@ -55,43 +60,59 @@ def revealed_bits(b, s, ring):
 
 
 # ----------------------------------------------------------------- kernels
-@pytest.mark.parametrize("width,magnitude", [(64, True), (64, False), (46, True), (34, False),
-                                             (3, True)])
-def test_kernels_against_python_ints(width, magnitude):
+@pytest.mark.parametrize("width,magnitude,subset", [(64, True, False), (64, False, True),
+                                                    (46, True, True), (34, False, False),
+                                                    (3, True, False)])
+def test_kernels_against_python_ints(width, magnitude, subset):
+    """Garbled, encoded and evaluated in two parts, as S1, S2, T1 and T2 do,
+    all outputs or a subset of columns in any order."""
     rng = np.random.default_rng(width)
     x = np.array(ring_values(64, rng), np.int64)
     r = rng.integers(I64.min, I64.max, len(x), dtype=np.int64, endpoint=True)
     a, bb = r, (x.astype(np.uint64) - r.astype(np.uint64)).astype(np.int64)  # x = a + b
     key = tf.constant(rng.integers(I64.min, I64.max, 2, dtype=np.int64))
     nonce, n = tf.constant(7, tf.int64), len(x)
-    tables, decode = kernels.gc_leading_one_garble(key, nonce, n, width, magnitude)
-    assert tables.shape == (n, cost.leading_one_gates(width, magnitude), 4)
-    la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a), width, "a")
-    lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb), width, "b")
-    m = kernels.gc_leading_one_mask(key, nonce, n, width).numpy()
-    h = n // 3   # two slices, as T1 and T2 evaluate them
-    bits = np.concatenate([
-        kernels.gc_leading_one_evaluate(tables[:h], decode[:h], la[:h], lb[:h], nonce, 0,
-                                        width, magnitude).numpy(),
-        kernels.gc_leading_one_evaluate(tables[h:], decode[h:], la[h:], lb[h:], nonce, h,
-                                        width, magnitude).numpy()])
-    np.testing.assert_array_equal(bits ^ m, reference(x, width, magnitude))
-    # a slice evaluated with the wrong first index decodes garbage
-    wrong = kernels.gc_leading_one_evaluate(tables[h:], decode[h:], la[h:], lb[h:], nonce, 0,
-                                            width, magnitude).numpy()
-    assert (wrong != bits[h:]).mean() > 0.2
+    cols = [width - 1, 0, width // 2, 1] if subset else []
+    want = reference(x, width, magnitude)[:, cols or list(range(width))]
+    m = kernels.gc_leading_one_mask(key, nonce, n, width, cols).numpy()
+    h = n // 3   # two parts, as T1 and T2 evaluate them
+    bits, parts = [], []
+    for first, count in ((0, h), (h, n - h)):
+        tables, decode = kernels.gc_leading_one_garble(key, nonce, n, first, count, width,
+                                                       magnitude, cols)
+        assert tables.shape == (count, cost.leading_one_gates(width, magnitude), 4)
+        la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a[first:first + count]), n,
+                                           first, width, "a")
+        lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb[first:first + count]), n,
+                                           first, width, "b")
+        parts.append((tables, decode, la, lb))
+        bits.append(kernels.gc_leading_one_evaluate(tables, decode, la, lb, nonce, first, width,
+                                                    magnitude, cols).numpy())
+    np.testing.assert_array_equal(np.concatenate(bits) ^ m, want)
+    # a part evaluated with the wrong first index decodes garbage
+    wrong = kernels.gc_leading_one_evaluate(*parts[1], nonce, 0, width, magnitude,
+                                            cols).numpy()
+    assert (wrong != bits[1]).mean() > 0.2
 
 
 def test_kernels_reject_bad_shapes_and_widths():
     key, nonce = tf.constant([1, 2], tf.int64), tf.constant(1, tf.int64)
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
         kernels.gc_leading_one_mask(key, nonce, 4, 65)
-    tables, decode = kernels.gc_leading_one_garble(key, nonce, 4, 10, True)
-    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 10, "a")
+    with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="repeat"):
+        kernels.gc_leading_one_mask(key, nonce, 4, 10, [3, 3])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in the batch"):
+        kernels.gc_leading_one_garble(key, nonce, 4, 3, 2, 10, True)
+    tables, decode = kernels.gc_leading_one_garble(key, nonce, 4, 0, 4, 10, True)
+    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 4, 0, 10, "a")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in the batch"):
+        kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 4, 1, 10, "a")
     with pytest.raises(tf.errors.InvalidArgumentError, match="tables must have shape"):
         kernels.gc_leading_one_evaluate(tables, decode, la, la, nonce, 0, 10, False)
     with pytest.raises(tf.errors.InvalidArgumentError, match="labels_b must have shape"):
         kernels.gc_leading_one_evaluate(tables, decode, la, la[:3], nonce, 0, 10, True)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="decode must have shape"):
+        kernels.gc_leading_one_evaluate(tables, decode, la, la, nonce, 0, 10, True, [1, 2])
 
 
 # ---------------------------------------------------------------- protocol
@@ -137,15 +158,37 @@ def test_protocol_fixed_point_values_default_width(rt):
     for magnitude in (True, False):
         got = revealed_bits(b, b.leading_one((px.share0, px.share1), cols, magnitude), ring)
         np.testing.assert_array_equal(got, reference(ints, w, magnitude)[:, cols])
-    with pytest.raises(ValueError, match="columns must be in"):
+    with pytest.raises(ValueError, match="columns must be distinct and in"):
         b.leading_one((px.share0, px.share1), [w])
+    with pytest.raises(ValueError, match="columns must be distinct and in"):
+        b.leading_one((px.share0, px.share1), [3, 3])
+
+
+def test_signed_reciprocal_at_negative_powers_of_two(rt):
+    """The one's complement puts x = -2^j in the octave below (and x = -1
+    ulp in octave 0, not the zero row): the reciprocal is as accurate there
+    as anywhere (|1 - x·g| = 1/3, the bound its iterations assume)."""
+    from tolerances import ulp
+    ring = rt
+    cfg = tp.get_runtime().config
+    u = ulp(cfg.frac_bits)
+    js = np.arange(-cfg.frac_bits + 2, np.log2(cfg.bound))
+    x = -np.concatenate([[u, 2 * u, 3 * u], 2.0 ** js, 2.0 ** js + u])
+    got = tp.math.reciprocal(tp.share(x)).reveal().numpy()
+    # test_numerics' targets, and its "extremes" tolerance where 1/x nears the bound
+    near = 1 / np.abs(x) >= cfg.bound / 8
+    rel = np.where(near, 1e-3, 1e-4 if ring == 128 else 1e-3)
+    ulps = np.where(near, 2 if ring == 128 else 4, 2 if ring == 128 else 8)
+    err = np.abs(got - 1 / x)
+    assert ((err <= rel * np.abs(1 / x)) | (err <= ulps * u)).all(), (x[np.argmax(err)],
+                                                                      err.max())
 
 
 def test_declared_cost_equals_channel_counts(ring):
     """cost.leading_one_cost is what the channel counts, in two chunks too."""
     b = tp.get_runtime().backend
     px = tp.share(np.linspace(-100, 100, 301))
-    for batch in (None, 400):   # 400 comparators' memory: 192 circuits of 133 gates
+    for batch in (None, 300):   # 300 comparators' memory: 213 / 290 circuits of 90 / 66 gates
         if batch:
             tp.reset()
             tp.init(tp.Config(ring_bits=ring, comparison_batch=batch))
@@ -237,14 +280,14 @@ def test_view_check_fails_without_output_masks(monkeypatch):
     try:
         real_garble, real_mask = kernels.gc_leading_one_garble, kernels.gc_leading_one_mask
 
-        def garble_no_mask(key, nonce, n, width, magnitude):
-            tables, decode = real_garble(key, nonce, n, width, magnitude)
-            return tables, decode ^ real_mask(key, nonce, n, width)
+        def garble_no_mask(key, nonce, n, first, count, width, magnitude, columns=()):
+            tables, decode = real_garble(key, nonce, n, first, count, width, magnitude, columns)
+            return tables, decode ^ real_mask(key, nonce, n, width, columns)[first:first + count]
 
         monkeypatch.setattr(kernels, "gc_leading_one_garble", garble_no_mask)
         monkeypatch.setattr(kernels, "gc_leading_one_mask",
-                            lambda key, nonce, n, width: tf.zeros(tf.stack(
-                                [tf.cast(n, tf.int64), width]), tf.uint8))
+                            lambda key, nonce, n, width, columns=(): tf.zeros(tf.stack(
+                                [tf.cast(n, tf.int64), len(columns) or width]), tf.uint8))
         b = tp.get_runtime().backend
         s = shares_of([5, -9, 0, 1 << 20], 64)
         got = revealed_bits(b, b.leading_one(s, list(range(34)), magnitude=True, width=34), 64)

@@ -64,12 +64,15 @@ def test_kernels_against_python_ints(width, lo, window, points):
     key = tf.constant(rng.integers(I64.min, I64.max, 2, dtype=np.int64))
     nonce, n = tf.constant(7, tf.int64), len(x)
     spec = (width, lo, window, points)
-    tables, decode = kernels.gc_thresholds_garble(key, nonce, n, *spec)
+    tables, decode = kernels.gc_thresholds_garble(key, nonce, n, 0, n, *spec)
     assert tables.shape == (n, cost.thresholds_gates(*spec), 4)
-    la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a), width, "a")
-    lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb), width, "b")
+    la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a), n, 0, width, "a")
+    lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb), n, 0, width, "b")
     m = kernels.gc_thresholds_mask(key, nonce, n, *spec).numpy()
-    h = n // 3   # two slices, as T1 and T2 evaluate them
+    h = n // 3   # two parts, as T1 and T2 evaluate them; garbled apart as S1 does
+    t2, d2 = kernels.gc_thresholds_garble(key, nonce, n, h, n - h, *spec)
+    np.testing.assert_array_equal(t2, tables[h:])
+    np.testing.assert_array_equal(d2, decode[h:])
     bits = np.concatenate([
         kernels.gc_thresholds_evaluate(tables[:h], decode[:h], la[:h], lb[:h], nonce, 0,
                                        *spec).numpy(),
@@ -88,8 +91,8 @@ def test_kernels_reject_bad_specs():
     for spec in ((46, 19, 6, [32]), (46, 19, 6, [-32]), (46, 41, 6, [0])):
         with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="window"):
             kernels.gc_thresholds_mask(key, nonce, 4, *spec)
-    tables, decode = kernels.gc_thresholds_garble(key, nonce, 4, 46, 19, 6, [0, 3])
-    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 46, "a")
+    tables, decode = kernels.gc_thresholds_garble(key, nonce, 4, 0, 4, 46, 19, 6, [0, 3])
+    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 4, 0, 46, "a")
     with pytest.raises(tf.errors.InvalidArgumentError, match="tables must have shape"):
         kernels.gc_thresholds_evaluate(tables, decode, la, la, nonce, 0, 46, 19, 6, [0, 4])
     with pytest.raises(tf.errors.InvalidArgumentError, match="labels_b must have shape"):
@@ -178,9 +181,9 @@ def test_view_check_fails_without_output_masks(monkeypatch):
     try:
         real_garble, real_mask = kernels.gc_thresholds_garble, kernels.gc_thresholds_mask
 
-        def garble_no_mask(key, nonce, n, *spec):
-            tables, decode = real_garble(key, nonce, n, *spec)
-            return tables, decode ^ real_mask(key, nonce, n, *spec)
+        def garble_no_mask(key, nonce, n, first, count, *spec):
+            tables, decode = real_garble(key, nonce, n, first, count, *spec)
+            return tables, decode ^ real_mask(key, nonce, n, *spec)[first:first + count]
 
         monkeypatch.setattr(kernels, "gc_thresholds_garble", garble_no_mask)
         monkeypatch.setattr(kernels, "gc_thresholds_mask",

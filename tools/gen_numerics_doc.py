@@ -234,13 +234,18 @@ def circuit_rows():
     for ring in (128, 64):
         h = init(ring, "plaintext")
         w = LO.default_width(h.config)
+        # outputs decoded per element (one byte each) for the octave plan of 1/x, sqrt
+        # and rsqrt: boundaries 2^j, j = -f + 1 .. ceil(log2 B) - 1, the zero row and the
+        # x < 0 row (or the sign)
+        octs = int(math.ceil(math.log2(h.config.bound))) + h.config.frac_bits
         lines.append(f"| {ring} | comparator [x1 < -x2] (DESIGN §6) | 64 | 64 | "
                      f"{COST.GC_TABLE_BYTES + COST.GC_DECODE_BYTES} | {2 * COST.GC_LABEL_BYTES} | "
                      f"{ring // 8} |")
         for mag, what in ((False, "leading one of x (sqrt, rsqrt, log, softmax, unsigned 1/x)"),
-                          (True, "leading one of \\|x\\| and the sign (1/x, divide)")):
+                          (True, "leading one of x XOR sign (\\|x\\| - 1 for x < 0) and "
+                                 "the sign (1/x, divide)")):
             g = COST.leading_one_gates(w, mag)
-            lines.append(f"| {ring} | {what} | {w} | {g} | {g * 32 + w} | {2 * w * 16} | "
+            lines.append(f"| {ring} | {what} | {w} | {g} | {g * 32 + octs + 1} | {2 * w * 16} | "
                          f"{ring // 8} |")
         for what, pts in window_circuits(h):
             lo, m = TH.window(pts, w)
@@ -355,7 +360,7 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/nume
   64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are three methods
   (`range_reduction`):
   - **`leading_one` (default).** ONE garbled circuit per element (below:
-    89-133 AND gates in the 128-bit ring, 65-97 in the 64-bit ring, against 64 for one
+    89-90 AND gates in the 128-bit ring, 65-66 in the 64-bit ring, against 64 for one
     comparator) gives, as integer bit shares, [|x| ≥ 2^j] for every octave boundary at once;
     every value of the octave is an exact local matmul of these bits: one comparison round and
     one circuit instead of 7-8 comparators. log's pieces [2^(j-1/2), 2^(j+1/2)) take one more
@@ -500,9 +505,13 @@ CIRCUIT_HEAD = """
 
 `protocols/mpc/leading_one.py`, `ops/gc/leading_one.h` (issue 14). One garbled circuit per
 element rebuilds x mod 2^W from the low W bits of the two shares (a ripple-carry adder inside
-the circuit: exact, as reduction mod 2^W is a ring homomorphism), optionally takes |x| (an
-incrementer on x XOR sign), and a prefix OR gives the thresholds o_j = [v ≥ 2^j] for every bit
-position j < W - 1 (and the sign). W = ceil(log2 B) + f + 3 holds every value below 2B. The
+the circuit: exact, as reduction mod 2^W is a ring homomorphism), for signed inputs takes the
+one's complement v = x XOR sign (free: |x| - 1 for x < 0, so x = -2^j exactly gets the octave
+below, where 1/x's guess still has |1 - x·g| = 1/3, the bound its iterations assume; the sign
+ORed into o_0, one AND gate, keeps x = -1 ulp out of the zero row; two's complement |x| would
+cost an incrementer, W - 2 AND gates), and a prefix OR gives the thresholds o_j = [v ≥ 2^j] for
+every bit position j < W - 1 (and the sign). Only the columns the caller uses are decoded,
+masked and re-shared. W = ceil(log2 B) + f + 3 holds every value below 2B. The
 assistants decode the o_j of the octave boundaries masked by bits of the S1-S2 stream and
 re-share them as integer bits, exactly as a comparison re-shares its bit (DESIGN §6); every
 table of the octave (2^-j, 2^(-j/2), the initial guess of 1/x) is then r_0 + Σ_k (r_(k+1) -

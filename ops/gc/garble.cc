@@ -92,6 +92,15 @@ inline void PrefetchPart(const void* p, int64_t len, int part, int parts) {
   for (int64_t o = b & ~int64_t{63}; o < e; o += 64) __builtin_prefetch(c + o);
 }
 
+bool CheckComparisonSlice(const BatchSlice& s, std::string* error) {
+  if (s.n < 0 || s.n > kMaxComparisons || s.first < 0 || s.count < 0 ||
+      s.first > s.n - s.count) {
+    *error = "comparison indices out of range";
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 bool DeriveDelta(const uint8_t key12[16], uint64_t nonce, Block* delta,
@@ -102,18 +111,16 @@ bool DeriveDelta(const uint8_t key12[16], uint64_t nonce, Block* delta,
   return true;
 }
 
-bool Garble(const uint8_t key12[16], uint64_t nonce, int64_t n, Block* tables,
-            uint8_t* decode, const ParallelFor& parallel_for,
+bool Garble(const uint8_t key12[16], uint64_t nonce, const BatchSlice& slice,
+            Block* tables, uint8_t* decode, const ParallelFor& parallel_for,
             std::string* error) {
-  if (n < 0 || n > kMaxComparisons) {
-    *error = "number of comparisons out of range";
-    return false;
-  }
-  if (n == 0) return true;
+  const int64_t n = slice.n, first = slice.first;
+  if (!CheckComparisonSlice(slice, error)) return false;
+  if (slice.count == 0) return true;
   Block delta;
   if (!DeriveDelta(key12, nonce, &delta, error)) return false;
   const Block sdelta = Sigma(delta);  // sigma is linear: sigma(A^D) = sigma(A)^sigma(D)
-  return internal::ForChunks(n, kChunk, kGarbleCycles, parallel_for, error,
+  return internal::ForChunks(slice.count, kChunk, kGarbleCycles, parallel_for, error,
                    [&](int64_t begin, int64_t end, std::string* err) {
     FixedKeyAes aes;
     if (!aes.Init()) {
@@ -137,11 +144,11 @@ bool Garble(const uint8_t key12[16], uint64_t nonce, int64_t n, Block* tables,
     for (int64_t i0 = begin; i0 < end; i0 += kChunk) {
       const int64_t m = std::min(kChunk, end - i0);
       for (Role role : {Role::kX, Role::kY}) {
-        if (!Fill(key12, nonce, LabelsOffset(role, n) + i0 * kLabelBytes,
+        if (!Fill(key12, nonce, LabelsOffset(role, n) + (first + i0) * kLabelBytes,
                   role == Role::kX ? x0 : y0, m * kLabelBytes, err))
           return false;
       }
-      if (!Fill(key12, nonce, MaskOffset(n) + i0, mask, m, err))
+      if (!Fill(key12, nonce, MaskOffset(n) + first + i0, mask, m, err))
         return false;
       std::fill(carry, carry + m, Block{0, 0});  // c_0 = 0
       for (int g = 0; g < kBits; ++g) {
@@ -153,7 +160,7 @@ bool Garble(const uint8_t key12[16], uint64_t nonce, int64_t n, Block* tables,
           const Block b = Xor(y0[k * kBits + g], c);
           a0[k] = a;
           b0[k] = b;
-          const uint64_t t = TweakLo(i0 + k, g, 0);
+          const uint64_t t = TweakLo(first + i0 + k, g, 0);
           const Block sa = Xor(Sigma(a), Block{t, nonce});
           const Block sb = Xor(Sigma(b), Block{t | 1, nonce});
           hin[4 * k] = sa;
@@ -199,17 +206,14 @@ bool Garble(const uint8_t key12[16], uint64_t nonce, int64_t n, Block* tables,
 }
 
 bool EncodeInput(const uint8_t key12[16], uint64_t nonce, Role role,
-                 const int64_t* values, int64_t n, Block* labels,
+                 const int64_t* values, const BatchSlice& slice, Block* labels,
                  const ParallelFor& parallel_for, std::string* error) {
-  if (n < 0 || n > kMaxComparisons) {
-    *error = "number of comparisons out of range";
-    return false;
-  }
-  if (n == 0) return true;
+  if (!CheckComparisonSlice(slice, error)) return false;
+  if (slice.count == 0) return true;
   Block delta;
   if (!DeriveDelta(key12, nonce, &delta, error)) return false;
-  const uint64_t base = LabelsOffset(role, n);
-  return internal::ForChunks(n, kChunk, 600, parallel_for, error,
+  const uint64_t base = LabelsOffset(role, slice.n) + slice.first * kLabelBytes;
+  return internal::ForChunks(slice.count, kChunk, 600, parallel_for, error,
                    [&](int64_t begin, int64_t end, std::string* err) {
     for (int64_t i0 = begin; i0 < end; i0 += kChunk) {
       const int64_t m = std::min(kChunk, end - i0);

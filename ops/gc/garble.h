@@ -68,6 +68,15 @@ constexpr int kTableBlocks = 2;      // (TG, TE) per AND gate
 // stream offset far from overflow (tables alone would be 2 PB at the bound).
 constexpr int64_t kMaxComparisons = int64_t{1} << 40;
 
+// Elements [first, first + count) of a garbled batch of n (the part of it
+// one assistant evaluates): the circuits' garbling and encoding kernels
+// produce such a slice directly (gc_circuit.h).
+struct BatchSlice {
+  int64_t n;
+  int64_t first;
+  int64_t count;
+};
+
 // The public fixed AES-128 key of the hash: the first 128 fractional bits of
 // pi (0x243F6A88 85A308D3 13198A2E 03707344), as bytes in this order.
 extern const uint8_t kFixedAesKey[16];
@@ -87,16 +96,19 @@ inline uint64_t MaskOffset(int64_t n) {
 bool DeriveDelta(const uint8_t key12[16], uint64_t nonce, Block* delta,
                  std::string* error);
 
-// S1: garbles n comparators. tables[(i * 64 + g) * 2 + {0, 1}] = (TG, TE) of
-// AND gate g of comparison i; decode[i] = lsb(zero label of c_64) XOR m[i].
-bool Garble(const uint8_t key12[16], uint64_t nonce, int64_t n, Block* tables,
-            uint8_t* decode, const ParallelFor& parallel_for,
+// S1: garbles comparators slice.first .. slice.first + slice.count - 1 of a
+// batch of slice.n (T1's or T2's part: no copy of a slice of the tables).
+// tables[(i * 64 + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of comparison
+// slice.first + i; decode[i] = lsb(zero label of c_64) XOR m[slice.first + i].
+bool Garble(const uint8_t key12[16], uint64_t nonce, const BatchSlice& slice,
+            Block* tables, uint8_t* decode, const ParallelFor& parallel_for,
             std::string* error);
 
 // S1 (role kY, values = x1) or S2 (role kX, values = -x2): the active labels
-// labels[i * 64 + g] = L_{i,g}^0 XOR bit_g(values[i] XOR 2^63) * Delta.
+// labels[i * 64 + g] = L_{j,g}^0 XOR bit_g(values[i] XOR 2^63) * Delta of
+// comparison j = slice.first + i of the batch (i < slice.count).
 bool EncodeInput(const uint8_t key12[16], uint64_t nonce, Role role,
-                 const int64_t* values, int64_t n, Block* labels,
+                 const int64_t* values, const BatchSlice& slice, Block* labels,
                  const ParallelFor& parallel_for, std::string* error);
 
 // T1/T2: evaluates; bits[i] = b[i] XOR m[i] in {0, 1} (only lsb of decode[i]

@@ -46,13 +46,31 @@ bool GarbleAndEvaluate(const uint8_t key[16], uint64_t nonce,
   r->bits.assign(n, 0);
   r->mask.assign(n, 0);
   std::string err;
-  bool ok = Garble(key, nonce, n, r->tables.data(), r->decode.data(), pf, &err) &&
-            EncodeInput(key, nonce, Role::kX, x.data(), n, r->lx.data(), pf, &err) &&
-            EncodeInput(key, nonce, Role::kY, y.data(), n, r->ly.data(), pf, &err) &&
-            Evaluate(nonce, 0, n, r->tables.data(), r->decode.data(), r->lx.data(),
-                     r->ly.data(), r->bits.data(), pf, &err) &&
+  // Garbled and encoded in two parts, as for T1 and T2 (the protocol), and
+  // the tables once more as one batch: the parts must be its slices.
+  const int64_t h = n / 2 + (n > 2 ? 1 : 0);
+  std::vector<Block> whole(r->tables.size());
+  std::vector<uint8_t> whole_decode(n);
+  bool ok = Garble(key, nonce, BatchSlice{n, 0, n}, whole.data(), whole_decode.data(), pf,
+                   &err) &&
             OutputMask(key, nonce, n, r->mask.data(), pf, &err);
+  for (const BatchSlice& s : {BatchSlice{n, 0, h}, BatchSlice{n, h, n - h}})
+    ok = ok &&
+         Garble(key, nonce, s, r->tables.data() + s.first * kBits * kTableBlocks,
+                r->decode.data() + s.first, pf, &err) &&
+         EncodeInput(key, nonce, Role::kX, x.data() + s.first, s,
+                     r->lx.data() + s.first * kBits, pf, &err) &&
+         EncodeInput(key, nonce, Role::kY, y.data() + s.first, s,
+                     r->ly.data() + s.first * kBits, pf, &err) &&
+         Evaluate(nonce, s.first, s.count, r->tables.data() + s.first * kBits * kTableBlocks,
+                  r->decode.data() + s.first, r->lx.data() + s.first * kBits,
+                  r->ly.data() + s.first * kBits, r->bits.data() + s.first, pf, &err);
   if (!ok) std::printf("error: %s\n", err.c_str());
+  if (ok && (memcmp(whole.data(), r->tables.data(), whole.size() * sizeof(Block)) != 0 ||
+             whole_decode != r->decode)) {
+    std::printf("error: parts garbled apart differ from the whole batch\n");
+    return false;
+  }
   return ok;
 }
 
@@ -170,7 +188,9 @@ int main() {
   Block delta;
   std::string err;
   Check(DeriveDelta(key, 7, &delta, &err) && (delta.lo & 1) == 1, "lsb(Delta) = 1");
-  Check(!Garble(key, 7, -1, nullptr, nullptr, serial, &err), "n < 0 rejected");
+  Check(!Garble(key, 7, BatchSlice{-1, 0, 0}, nullptr, nullptr, serial, &err), "n < 0 rejected");
+  Check(!Garble(key, 7, BatchSlice{4, 3, 2}, nullptr, nullptr, serial, &err),
+        "a part beyond the batch rejected");
 
   return tf_privpy::testing::Report();
 }

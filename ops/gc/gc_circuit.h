@@ -21,6 +21,13 @@
 //                                   16 + 32 W n + K i + j
 // Hash tweak j.hi = nonce, j.lo = i << tweak_shift | g << 1 | half: the
 // circuit has fewer than 2^(tweak_shift - 1) AND gates, and i < 2^40.
+// K counts the outputs a caller asked for (CircuitShape::out_slots), so the
+// garbler, the evaluator and the mask kernel of one batch must agree on them.
+//
+// Garbling and input encoding work on a slice (BatchSlice, garble.h) of the
+// batch: S1 garbles T1's half and T2's half as two tensors and each server
+// encodes its halves apart, instead of slicing [n, G, 4] tables and [n, W, 2]
+// labels (copies of 1-3 KB per element) before sending them.
 #ifndef TF_PRIVPY_OPS_GC_GC_CIRCUIT_H_
 #define TF_PRIVPY_OPS_GC_GC_CIRCUIT_H_
 
@@ -88,6 +95,8 @@ struct PlainEngine {
 struct LabelSlots {
   Block* slots;
   int64_t m;
+  int64_t i0;     // first element of the chunk in the slice
+  int64_t first;  // index of the slice's first element in the batch
   int W;
   const Block* in_a;  // [m, W]
   const Block* in_b;
@@ -116,10 +125,9 @@ struct GarbleEngine : LabelSlots {
   FixedKeyAes* aes;
   Block delta, sdelta;
   uint64_t nonce;
-  int64_t i0;      // first element of the chunk in the batch
   int G;           // gates per element
   int shift;       // tweak shift
-  Block* tables;   // the whole batch's tables
+  Block* tables;   // the slice's tables
   Block *hin, *hout, *tmp;
   int g = 0;
   bool ok = true;
@@ -133,7 +141,7 @@ struct GarbleEngine : LabelSlots {
     if (!ok) return;
     const Block *px = S(x), *py = S(y);
     for (int64_t k = 0; k < m; ++k) {
-      const uint64_t t = CircuitTweakLo(i0 + k, g, 0, shift);
+      const uint64_t t = CircuitTweakLo(first + i0 + k, g, 0, shift);
       const Block sa = internal::Xor(Sigma(px[k]), Block{t, nonce});
       const Block sb = internal::Xor(Sigma(py[k]), Block{t | 1, nonce});
       hin[4 * k] = sa;
@@ -170,8 +178,6 @@ struct GarbleEngine : LabelSlots {
 struct EvalEngine : LabelSlots {
   FixedKeyAes* aes;
   uint64_t nonce;
-  int64_t i0;          // first element of the chunk in the slice
-  int64_t first;       // index of the slice's first element in the batch
   int G;
   int shift;
   const Block* tables;  // the slice's tables
@@ -229,8 +235,8 @@ void AddShares(E& e, int W, int c, int t1, int t2, int t3) {
 // The fields the garbling and evaluation engines share, for one chunk.
 template <class E>
 void SetUpEngine(E& e, Block* slots, int64_t m, int W, const Block* in_a, const Block* in_b,
-                 FixedKeyAes* aes, uint64_t nonce, int64_t i0, const CircuitShape& sh,
-                 Block* hin, Block* hout, Block* tmp) {
+                 FixedKeyAes* aes, uint64_t nonce, int64_t i0, int64_t first,
+                 const CircuitShape& sh, Block* hin, Block* hout, Block* tmp) {
   e.slots = slots;
   e.m = m;
   e.W = W;
@@ -239,6 +245,7 @@ void SetUpEngine(E& e, Block* slots, int64_t m, int W, const Block* in_a, const 
   e.aes = aes;
   e.nonce = nonce;
   e.i0 = i0;
+  e.first = first;
   e.G = sh.gates;
   e.shift = sh.tweak_shift;
   e.hin = hin;
@@ -249,6 +256,15 @@ void SetUpEngine(E& e, Block* slots, int64_t m, int W, const Block* in_a, const 
 inline bool CheckBatch(int64_t n, std::string* error) {
   if (n < 0 || n > kMaxComparisons) {
     *error = "number of elements out of range";
+    return false;
+  }
+  return true;
+}
+
+inline bool CheckSlice(const BatchSlice& s, std::string* error) {
+  if (!CheckBatch(s.n, error)) return false;
+  if (s.first < 0 || s.count < 0 || s.first > s.n - s.count) {
+    *error = "slice [first, first + count) out of the batch [0, n)";
     return false;
   }
   return true;
@@ -274,20 +290,22 @@ int CountGates(const Circuit& circuit) {
 }
 
 // S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element
-// i; decode[i * K + j] = lsb(zero label of output j) ^ m[i, j].
+// s.first + i of the batch; decode[i * K + j] = lsb(zero label of output j)
+// ^ m[s.first + i, j] (i < s.count).
 template <class Circuit>
-bool GarbleCircuit(const uint8_t key12[16], uint64_t nonce, int64_t n, const CircuitShape& sh,
-                   const Circuit& circuit, Block* tables, uint8_t* decode,
-                   const ParallelFor& parallel_for, std::string* error) {
-  if (!CheckBatch(n, error)) return false;
-  if (n == 0) return true;
+bool GarbleCircuit(const uint8_t key12[16], uint64_t nonce, const BatchSlice& s,
+                   const CircuitShape& sh, const Circuit& circuit, Block* tables,
+                   uint8_t* decode, const ParallelFor& parallel_for, std::string* error) {
+  if (!CheckSlice(s, error)) return false;
+  if (s.count == 0) return true;
+  const int64_t n = s.n;
   Block delta;
   if (!DeriveDelta(key12, nonce, &delta, error)) return false;
   const int W = sh.width, G = sh.gates, K = sh.outputs();
   const uint64_t label_bytes = static_cast<uint64_t>(W) * sizeof(Block);
   constexpr int64_t C = kCircuitChunk;
   return ForChunks(
-      n, C, G * kGarbleCyclesPerGate, parallel_for, error,
+      s.count, C, G * kGarbleCyclesPerGate, parallel_for, error,
       [&](int64_t begin, int64_t end, std::string* err) {
         FixedKeyAes aes;
         if (!aes.Init()) {
@@ -304,14 +322,15 @@ bool GarbleCircuit(const uint8_t key12[16], uint64_t nonce, int64_t n, const Cir
         uint8_t* mask = reinterpret_cast<uint8_t*>(arena.Take(C * K / 16 + 1));
         for (int64_t i0 = begin; i0 < end; i0 += C) {
           const int64_t m = std::min(C, end - i0);
-          if (!Fill(key12, nonce, CircuitLabelsOffset(InputRole::kA, n, W) + i0 * label_bytes,
+          const int64_t gi = s.first + i0;  // in the batch: fixes the stream offsets
+          if (!Fill(key12, nonce, CircuitLabelsOffset(InputRole::kA, n, W) + gi * label_bytes,
                     a0, m * label_bytes, err) ||
-              !Fill(key12, nonce, CircuitLabelsOffset(InputRole::kB, n, W) + i0 * label_bytes,
+              !Fill(key12, nonce, CircuitLabelsOffset(InputRole::kB, n, W) + gi * label_bytes,
                     b0, m * label_bytes, err) ||
-              !Fill(key12, nonce, CircuitMaskOffset(n, W) + i0 * K, mask, m * K, err))
+              !Fill(key12, nonce, CircuitMaskOffset(n, W) + gi * K, mask, m * K, err))
             return false;
           GarbleEngine e;
-          SetUpEngine(e, slots, m, W, a0, b0, &aes, nonce, i0, sh, hin, hout, tmp);
+          SetUpEngine(e, slots, m, W, a0, b0, &aes, nonce, i0, s.first, sh, hin, hout, tmp);
           e.delta = delta;
           e.sdelta = Sigma(delta);  // sigma is linear
           e.tables = tables;
@@ -331,18 +350,20 @@ bool GarbleCircuit(const uint8_t key12[16], uint64_t nonce, int64_t n, const Cir
 }
 
 // S1 (kA, values = x1) or S2 (kB, values = x2): labels[i * W + k] = active
-// label of bit k of values[i] (only the low W bits are used).
+// label of bit k of values[i], element s.first + i of the batch (only the
+// low W bits are used; i < s.count).
 inline bool EncodeCircuitInput(const uint8_t key12[16], uint64_t nonce, InputRole role,
-                               int width, const int64_t* values, int64_t n, Block* labels,
-                               const ParallelFor& parallel_for, std::string* error) {
-  if (!CheckBatch(n, error)) return false;
-  if (n == 0) return true;
+                               int width, const int64_t* values, const BatchSlice& s,
+                               Block* labels, const ParallelFor& parallel_for,
+                               std::string* error) {
+  if (!CheckSlice(s, error)) return false;
+  if (s.count == 0) return true;
   Block delta;
   if (!DeriveDelta(key12, nonce, &delta, error)) return false;
   const int W = width;
   const uint64_t label_bytes = static_cast<uint64_t>(W) * sizeof(Block);
-  const uint64_t base = CircuitLabelsOffset(role, n, W);
-  return ForChunks(n, kCircuitChunk, 10 * W, parallel_for, error,
+  const uint64_t base = CircuitLabelsOffset(role, s.n, W) + s.first * label_bytes;
+  return ForChunks(s.count, kCircuitChunk, 10 * W, parallel_for, error,
                    [&](int64_t begin, int64_t end, std::string* err) {
                      for (int64_t i0 = begin; i0 < end; i0 += kCircuitChunk) {
                        const int64_t m = std::min(kCircuitChunk, end - i0);
@@ -390,9 +411,8 @@ bool EvaluateCircuit(uint64_t nonce, int64_t first_index, int64_t n, const Circu
         for (int64_t i0 = begin; i0 < end; i0 += C) {
           const int64_t m = std::min(C, end - i0);
           EvalEngine e;
-          SetUpEngine(e, slots, m, W, labels_a + i0 * W, labels_b + i0 * W, &aes, nonce, i0, sh,
-                      hin, hout, tmp);
-          e.first = first_index;
+          SetUpEngine(e, slots, m, W, labels_a + i0 * W, labels_b + i0 * W, &aes, nonce, i0,
+                      first_index, sh, hin, hout, tmp);
           e.tables = tables;
           circuit(e);
           if (!e.ok) {

@@ -53,6 +53,29 @@ inline ::tensorflow::Status ReadKeyNonceBatch(::tensorflow::OpKernelContext* ctx
   return ReadBatchSize(ctx->input(2), what, n);
 }
 
+// A slice [first, first + count) of a batch of n (gc::BatchSlice) from the
+// int64 scalar inputs n_input, n_input + 1 (first_index), n_input + 2
+// (count; if count_input is false, count is `count` as given).
+inline ::tensorflow::Status ReadSlice(::tensorflow::OpKernelContext* ctx, int n_input,
+                                      bool count_input, gc::BatchSlice* s) {
+  TF_RETURN_IF_ERROR(ReadBatchSize(ctx->input(n_input), "elements", &s->n));
+  const int last = count_input ? n_input + 2 : n_input + 1;
+  for (int i = n_input + 1; i <= last; ++i) {
+    const ::tensorflow::Tensor& t = ctx->input(i);
+    if (t.dtype() != ::tensorflow::DT_INT64 ||
+        !::tensorflow::TensorShapeUtils::IsScalar(t.shape()))
+      return ::tensorflow::errors::InvalidArgument(
+          i == n_input + 1 ? "first_index" : "count", " must be an int64 scalar, got shape ",
+          t.shape().DebugString());
+    (i == n_input + 1 ? s->first : s->count) = t.scalar<int64_t>()();
+  }
+  if (s->first < 0 || s->count < 0 || s->first > s->n - s->count)
+    return ::tensorflow::errors::InvalidArgument(
+        "the slice [first_index, first_index + ", s->count, ") must lie in the batch [0, ",
+        s->n, "), got first_index ", s->first);
+  return ::tensorflow::OkStatus();
+}
+
 // Inputs of the evaluation kernel of a circuit with `width` input bits,
 // `gates` AND gates and `outputs` output bits per element: tables [n, gates,
 // 4], decode [n, outputs], labels_a and labels_b [n, width, 2], the nonce and
@@ -91,21 +114,26 @@ inline ::tensorflow::Status ReadEvaluateInputs(::tensorflow::OpKernelContext* ct
   return ::tensorflow::OkStatus();
 }
 
-// Compute of a circuit's garbling kernel: reads (key12, nonce, n), allocates
-// tables [n, gates, 4] and decode [n, outputs] and runs
-// fn(key, nonce, n, tables, decode, parallel_for, error); `name` in errors.
+// Compute of a circuit's garbling kernel: reads (key12, nonce, n,
+// first_index, count), allocates tables [count, gates, 4] and decode
+// [count, outputs] and runs fn(key, nonce, slice, tables, decode,
+// parallel_for, error); `name` in errors.
 template <class Fn>
 void ComputeGarble(::tensorflow::OpKernelContext* ctx, int gates, int64_t outputs,
                    const char* name, const Fn& fn) {
   uint8_t key[16];
   uint64_t nonce = 0;
-  int64_t n = 0;
-  OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "elements", key, &nonce, &n));
+  gc::BatchSlice slice;
+  OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
+  OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
+  OP_REQUIRES_OK(ctx, ReadSlice(ctx, 2, true, &slice));
+  const int64_t m = slice.count;
   ::tensorflow::Tensor *tables, *decode;
-  OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({n, gates, 4}), &tables));
-  OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({n, outputs}), &decode));
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(0, ::tensorflow::TensorShape({m, gates, 4}), &tables));
+  OP_REQUIRES_OK(ctx, ctx->allocate_output(1, ::tensorflow::TensorShape({m, outputs}), &decode));
   std::string error;
-  OP_REQUIRES(ctx, fn(key, nonce, n, Blocks(tables), Bytes(decode), TfParallelFor(ctx), &error),
+  OP_REQUIRES(ctx,
+              fn(key, nonce, slice, Blocks(tables), Bytes(decode), TfParallelFor(ctx), &error),
               ::tensorflow::errors::Internal(name, ": ", error));
 }
 

@@ -48,14 +48,17 @@ class GcGarbleOp : public OpKernel {
     TF_PRIVPY_TRACE_KERNEL(ctx);
     uint8_t key[16];
     uint64_t nonce = 0;
-    int64_t n = 0;
-    OP_REQUIRES_OK(ctx, ReadKeyNonceBatch(ctx, "comparisons", key, &nonce, &n));
+    gc::BatchSlice slice;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key12", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(1), "nonce", &nonce));
+    OP_REQUIRES_OK(ctx, gc_kernels::ReadSlice(ctx, 2, true, &slice));
     Tensor *tables, *decode;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gc::kBits, 4}), &tables));
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({n}), &decode));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(0, TensorShape({slice.count, gc::kBits, 4}), &tables));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({slice.count}), &decode));
     std::string error;
     OP_REQUIRES(ctx,
-                gc::Garble(key, nonce, n, Blocks(tables), Bytes(decode),
+                gc::Garble(key, nonce, slice, Blocks(tables), Bytes(decode),
                            TfParallelFor(ctx), &error),
                 errors::Internal("GcGarble: ", error));
   }
@@ -81,14 +84,15 @@ class GcEncodeInputOp : public OpKernel {
     OP_REQUIRES(ctx, TensorShapeUtils::IsVector(values.shape()),
                 errors::InvalidArgument("values must be a vector [n] of int64, got shape ",
                                         values.shape().DebugString()));
-    const int64_t n = values.dim_size(0);
-    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
-                errors::InvalidArgument("values: too many comparisons (", n, ")"));
+    gc::BatchSlice slice;
+    slice.count = values.dim_size(0);
+    OP_REQUIRES_OK(ctx, gc_kernels::ReadSlice(ctx, 3, false, &slice));
     Tensor* labels;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, gc::kBits, 2}), &labels));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(0, TensorShape({slice.count, gc::kBits, 2}), &labels));
     std::string error;
     OP_REQUIRES(ctx,
-                gc::EncodeInput(key, nonce, role_, values.flat<int64_t>().data(), n,
+                gc::EncodeInput(key, nonce, role_, values.flat<int64_t>().data(), slice,
                                 Blocks(labels), TfParallelFor(ctx), &error),
                 errors::Internal("GcEncodeInput: ", error));
   }

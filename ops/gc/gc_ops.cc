@@ -53,39 +53,48 @@ REGISTER_OP("TfPrivpy>GcGarble")
     .Input("key12: int64")
     .Input("nonce: int64")
     .Input("n: int64")
+    .Input("first_index: int64")
+    .Input("count: int64")
     .Output("tables: int64")
     .Output("decode: uint8")
     .SetShapeFn([](InferenceContext* c) {
-      DimensionHandle n;
+      DimensionHandle n, count;
       TF_RETURN_IF_ERROR(KeyNonceBatch(c, &n));
-      c->set_output(0, c->MakeShape({n, 64, 4}));
-      c->set_output(1, c->Vector(n));
+      ShapeHandle s;
+      for (int i : {3, 4}) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &s));
+      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(4, &count));
+      c->set_output(0, c->MakeShape({count, 64, 4}));
+      c->set_output(1, c->Vector(count));
       return ::tensorflow::OkStatus();
     })
-    .Doc("S1 (DESIGN §6 step 1): garbles n 64-bit comparators with the "
+    .Doc("S1 (DESIGN §6 step 1): garbles comparisons [first_index, "
+         "first_index + count) of a batch of n 64-bit comparators with the "
          "secrets of the (key12, nonce) S1-S2 stream. tables[i, g] = "
          "(TG.lo, TG.hi, TE.lo, TE.hi), the half-gates ciphertexts of AND "
-         "gate g of comparison i; decode[i] = lsb(zero label of the output "
-         "wire) XOR m[i].");
+         "gate g of comparison first_index + i; decode[i] = lsb(zero label of "
+         "the output wire) XOR m[first_index + i].");
 
 REGISTER_OP("TfPrivpy>GcEncodeInput")
     .Input("key12: int64")
     .Input("nonce: int64")
     .Input("values: int64")
+    .Input("n: int64")
+    .Input("first_index: int64")
     .Output("labels: int64")
     .Attr("role: {'x', 'y'}")
     .SetShapeFn([](InferenceContext* c) {
       TF_RETURN_IF_ERROR(CheckKeyNonce(c, 0, 1));
-      ShapeHandle v;
+      ShapeHandle v, s;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(2), 1, &v));
+      for (int i : {3, 4}) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &s));
       c->set_output(0, c->MakeShape({c->Dim(v, 0), 64, 2}));
       return ::tensorflow::OkStatus();
     })
     .Doc("S1 (role 'y', values = its share x1) or S2 (role 'x', values = "
          "-x2, negated by the caller): labels[i, g] = (lo, hi) of the active "
          "label of bit g (LSB first) of values[i] XOR 2^63 (the sign flip "
-         "makes the circuit's unsigned compare a signed one). The n of the "
-         "layout is values' length: it must equal GcGarble's n.");
+         "makes the circuit's unsigned compare a signed one), comparison "
+         "first_index + i of a garbled batch of n (GcGarble's n).");
 
 REGISTER_OP("TfPrivpy>GcEvaluate")
     .Input("tables: int64")

@@ -31,6 +31,16 @@ inline Status CheckKeyNonceN(InferenceContext* c, DimensionHandle* n) {
   return c->MakeDimForScalarInput(2, n);
 }
 
+// Inputs (key12, nonce, n, first_index, count) of the garbling ops, which
+// make a slice of a batch (gc::BatchSlice); *count from count's value.
+inline Status CheckKeyNonceSlice(InferenceContext* c, DimensionHandle* count) {
+  DimensionHandle n;
+  TF_RETURN_IF_ERROR(CheckKeyNonceN(c, &n));
+  ShapeHandle s;
+  for (int i : {3, 4}) TF_RETURN_IF_ERROR(c->WithRank(c->input(i), 0, &s));
+  return c->MakeDimForScalarInput(4, count);
+}
+
 // Evaluation ops (tables [n, G, 4], decode [n, K], labels_a, labels_b
 // [n, W, 2], ...): output 0 is [n, K].
 inline Status EvaluateShape(InferenceContext* c, int outputs) {

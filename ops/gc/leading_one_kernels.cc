@@ -1,6 +1,7 @@
 // Kernels of the garbled leading-one circuit (registrations in
 // leading_one_ops.cc; circuit, outputs and stream layout in leading_one.h).
 #include <string>
+#include <vector>
 
 #include "ops/common/tf_util.h"
 #include "ops/gc/gc_kernel_util.h"
@@ -25,21 +26,26 @@ namespace {
 using gc_kernels::Blocks;
 using gc_kernels::Bytes;
 
-// The width and magnitude attributes every kernel of the family reads.
+// The spec attributes (width, magnitude, columns) every kernel of the family
+// reads (magnitude false where the op has none).
 class LeadingOneBase : public OpKernel {
  public:
   explicit LeadingOneBase(OpKernelConstruction* ctx, bool has_magnitude) : OpKernel(ctx) {
-    OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &width_));
-    OP_REQUIRES(ctx, width_ >= gc::kLeadingOneMinWidth && width_ <= gc::kLeadingOneMaxWidth,
-                errors::InvalidArgument("width must be in [3, 64] (the circuit reads the "
-                                        "low 64 bits of the shares), got ", width_));
-    if (has_magnitude) OP_REQUIRES_OK(ctx, ctx->GetAttr("magnitude", &magnitude_));
+    std::vector<int> columns;
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("width", &spec_.width));
+    if (has_magnitude) OP_REQUIRES_OK(ctx, ctx->GetAttr("magnitude", &spec_.magnitude));
+    if (ctx->HasAttr("columns")) OP_REQUIRES_OK(ctx, ctx->GetAttr("columns", &columns));
+    spec_.columns = columns;
+    const std::string err = gc::LeadingOneSpecError(spec_);
+    OP_REQUIRES(ctx, err.empty(),
+                errors::InvalidArgument("leading-one circuit: ", err, " (the circuit reads the "
+                                        "low 64 bits of the shares: width in [3, 64])"));
   }
 
  protected:
-  int gates() const { return gc::LeadingOneAndGates(width_, magnitude_); }
-  int width_ = 0;
-  bool magnitude_ = false;
+  int gates() const { return gc::LeadingOneAndGates(spec_.width, spec_.magnitude); }
+  int64_t outputs() const { return gc::LeadingOneOutputs(spec_); }
+  gc::LeadingOneSpec spec_{0, false, {}};
 };
 
 class GarbleOp : public LeadingOneBase {
@@ -48,11 +54,10 @@ class GarbleOp : public LeadingOneBase {
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
     gc_kernels::ComputeGarble(
-        ctx, gates(), width_, "GcLeadingOneGarble",
-        [this](const uint8_t* key, uint64_t nonce, int64_t n, gc::Block* tables,
-               uint8_t* decode, const ParallelFor& pf, std::string* error) {
-          return gc::LeadingOneGarble(key, nonce, n, width_, magnitude_, tables, decode, pf,
-                                      error);
+        ctx, gates(), outputs(), "GcLeadingOneGarble",
+        [this](const uint8_t* key, uint64_t nonce, const gc::BatchSlice& slice,
+               gc::Block* tables, uint8_t* decode, const ParallelFor& pf, std::string* error) {
+          return gc::LeadingOneGarble(key, nonce, slice, spec_, tables, decode, pf, error);
         });
   }
 };
@@ -74,15 +79,17 @@ class EncodeOp : public LeadingOneBase {
     OP_REQUIRES(ctx, TensorShapeUtils::IsVector(values.shape()),
                 errors::InvalidArgument("values must be a vector [n] of int64, got shape ",
                                         values.shape().DebugString()));
-    const int64_t n = values.dim_size(0);
-    OP_REQUIRES(ctx, n <= gc::kMaxComparisons,
-                errors::InvalidArgument("values: too many elements (", n, ")"));
+    gc::BatchSlice slice;
+    slice.count = values.dim_size(0);
+    OP_REQUIRES_OK(ctx, gc_kernels::ReadSlice(ctx, 3, false, &slice));
     Tensor* labels;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_, 2}), &labels));
+    OP_REQUIRES_OK(ctx,
+                   ctx->allocate_output(0, TensorShape({slice.count, spec_.width, 2}), &labels));
     std::string error;
     OP_REQUIRES(ctx,
-                gc::LeadingOneEncode(key, nonce, role_, width_, values.flat<int64_t>().data(),
-                                     n, Blocks(labels), TfParallelFor(ctx), &error),
+                gc::LeadingOneEncode(key, nonce, role_, spec_.width,
+                                     values.flat<int64_t>().data(), slice, Blocks(labels),
+                                     TfParallelFor(ctx), &error),
                 errors::Internal("GcLeadingOneEncode: ", error));
   }
 
@@ -97,18 +104,19 @@ class EvaluateOp : public LeadingOneBase {
     TF_PRIVPY_TRACE_KERNEL(ctx);
     int64_t n = 0, first_index = 0;
     uint64_t nonce = 0;
-    const std::string what = "width " + std::to_string(width_) + ", magnitude " +
-                             std::to_string(magnitude_);
-    OP_REQUIRES_OK(ctx, gc_kernels::ReadEvaluateInputs(ctx, width_, gates(), width_, what.c_str(),
-                                                       &n, &nonce, &first_index));
+    const std::string what = "width " + std::to_string(spec_.width) + ", magnitude " +
+                             std::to_string(spec_.magnitude) + ", " +
+                             std::to_string(outputs()) + " columns";
+    OP_REQUIRES_OK(ctx, gc_kernels::ReadEvaluateInputs(ctx, spec_.width, gates(), outputs(),
+                                                       what.c_str(), &n, &nonce, &first_index));
     const Tensor& tables = ctx->input(0);
     const Tensor& decode = ctx->input(1);
     Tensor* bits;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, width_}), &bits));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({n, outputs()}), &bits));
     std::string error;
     OP_REQUIRES(ctx,
-                gc::LeadingOneEvaluate(nonce, first_index, n, width_, magnitude_,
-                                       Blocks(tables), Bytes(decode), Blocks(ctx->input(2)),
+                gc::LeadingOneEvaluate(nonce, first_index, n, spec_, Blocks(tables),
+                                       Bytes(decode), Blocks(ctx->input(2)),
                                        Blocks(ctx->input(3)), Bytes(bits), TfParallelFor(ctx),
                                        &error),
                 errors::Internal("GcLeadingOneEvaluate: ", error));
@@ -120,10 +128,10 @@ class MaskOp : public LeadingOneBase {
   explicit MaskOp(OpKernelConstruction* ctx) : LeadingOneBase(ctx, false) {}
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    gc_kernels::ComputeMask(ctx, width_, "GcLeadingOneMask",
+    gc_kernels::ComputeMask(ctx, outputs(), "GcLeadingOneMask",
                             [this](const uint8_t* key, uint64_t nonce, int64_t n, uint8_t* m,
                                    const ParallelFor& pf, std::string* error) {
-                              return gc::LeadingOneMask(key, nonce, n, width_, m, pf, error);
+                              return gc::LeadingOneMask(key, nonce, n, spec_, m, pf, error);
                             });
   }
 };

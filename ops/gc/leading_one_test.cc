@@ -1,9 +1,12 @@
 // Standalone test of the garbled leading-one circuit (no TensorFlow): the
-// plaintext circuit against a direct reference (two's-complement sum, |x|,
-// thresholds 2^j), then garble / encode / evaluate / unmask against the
-// plaintext circuit for edge and random shares, widths 3..64, both modes,
-// serially, with a 2-thread ParallelFor and evaluated in two slices.
+// plaintext circuit against a direct reference (two's-complement sum, one's
+// complement magnitude, thresholds 2^j), then garble / encode / evaluate /
+// unmask against the plaintext circuit for edge and random shares, widths
+// 3..64, both modes, all columns or a subset, serially and with a 2-thread
+// ParallelFor, garbled, encoded and evaluated in two slices (T1's and T2's);
+// the slices' tables equal those of the whole batch.
 // Build/run: make -f ops/gc/Makefile.standalone test
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -22,23 +25,33 @@ using tf_privpy::SerialFor;
 using tf_privpy::testing::Check;
 using namespace tf_privpy::gc;  // NOLINT
 
-// Reference: x = (a + b) mod 2^W as a signed W-bit integer; v = |x| or the
-// low W-1 bits; out[j] = [v >= 2^j], out[W-1] = [x < 0].
-std::vector<uint8_t> Reference(uint64_t a, uint64_t b, int W, bool magnitude) {
+// Reference: x = (a + b) mod 2^W as a signed W-bit integer; v = the low W-1
+// bits, or (magnitude) |x| - 1 for x < 0 (|x| <= 2^(W-1)) and x otherwise;
+// out[j] = [v >= 2^j], except out[0] = [x != 0] with magnitude; out[W-1] =
+// [x < 0]; then the columns picked (all if empty).
+std::vector<uint8_t> Reference(uint64_t a, uint64_t b, const LeadingOneSpec& spec) {
+  const int W = spec.width;
   const uint64_t mask = W == 64 ? ~uint64_t{0} : (uint64_t{1} << W) - 1;
   const uint64_t x = (a + b) & mask;
   const bool neg = (x >> (W - 1)) & 1;
-  uint64_t v;
-  if (magnitude) {
-    v = neg ? ((~x + 1) & mask) : x;
-    v &= (uint64_t{1} << (W - 1)) - 1;  // |-2^(W-1)| wraps to 0 in W-1 bits
-  } else {
-    v = x & ((uint64_t{1} << (W - 1)) - 1);
-  }
+  uint64_t v = x & ((uint64_t{1} << (W - 1)) - 1);
+  if (spec.magnitude && neg) v = ((~x + 1) & mask) - 1;  // |x| - 1, |x| in [1, 2^(W-1)]
   std::vector<uint8_t> out(W);
   for (int j = 0; j < W - 1; ++j) out[j] = v >= (uint64_t{1} << j);
+  if (spec.magnitude) out[0] = x != 0;
   out[W - 1] = neg;
-  return out;
+  if (spec.columns.empty()) return out;
+  std::vector<uint8_t> picked;
+  for (int c : spec.columns) picked.push_back(out[c]);
+  return picked;
+}
+
+// Columns a caller would pick: some thresholds out of order and the sign.
+std::vector<int> SomeColumns(int W) {
+  std::vector<int> cols;
+  for (int c : {W - 1, 0, W / 2, W - 2, 1})
+    if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+  return cols;
 }
 
 std::vector<uint64_t> Edges() {
@@ -71,11 +84,12 @@ void TestPlain(std::mt19937_64& rng) {
       std::vector<uint64_t> xs = Edges();
       for (int i = 0; i < 2000; ++i) xs.push_back(rng() >> (rng() % 64));
       int bad = 0;
+      const LeadingOneSpec spec{W, mag, {}};
       for (uint64_t x : xs) {
         const uint64_t r = rng();
         std::vector<uint8_t> got(W);
-        LeadingOnePlain(r, x - r, W, mag, got.data());
-        if (got != Reference(r, x - r, W, mag)) ++bad;
+        LeadingOnePlain(r, x - r, spec, got.data());
+        if (got != Reference(r, x - r, spec)) ++bad;
       }
       Check(bad == 0, "plain circuit W=" + std::to_string(W) + " magnitude=" +
                           std::to_string(mag) + ": " + std::to_string(bad) + " wrong");
@@ -88,52 +102,66 @@ void TestGarbled(std::mt19937_64& rng, const ParallelFor& pf, const char* name) 
   for (auto& k : key) k = static_cast<uint8_t>(rng());
   uint64_t nonce = 1;
   for (int W : {3, 34, 46, 64})
-    for (bool mag : {false, true}) {
+    for (bool mag : {false, true})
+      for (bool subset : {false, true}) {
+      const LeadingOneSpec spec{W, mag, subset ? SomeColumns(W) : std::vector<int>{}};
+      const std::string what = std::string(name) + " W=" + std::to_string(W) + " magnitude=" +
+                               std::to_string(mag) + " subset=" + std::to_string(subset);
       std::vector<uint64_t> xs = Edges();
       for (int i = 0; i < 700; ++i) xs.push_back(rng() >> (rng() % 64));
       std::vector<int64_t> a, b;
       Shares(xs, rng, &a, &b);
       const int64_t n = static_cast<int64_t>(xs.size());
-      const int G = LeadingOneAndGates(W, mag);
-      std::vector<Block> tables(n * G * 2), la(n * W), lb(n * W);
-      std::vector<uint8_t> decode(n * W), bits(n * W), m(n * W);
+      const int G = LeadingOneAndGates(W, mag), K = LeadingOneOutputs(spec);
+      std::vector<Block> tables(n * G * 2), la(n * W), lb(n * W), whole(n * G * 2);
+      std::vector<uint8_t> decode(n * K), bits(n * K), m(n * K), whole_dec(n * K);
       std::string err;
       ++nonce;
-      bool ok = LeadingOneGarble(key, nonce, n, W, mag, tables.data(), decode.data(), pf, &err) &&
-                LeadingOneEncode(key, nonce, LoRole::kA, W, a.data(), n, la.data(), pf, &err) &&
-                LeadingOneEncode(key, nonce, LoRole::kB, W, b.data(), n, lb.data(), pf, &err) &&
-                LeadingOneMask(key, nonce, n, W, m.data(), pf, &err);
+      // Everything in two slices [0, h) and [h, n), as S1, S2, T1 and T2 do.
       const int64_t h = n / 2 + 3;
-      ok = ok &&
-           LeadingOneEvaluate(nonce, 0, h, W, mag, tables.data(), decode.data(), la.data(),
-                              lb.data(), bits.data(), pf, &err) &&
-           LeadingOneEvaluate(nonce, h, n - h, W, mag, tables.data() + h * G * 2,
-                              decode.data() + h * W, la.data() + h * W, lb.data() + h * W,
-                              bits.data() + h * W, pf, &err);
-      Check(ok, std::string(name) + ": kernels failed: " + err);
+      const BatchSlice s0{n, 0, h}, s1{n, h, n - h};
+      bool ok = LeadingOneMask(key, nonce, n, spec, m.data(), pf, &err) &&
+                LeadingOneGarble(key, nonce, BatchSlice{n, 0, n}, spec, whole.data(),
+                                 whole_dec.data(), pf, &err);
+      for (const BatchSlice& s : {s0, s1})
+        ok = ok &&
+             LeadingOneGarble(key, nonce, s, spec, tables.data() + s.first * G * 2,
+                              decode.data() + s.first * K, pf, &err) &&
+             LeadingOneEncode(key, nonce, LoRole::kA, W, a.data() + s.first, s,
+                              la.data() + s.first * W, pf, &err) &&
+             LeadingOneEncode(key, nonce, LoRole::kB, W, b.data() + s.first, s,
+                              lb.data() + s.first * W, pf, &err) &&
+             LeadingOneEvaluate(nonce, s.first, s.count, spec, tables.data() + s.first * G * 2,
+                                decode.data() + s.first * K, la.data() + s.first * W,
+                                lb.data() + s.first * W, bits.data() + s.first * K, pf, &err);
+      Check(ok, what + ": kernels failed: " + err);
       if (!ok) continue;
+      Check(decode == whole_dec &&
+                std::equal(tables.begin(), tables.end(), whole.begin(),
+                           [](const Block& x, const Block& y) {
+                             return x.lo == y.lo && x.hi == y.hi;
+                           }),
+            what + ": slices garbled apart differ from the whole batch");
       int bad = 0, ones = 0;
       for (int64_t i = 0; i < n; ++i) {
         const auto want = Reference(static_cast<uint64_t>(a[i]), static_cast<uint64_t>(b[i]),
-                                    W, mag);
-        for (int j = 0; j < W; ++j) {
-          bad += (bits[i * W + j] ^ m[i * W + j]) != want[j];
-          ones += m[i * W + j];
+                                    spec);
+        for (int j = 0; j < K; ++j) {
+          bad += (bits[i * K + j] ^ m[i * K + j]) != want[j];
+          ones += m[i * K + j];
         }
       }
-      Check(bad == 0, std::string(name) + " W=" + std::to_string(W) + " magnitude=" +
-                          std::to_string(mag) + ": " + std::to_string(bad) + " wrong bits");
+      Check(bad == 0, what + ": " + std::to_string(bad) + " wrong bits");
       // The masks are uniform bits: what T decodes is b XOR m.
-      const double frac = static_cast<double>(ones) / (n * W);
-      Check(frac > 0.45 && frac < 0.55, std::string(name) + ": mask ones fraction " +
-                                            std::to_string(frac));
+      const double frac = static_cast<double>(ones) / (n * K);
+      Check(frac > 0.45 && frac < 0.55, what + ": mask ones fraction " + std::to_string(frac));
       // A wrong label (one bit of S2's input flipped) gives wrong outputs.
       std::vector<Block> lb2 = lb;
       for (int64_t i = 0; i < n; ++i) lb2[i * W].lo ^= 2;
-      std::vector<uint8_t> bits2(n * W);
-      LeadingOneEvaluate(nonce, 0, n, W, mag, tables.data(), decode.data(), la.data(),
-                         lb2.data(), bits2.data(), pf, &err);
-      Check(bits2 != bits, std::string(name) + ": corrupted labels changed nothing");
+      std::vector<uint8_t> bits2(n * K);
+      LeadingOneEvaluate(nonce, 0, n, spec, tables.data(), decode.data(), la.data(), lb2.data(),
+                         bits2.data(), pf, &err);
+      Check(bits2 != bits, what + ": corrupted labels changed nothing");
     }
 }
 
@@ -142,14 +170,20 @@ void TestGarbled(std::mt19937_64& rng, const ParallelFor& pf, const char* name) 
 int main() {
   std::mt19937_64 rng(14);
   TestPlain(rng);
-  Check(LeadingOneAndGates(64, false) == 125 && LeadingOneAndGates(64, true) == 187 &&
-            LeadingOneAndGates(46, true) == 133,
+  Check(LeadingOneAndGates(64, false) == 125 && LeadingOneAndGates(64, true) == 126 &&
+            LeadingOneAndGates(46, true) == 90,
         "AND gate counts");
   TestGarbled(rng, SerialFor, "serial");
   TestGarbled(rng, MakeThreadedFor(3, 2), "threaded");
   uint8_t key[16] = {0};
   std::string err;
-  Check(!LeadingOneMask(key, 1, 4, 65, nullptr, SerialFor, &err), "width 65 rejected");
-  Check(!LeadingOneMask(key, 1, 4, 2, nullptr, SerialFor, &err), "width 2 rejected");
+  Check(!LeadingOneMask(key, 1, 4, {65, false, {}}, nullptr, SerialFor, &err),
+        "width 65 rejected");
+  Check(!LeadingOneMask(key, 1, 4, {2, false, {}}, nullptr, SerialFor, &err), "width 2 rejected");
+  Check(!LeadingOneSpecError({8, false, {1, 1}}).empty(), "repeated column rejected");
+  Check(!LeadingOneSpecError({8, false, {8}}).empty(), "column 8 of width 8 rejected");
+  Check(!LeadingOneGarble(key, 1, BatchSlice{4, 3, 2}, {8, false, {}}, nullptr, nullptr,
+                          SerialFor, &err),
+        "slice beyond the batch rejected");
   return tf_privpy::testing::Report();
 }

@@ -104,11 +104,11 @@ void ThresholdsPlain(uint64_t a, uint64_t b, const ThresholdsSpec& p, uint8_t* o
   internal::PlainCircuit(a, b, Shape(p), [&](auto& e) { Circuit(e, p); }, out);
 }
 
-bool ThresholdsGarble(const uint8_t key12[16], uint64_t nonce, int64_t n,
+bool ThresholdsGarble(const uint8_t key12[16], uint64_t nonce, const BatchSlice& slice,
                       const ThresholdsSpec& p, Block* tables, uint8_t* decode,
                       const ParallelFor& parallel_for, std::string* error) {
   if (!Check(p, error)) return false;
-  return internal::GarbleCircuit(key12, nonce, n, Shape(p), [&](auto& e) { Circuit(e, p); },
+  return internal::GarbleCircuit(key12, nonce, slice, Shape(p), [&](auto& e) { Circuit(e, p); },
                                  tables, decode, parallel_for, error);
 }
 

@@ -61,10 +61,12 @@ std::string ThresholdsSpecError(const ThresholdsSpec& spec);
 // AND gates of the circuit (ciphertext pairs per element); spec valid.
 int ThresholdsAndGates(const ThresholdsSpec& spec);
 
-// S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element i;
-// decode[i * K + k] = lsb(zero label of out k) ^ m[i, k].
-bool ThresholdsGarble(const uint8_t key12[16], uint64_t nonce, int64_t n,
-                      const ThresholdsSpec& spec, Block* tables, uint8_t* decode,
+// S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element
+// slice.first + i (i < slice.count); decode[i * K + k] = lsb(zero label of
+// out k) ^ m[slice.first + i, k].
+bool ThresholdsGarble(const uint8_t key12[16], uint64_t nonce,
+                      const BatchSlice& slice, const ThresholdsSpec& spec,
+                      Block* tables, uint8_t* decode,
                       const ParallelFor& parallel_for, std::string* error);
 
 // T1/T2: bits[i * K + k] = out[k] ^ m[i, k] of elements first_index + i of the

@@ -56,9 +56,9 @@ class GarbleOp : public ThresholdsBase {
     TF_PRIVPY_TRACE_KERNEL(ctx);
     gc_kernels::ComputeGarble(
         ctx, gates_, outputs(), "GcThresholdsGarble",
-        [this](const uint8_t* key, uint64_t nonce, int64_t n, gc::Block* tables,
-               uint8_t* decode, const ParallelFor& pf, std::string* error) {
-          return gc::ThresholdsGarble(key, nonce, n, spec_, tables, decode, pf, error);
+        [this](const uint8_t* key, uint64_t nonce, const gc::BatchSlice& slice,
+               gc::Block* tables, uint8_t* decode, const ParallelFor& pf, std::string* error) {
+          return gc::ThresholdsGarble(key, nonce, slice, spec_, tables, decode, pf, error);
         });
   }
 };

@@ -36,11 +36,13 @@ Status ReadSpec(InferenceContext* c, gc::ThresholdsSpec* spec) {
   return ::tensorflow::OkStatus();
 }
 
-// Garbling and mask ops: inputs (key12, nonce, n), the spec, and output
-// `bits_output` = [n, K] (decode bits or output masks, one per point).
+// Garbling and mask ops: inputs (key12, nonce, n) (and first_index, count
+// if `slice`: the garbling op), the spec, and output `bits_output` = [n, K]
+// ([count, K]: decode bits or output masks, one per point).
 Status KeyNonceNBits(InferenceContext* c, DimensionHandle* n, gc::ThresholdsSpec* spec,
-                     int bits_output) {
-  TF_RETURN_IF_ERROR(gc_shapes::CheckKeyNonceN(c, n));
+                     int bits_output, bool slice) {
+  TF_RETURN_IF_ERROR(slice ? gc_shapes::CheckKeyNonceSlice(c, n)
+                           : gc_shapes::CheckKeyNonceN(c, n));
   TF_RETURN_IF_ERROR(ReadSpec(c, spec));
   c->set_output(bits_output, c->MakeShape({*n, static_cast<int64_t>(spec->points.size())}));
   return ::tensorflow::OkStatus();
@@ -58,20 +60,23 @@ REGISTER_OP("TfPrivpy>GcThresholdsGarble")
     .Input("key12: int64")
     .Input("nonce: int64")
     .Input("n: int64")
+    .Input("first_index: int64")
+    .Input("count: int64")
     .Output("tables: int64")
     .Output("decode: uint8")
     .TF_PRIVPY_THRESHOLDS_ATTRS
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle n;
       gc::ThresholdsSpec spec;
-      TF_RETURN_IF_ERROR(KeyNonceNBits(c, &n, &spec, 1));
+      TF_RETURN_IF_ERROR(KeyNonceNBits(c, &n, &spec, 1, true));
       c->set_output(0, c->MakeShape({n, gc::ThresholdsAndGates(spec), 4}));
       return ::tensorflow::OkStatus();
     })
-    .Doc("S1: garbles n window-thresholds circuits (thresholds.h) with the "
-         "secrets of the (key12, nonce) S1-S2 stream. tables[i, g] = (TG.lo, "
-         "TG.hi, TE.lo, TE.hi) of AND gate g of element i; decode[i, k] = "
-         "lsb(zero label of output k) XOR m[i, k].");
+    .Doc("S1: garbles elements [first_index, first_index + count) of a batch "
+         "of n window-thresholds circuits (thresholds.h) with the secrets of "
+         "the (key12, nonce) S1-S2 stream. tables[i, g] = (TG.lo, TG.hi, TE.lo, "
+         "TE.hi) of AND gate g of element first_index + i; decode[i, k] = "
+         "lsb(zero label of output k) XOR m[first_index + i, k].");
 
 REGISTER_OP("TfPrivpy>GcThresholdsEvaluate")
     .Input("tables: int64")
@@ -101,7 +106,7 @@ REGISTER_OP("TfPrivpy>GcThresholdsMask")
     .SetShapeFn([](InferenceContext* c) {
       DimensionHandle n;
       gc::ThresholdsSpec spec;
-      return KeyNonceNBits(c, &n, &spec, 0);
+      return KeyNonceNBits(c, &n, &spec, 0, false);
     })
     .Doc("S1 and S2: the output masks m[i, k] in {0, 1} of the n "
          "window-thresholds circuits garbled with (key12, nonce).");

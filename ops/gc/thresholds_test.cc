@@ -113,9 +113,10 @@ void TestGarbled(std::mt19937_64& rng, const ParallelFor& pf, const char* name) 
     std::vector<uint8_t> decode(n * K), bits(n * K), m(n * K);
     std::string err;
     ++nonce;
-    bool ok = ThresholdsGarble(key, nonce, n, p, tables.data(), decode.data(), pf, &err) &&
-              LeadingOneEncode(key, nonce, LoRole::kA, W, a.data(), n, la.data(), pf, &err) &&
-              LeadingOneEncode(key, nonce, LoRole::kB, W, b.data(), n, lb.data(), pf, &err) &&
+    const BatchSlice all{n, 0, n};
+    bool ok = ThresholdsGarble(key, nonce, all, p, tables.data(), decode.data(), pf, &err) &&
+              LeadingOneEncode(key, nonce, LoRole::kA, W, a.data(), all, la.data(), pf, &err) &&
+              LeadingOneEncode(key, nonce, LoRole::kB, W, b.data(), all, lb.data(), pf, &err) &&
               ThresholdsMask(key, nonce, n, p, m.data(), pf, &err);
     const int64_t h = n / 2 + 3;
     ok = ok &&

@@ -218,9 +218,11 @@ class Backend(abc.ABC):
                     width: Optional[int] = None) -> Shares:
         """Integer bit shares [N, len(columns)] of the leading-one circuit's
         outputs for a flat x [N] (protocols/mpc/leading_one.py): column j <
-        W - 1 is [v >= 2^j], v = |x| (magnitude) or x, as ring integers
-        (fixed point: x·2^f); column W - 1 is [x < 0]. One garbled circuit
-        per element, two rounds. width W (default from the bound) <= 64."""
+        W - 1 is [v >= 2^j], v = x, or with magnitude the one's complement
+        x XOR [x < 0] (|x| - 1 for x < 0; column 0 is then [x != 0]), as ring
+        integers (fixed point: x·2^f); column W - 1 is [x < 0]. One garbled
+        circuit per element, two rounds. width W (default from the bound)
+        <= 64."""
         from . import leading_one as lo
         w = lo.default_width(self.cfg) if width is None else int(width)
         if not 3 <= w <= 64:
@@ -412,30 +414,30 @@ class PrivPyBackend(Backend):
         f = 0 if integer else self.cfg.frac_bits
         # Each server sizes the batch from its own share: T1 evaluates
         # [0, n // 2), T2 [n // 2, n).
-        n, half = {}, {}
+        n, parts = {}, {}
         for p, party in enumerate(_SERVERS):
             with tf.device(rt.device(party)):
                 n[p] = tf.shape(low[p], out_type=tf.int64)[0]
-                half[p] = n[p] // 2
+                parts[p] = halves(n[p])
         if pregarbled is None:
             key, nonce = self._take_gc_stream()
-            with tf.device(rt.device("S1")), tf.control_dependencies(
-                    [after] if after is not None else []):
-                tables, decode = kernels.gc_garble(key[0], nonce[0], n[0])
-            at_t = self._ship_tables(tables, decode, nonce[0], half[0])
+            at_t = self._garble_and_ship(
+                lambda first, count: kernels.gc_garble(key[0], nonce[0], n[0], first, count),
+                nonce[0], n[0], after)
         else:
             key, nonce, at_t = pregarbled.consume(low[0].shape, 1)
         # A run refused for a used batch must advance no stream counter: one
         # side of a pair advancing alone would desynchronise its nonces.
         taken = [] if pregarbled is None else [nonce[0], nonce[1]]
         labels, mask = {}, {}
-        with tf.device(rt.device("S1")):
-            labels[0] = kernels.gc_encode_input(key[0], nonce[0], low[0], "y")
-            mask[0] = kernels.gc_output_mask(key[0], nonce[0], n[0])
-        with tf.device(rt.device("S2")):
-            labels[1] = kernels.gc_encode_input(key[1], nonce[1],
-                                                kernels.ring_neg(low[1], 64), "x")
-            mask[1] = kernels.gc_output_mask(key[1], nonce[1], n[1])
+        for p, (party, role) in enumerate(zip(_SERVERS, ("y", "x"))):
+            with tf.device(rt.device(party)):
+                v = low[0] if p == 0 else kernels.ring_neg(low[1], 64)
+                # T1's and T2's parts encoded apart: no copy of [n, 64, 2] labels
+                labels[p] = [kernels.gc_encode_input(key[p], nonce[p], v[first:first + count],
+                                                     role, n[p], first)
+                             for first, count in parts[p]]
+                mask[p] = kernels.gc_output_mask(key[p], nonce[p], n[p])
         # Each assistant shares its bits b' with its own server (beta, from
         # their stream) and sends b'·2^f - beta (b' - beta if integer) to the
         # other server.
@@ -444,13 +446,9 @@ class PrivPyBackend(Backend):
             other = 1 - own
             with tf.control_dependencies(taken):
                 ks, ns = rt.key_material(server, t, server)
-            part = {}
-            for p, party in enumerate(_SERVERS):
-                with tf.device(rt.device(party)):
-                    part[p] = labels[p][:half[p]] if own == 0 else labels[p][half[p]:]
-            (l_own,), (n12_own, n_st) = rt.send(server, t, part[own],
+            (l_own,), (n12_own, n_st) = rt.send(server, t, labels[own][own],
                                                 headers=(nonce[own], ns))
-            (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, part[other],
+            (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, labels[other][own],
                                                headers=(nonce[other],))
             lx, ly = (l_other, l_own) if own == 0 else (l_own, l_other)  # x from S2, y from S1
             tables_t, decode_t, nonce_t, first_t = at_t[t]
@@ -463,8 +461,8 @@ class PrivPyBackend(Backend):
                 m = kernels.bit_share_assist(b, kt, nt, bits, f)
             msg[other] = rt.send1(t, _SERVERS[other], m)
             with tf.device(rt.device(server)):
-                count = half[own] if own == 0 else n[own] - half[own]
-                own_share[own] = kernels.prg_ring(ks, ns, tf.reshape(count, [1]), bits)
+                own_share[own] = kernels.prg_ring(ks, ns, tf.reshape(parts[own][own][1], [1]),
+                                                  bits)
         out = []
         for p, party in enumerate(_SERVERS):
             first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
@@ -482,17 +480,21 @@ class PrivPyBackend(Backend):
             key[p], nonce[p] = self.rt.key_material("S1", "S2", party)
         return key, nonce
 
-    def _ship_tables(self, tables, decode, nonce, half):
-        """S1 sends the garbled tables and decoding bits of [0, half) to T1 and
-        of [half, n) to T2 in one message each, with the stream nonce and the
-        index of the first comparison as headers (public: together they fix
-        the hash tweaks). Returns {T: (tables, decode, nonce, first)} on T."""
+    def _garble_and_ship(self, garble, nonce, n, after=None):
+        """S1 garbles T1's part [0, n // 2) and T2's part [n // 2, n) of a
+        batch with garble(first, count) -> (tables, decode), after `after`
+        (an S1 tensor) if given, and sends each assistant its part in one
+        message, with the stream nonce and the part's first index as headers
+        (public: together they fix the hash tweaks). Garbling the parts apart
+        instead of slicing one batch saves copying the tables (2-4 KB per
+        element). Returns {T: (tables, decode, nonce, first)} on T."""
         at_t = {}
         with tf.device(self.rt.device("S1")):
-            half = tf.cast(half, tf.int64)
-            parts = {"T1": (tables[:half], decode[:half], tf.zeros_like(half)),
-                     "T2": (tables[half:], decode[half:], half)}
-        for t, (tab, dec, first) in parts.items():
+            parts = halves(n)
+        for t, (first, count) in zip(("T1", "T2"), parts):
+            with tf.device(self.rt.device("S1")), tf.control_dependencies(
+                    [after] if after is not None else []):
+                tab, dec = garble(first, count)
             (tab_t, dec_t), (nonce_t, first_t) = self.rt.send("S1", t, tab, dec,
                                                               headers=(nonce, first))
             at_t[t] = (tab_t, dec_t, nonce_t, first_t)
@@ -509,6 +511,15 @@ class PrivPyBackend(Backend):
 _SERVERS = ("S1", "S2")
 #: each server and the assistant it shares a stream with for re-sharing
 _PAIRS = (("S1", "T1"), ("S2", "T2"))
+
+
+def halves(n):
+    """((first, count) of T1's part, (first, count) of T2's) of a garbled
+    batch of n elements (an int64 scalar; public): T1 evaluates [0, n // 2),
+    T2 the rest (DESIGN §6). Call under the device of the party that uses it."""
+    n = tf.cast(n, tf.int64)
+    half = n // 2
+    return (tf.zeros_like(half), half), (half, n - half)
 
 
 class PlaintextBackend(Backend):

@@ -22,6 +22,7 @@ import tensorflow as tf
 from . import cost as C
 from . import kernels
 from . import shares as sh
+from .backend import halves
 
 _SERVERS = ("S1", "S2")
 _PAIRS = (("S1", "T1"), ("S2", "T2"))
@@ -29,11 +30,13 @@ _PAIRS = (("S1", "T1"), ("S2", "T2"))
 
 @dataclasses.dataclass(frozen=True)
 class Circuit:
-    """A garbled circuit family's kernels with their public parameters bound:
-    garble(key, nonce, n) -> (tables [n, gates, 4], decode [n, K]) on S1,
-    evaluate(tables, decode, labels_a, labels_b, nonce, first) -> masked
-    bits [n, K] on T, mask(key, nonce, n) -> [n, K] on S1 and S2. Inputs are
-    labelled by gc_leading_one_encode with `width`."""
+    """A garbled circuit family's kernels with their public parameters
+    (outputs included) bound: garble(key, nonce, n, first, count) -> (tables
+    [count, gates, 4], decode [count, K]) of elements [first, first + count)
+    of a batch of n, on S1; evaluate(tables, decode, labels_a, labels_b,
+    nonce, first) -> masked bits [count, K] on T; mask(key, nonce, n) ->
+    [n, K] on S1 and S2. Inputs are labelled by gc_leading_one_encode with
+    `width`."""
     width: int
     gates: int
     garble: Callable
@@ -41,11 +44,9 @@ class Circuit:
     mask: Callable
 
 
-def run(backend, x, circuit: Circuit, columns: Optional[Sequence[int]], frac_bits: int,
-        bill: Callable[[int, int], C.Cost]):
-    """Shares [N, len(columns)] (all K outputs if columns is None) of the
-    circuit's output bits for a flat x [N], scaled by 2^frac_bits (0:
-    integer bits). bill(n, chunk) is the declared cost."""
+def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[int, int], C.Cost]):
+    """Shares [N, K] of the circuit's output bits for a flat x [N], scaled
+    by 2^frac_bits (0: integer bits). bill(n, chunk) is the declared cost."""
     limbs = backend.limbs
 
     def low_half(s, party):
@@ -62,45 +63,45 @@ def run(backend, x, circuit: Circuit, columns: Optional[Sequence[int]], frac_bit
         C.declare(bill(n_static, chunk))
     outs, after = [], None
     for b in range(0, max(n_static, 1), chunk):
-        part = backend.map_shares(lambda s, b=b: s[b:b + chunk], low)
-        outs.append(_chunk(backend, part, circuit, columns, frac_bits, after))
+        part = backend.map_shares(lambda s, b=b: s[b:b + chunk], low) \
+            if n_static > chunk else low
+        outs.append(_chunk(backend, part, circuit, frac_bits, after))
         after = outs[-1][0]
     return outs[0] if len(outs) == 1 else backend.map_many(lambda p: tf.concat(p, 0), outs)
 
 
-def _chunk(backend, low, circuit: Circuit, cols, frac_bits: int, after):
-    """One garbled batch on flat int64 low halves [n] of the shares."""
+def _chunk(backend, low, circuit: Circuit, frac_bits: int, after):
+    """One garbled batch on flat int64 low halves [n] of the shares. T1
+    evaluates elements [0, n // 2), T2 the rest: S1 garbles the two parts
+    as two tensors and S1 and S2 encode theirs apart (the kernels take the
+    part's place in the batch), so no party copies a slice of [n, G, 4]
+    tables or [n, W, 2] labels (1-3 KB per element)."""
     rt, bits = backend.rt, backend.bits
     width = circuit.width
-
-    def pick(t):
-        return t if cols is None else tf.gather(t, cols, axis=1)
-
-    n, half = {}, {}
+    n, part = {}, {}
     for p, party in enumerate(_SERVERS):
         with tf.device(rt.device(party)):
             n[p] = tf.shape(low[p], out_type=tf.int64)[0]
-            half[p] = n[p] // 2
+            part[p] = halves(n[p])                 # (first, count) of T1's and T2's parts
     key, nonce = backend._take_gc_stream()         # a fresh S1-S2 stream: fresh Delta, labels
-    with tf.device(rt.device("S1")), tf.control_dependencies([after] if after is not None
-                                                               else []):
-        tables, decode = circuit.garble(key[0], nonce[0], n[0])
-    at_t = backend._ship_tables(tables, decode, nonce[0], half[0])
+    at_t = backend._garble_and_ship(
+        lambda first, count: circuit.garble(key[0], nonce[0], n[0], first, count), nonce[0],
+        n[0], after)
     labels, mask = {}, {}
     for p, (party, role) in enumerate(zip(_SERVERS, ("a", "b"))):
         with tf.device(rt.device(party)):
-            labels[p] = kernels.gc_leading_one_encode(key[p], nonce[p], low[p], width, role)
-            mask[p] = pick(circuit.mask(key[p], nonce[p], n[p]))
+            labels[p] = [kernels.gc_leading_one_encode(key[p], nonce[p],
+                                                       low[p][first:first + count], n[p],
+                                                       first, width, role)
+                         for first, count in part[p]]
+            mask[p] = circuit.mask(key[p], nonce[p], n[p])
     own_share, msg = {}, {}
     for own, (server, t) in enumerate(_PAIRS):
         other = 1 - own
         ks, ns = rt.key_material(server, t, server)
-        part = {}
-        for p, party in enumerate(_SERVERS):
-            with tf.device(rt.device(party)):
-                part[p] = labels[p][:half[p]] if own == 0 else labels[p][half[p]:]
-        (l_own,), (n12_own, n_st) = rt.send(server, t, part[own], headers=(nonce[own], ns))
-        (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, part[other],
+        (l_own,), (n12_own, n_st) = rt.send(server, t, labels[own][own],
+                                            headers=(nonce[own], ns))
+        (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, labels[other][own],
                                            headers=(nonce[other],))
         la, lb = (l_own, l_other) if own == 0 else (l_other, l_own)   # a from S1, b from S2
         tables_t, decode_t, nonce_t, first_t = at_t[t]
@@ -108,13 +109,12 @@ def _chunk(backend, low, circuit: Circuit, cols, frac_bits: int, after):
         la = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], la)
         la = rt.check_stream(server, t, t, nt, n_st, server, la)
         with tf.device(rt.device(t)):
-            masked = pick(circuit.evaluate(tables_t, decode_t, la, lb, nonce_t, first_t))
+            masked = circuit.evaluate(tables_t, decode_t, la, lb, nonce_t, first_t)
             m = kernels.bit_share_assist(masked, kt, nt, bits, frac_bits)
         msg[other] = rt.send1(t, _SERVERS[other], m)
         with tf.device(rt.device(server)):
-            count = half[own] if own == 0 else n[own] - half[own]
             k = tf.constant(int(mask[own].shape[1]), tf.int64)   # outputs: public
-            own_share[own] = kernels.prg_ring(ks, ns, tf.stack([count, k]), bits)
+            own_share[own] = kernels.prg_ring(ks, ns, tf.stack([part[own][own][1], k]), bits)
     out = []
     for p, party in enumerate(_SERVERS):
         first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])

@@ -148,8 +148,9 @@ def ltz_cost(n: int, ring_bits: int, batch: int, pregarbled: bool = False) -> Co
 
 def leading_one_gates(width: int, magnitude: bool) -> int:
     """AND gates of the garbled leading-one circuit (ops/gc/leading_one.h):
-    adder W - 1, prefix OR W - 2, and W - 2 more for |x| (magnitude)."""
-    return (width - 1) + (width - 2) + (width - 2 if magnitude else 0)
+    adder W - 1, prefix OR W - 2, and one more for the one's complement
+    magnitude (its zero test ORs in the sign; the complement itself is free)."""
+    return (width - 1) + (width - 2) + (1 if magnitude else 0)
 
 
 def circuit_chunk_cost(n: int, ring_bits: int, gates: int, width: int, decode: int,
@@ -182,10 +183,10 @@ def _chunked(n: int, batch: int, one) -> Cost:
 
 def leading_one_cost(n: int, ring_bits: int, width: int, magnitude: bool, outputs: int,
                      batch: int) -> Cost:
-    """n leading-one circuits (all `width` outputs decoded, `outputs`
-    re-shared), garbled in sequential chunks of at most `batch`."""
+    """n leading-one circuits (`outputs` columns decoded and re-shared),
+    garbled in sequential chunks of at most `batch`."""
     gates = leading_one_gates(width, magnitude)
-    return _chunked(n, batch, lambda k: circuit_chunk_cost(k, ring_bits, gates, width, width,
+    return _chunked(n, batch, lambda k: circuit_chunk_cost(k, ring_bits, gates, width, outputs,
                                                            outputs))
 
 

@@ -27,9 +27,9 @@ class Pregarbled:
         n = shape.num_elements()
         with tf.init_scope():  # variables and garbling happen once, eagerly
             key, nonce = backend._take_gc_stream()
-            with tf.device(rt.device("S1")):
-                tables, decode = kernels.gc_garble(key[0], nonce[0], tf.constant(n, tf.int64))
-            shipped = backend._ship_tables(tables, decode, nonce[0], n // 2)
+            shipped = backend._garble_and_ship(
+                lambda first, count: kernels.gc_garble(key[0], nonce[0], n, first, count),
+                nonce[0], tf.constant(n, tf.int64))
             self._nonce, self._fresh, self._at_t = {}, {}, {}
             for p, party in enumerate(("S1", "S2")):
                 with tf.device(rt.device(party)):

@@ -103,15 +103,24 @@ def mul_finish(x, y, x_masked, message, key12, nonce12, key_t, nonce_t, ring_bit
 
 
 # ------------------------------------------------------------------ gc family
-def gc_garble(key12, nonce, n):
-    """S1: garbled comparators for n comparisons -> (tables [n,64,4], decode [n])."""
-    return _ops().tf_privpy_gc_garble(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
+def gc_garble(key12, nonce, n, first_index=0, count=None):
+    """S1: garbled comparators [first_index, first_index + count) of a batch
+    of n (count: all n) -> (tables [count,64,4], decode [count])."""
+    n = tf.cast(n, tf.int64)
+    return _ops().tf_privpy_gc_garble(key12=key12, nonce=nonce, n=n,
+                                      first_index=tf.cast(first_index, tf.int64),
+                                      count=n if count is None else tf.cast(count, tf.int64))
 
 
-def gc_encode_input(key12, nonce, values, role: str):
-    """Active input labels [n,64,2] of int64 values; role "y" = S1's x1,
-    role "x" = S2's -x2 (the circuit outputs [y < x] as signed integers)."""
-    return _ops().tf_privpy_gc_encode_input(key12=key12, nonce=nonce, values=values, role=role)
+def gc_encode_input(key12, nonce, values, role: str, n=None, first_index=0):
+    """Active input labels [len(values),64,2] of int64 values, comparisons
+    first_index, ... of a garbled batch of n (default: len(values)); role
+    "y" = S1's x1, role "x" = S2's -x2 (the circuit outputs [y < x] as signed
+    integers)."""
+    n = tf.shape(values, out_type=tf.int64)[0] if n is None else tf.cast(n, tf.int64)
+    return _ops().tf_privpy_gc_encode_input(key12=key12, nonce=nonce, values=values, n=n,
+                                            first_index=tf.cast(first_index, tf.int64),
+                                            role=role)
 
 
 def gc_evaluate(tables, decode, labels_x, labels_y, nonce, first_index):
@@ -127,42 +136,53 @@ def gc_output_mask(key12, nonce, n):
     return _ops().tf_privpy_gc_output_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
 
 
-def gc_leading_one_garble(key12, nonce, n, width: int, magnitude: bool):
-    """S1: garbled leading-one circuits (ops/gc/leading_one.h) for n elements
-    -> (tables [n, G, 4], decode [n, width])."""
-    return _ops().tf_privpy_gc_leading_one_garble(key12=key12, nonce=nonce,
-                                                  n=tf.cast(n, tf.int64), width=width,
-                                                  magnitude=magnitude)
+def gc_leading_one_garble(key12, nonce, n, first_index, count, width: int, magnitude: bool,
+                          columns=()):
+    """S1: garbled leading-one circuits (ops/gc/leading_one.h): elements
+    [first_index, first_index + count) of a batch of n -> (tables
+    [count, G, 4], decode [count, K]); K = len(columns) (width if empty)."""
+    return _ops().tf_privpy_gc_leading_one_garble(
+        key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64), width=width,
+        magnitude=magnitude, columns=list(columns))
 
 
-def gc_leading_one_encode(key12, nonce, values, width: int, role: str):
-    """Active input labels [n, width, 2] of the low `width` bits of int64
-    values; role "a" = S1's share x1, role "b" = S2's share x2."""
-    return _ops().tf_privpy_gc_leading_one_encode(key12=key12, nonce=nonce, values=values,
-                                                  width=width, role=role)
+def gc_leading_one_encode(key12, nonce, values, n, first_index, width: int, role: str):
+    """Active input labels [len(values), width, 2] of the low `width` bits
+    of int64 values, elements first_index, ... of a garbled batch of n; role
+    "a" = S1's share x1, role "b" = S2's share x2."""
+    return _ops().tf_privpy_gc_leading_one_encode(
+        key12=key12, nonce=nonce, values=values, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), width=width, role=role)
 
 
 def gc_leading_one_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
-                            width: int, magnitude: bool):
-    """T1/T2: masked outputs (uint8 [n, width]): [v >= 2^j] for j < width - 1
-    and the sign, each XOR its mask, of elements first_index, ... of the batch."""
+                            width: int, magnitude: bool, columns=()):
+    """T1/T2: masked outputs (uint8 [n, K]): out_j = [v >= 2^j] for j < width
+    - 1 and the sign for j = width - 1, for j in columns (all if empty), each
+    XOR its mask, of elements first_index, ... of the batch."""
     return _ops().tf_privpy_gc_leading_one_evaluate(
         tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
-        first_index=tf.cast(first_index, tf.int64), width=width, magnitude=magnitude)
+        first_index=tf.cast(first_index, tf.int64), width=width, magnitude=magnitude,
+        columns=list(columns))
 
 
-def gc_leading_one_mask(key12, nonce, n, width: int):
-    """S1/S2: the output mask bits (uint8 [n, width])."""
+def gc_leading_one_mask(key12, nonce, n, width: int, columns=()):
+    """S1/S2: the output mask bits (uint8 [n, K]) of these columns."""
     return _ops().tf_privpy_gc_leading_one_mask(key12=key12, nonce=nonce,
-                                                n=tf.cast(n, tf.int64), width=width)
+                                                n=tf.cast(n, tf.int64), width=width,
+                                                columns=list(columns))
 
 
-def gc_thresholds_garble(key12, nonce, n, width: int, lo: int, window: int, points):
-    """S1: garbled window-thresholds circuits (ops/gc/thresholds.h) for n
-    elements -> (tables [n, G, 4], decode [n, K])."""
-    return _ops().tf_privpy_gc_thresholds_garble(key12=key12, nonce=nonce,
-                                                 n=tf.cast(n, tf.int64), width=width, lo=lo,
-                                                 window=window, points=list(points))
+def gc_thresholds_garble(key12, nonce, n, first_index, count, width: int, lo: int, window: int,
+                         points):
+    """S1: garbled window-thresholds circuits (ops/gc/thresholds.h):
+    elements [first_index, first_index + count) of a batch of n -> (tables
+    [count, G, 4], decode [count, K])."""
+    return _ops().tf_privpy_gc_thresholds_garble(
+        key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64),
+        width=width, lo=lo, window=window, points=list(points))
 
 
 def gc_thresholds_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,

@@ -1,16 +1,18 @@
 """The leading one of a shared value by ONE garbled circuit (issue 14).
 
 `leading_one` returns arithmetic shares of threshold bits o_j = [v >= 2^j]
-of v = |x| (or of x itself, for functions defined on x > 0), where x is the
-fixed-point ring integer, from one garbled priority encoder per element
-(ops/gc/leading_one.h): an adder rebuilds x mod 2^W from the low W bits of
-the two shares inside the circuit (exact: reduction mod 2^W is a ring
-homomorphism, DESIGN §3), an incrementer takes |x|, a prefix OR gives the
-o_j. The leading one is at p = Σ o_j - 1 and [p = j] = o_j - o_(j+1), both
-linear, so every table of the position (2^-p, p·ln 2, ...) is a local dot
-product of the bits with public values: a range reduction over K octaves in
-one circuit of 2W - 3 AND gates (3W - 5 with |x|) instead of a search of
-~log2 K comparator levels of 64 AND gates each.
+of v = x (for functions defined on x > 0) or of the one's complement
+magnitude v = x XOR [x < 0] (|x| - 1 for x < 0, with o_0 = [x != 0]), where x
+is the fixed-point ring integer, from one garbled priority encoder per
+element (ops/gc/leading_one.h): an adder rebuilds x mod 2^W from the low W
+bits of the two shares inside the circuit (exact: reduction mod 2^W is a
+ring homomorphism, DESIGN §3), a prefix OR gives the o_j. The leading one is
+at p = Σ o_j - 1 and [p = j] = o_j - o_(j+1), both linear, so every table of
+the position (2^-p, p·ln 2, ...) is a local dot product of the bits with
+public values: a range reduction over K octaves in one circuit of 2W - 3 AND
+gates (2W - 2 with the magnitude) instead of a search of ~log2 K comparator
+levels of 64 AND gates each. Only the requested columns are decoded,
+masked and re-shared.
 
 The protocol (circuits.py) is PrivPy's comparison (Protocol 2, DESIGN §6)
 with this circuit: S1 garbles, S1 and S2 send their input labels, T1 and T2
@@ -41,9 +43,10 @@ def check_columns(columns: Sequence[int], width: int) -> list:
     """The requested output columns: threshold positions j in [0, W - 2],
     and W - 1 for the sign bit [x < 0]."""
     cols = [int(c) for c in columns]
-    if not cols or any(c < 0 or c >= width for c in cols):
-        raise ValueError(f"leading_one columns must be in [0, {width - 1}] (width {width}: "
-                         f"positions 0..{width - 2} and {width - 1} for the sign), got {cols}")
+    if not cols or any(c < 0 or c >= width for c in cols) or len(set(cols)) != len(cols):
+        raise ValueError(f"leading_one columns must be distinct and in [0, {width - 1}] (width "
+                         f"{width}: positions 0..{width - 2} and {width - 1} for the sign), got "
+                         f"{cols}")
     return cols
 
 
@@ -53,12 +56,12 @@ def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, widt
     cols = check_columns(columns, width)
     circuit = circuits.Circuit(
         width=width, gates=C.leading_one_gates(width, magnitude),
-        garble=lambda key, nonce, n: kernels.gc_leading_one_garble(key, nonce, n, width,
-                                                                   magnitude),
+        garble=lambda key, nonce, n, first, count: kernels.gc_leading_one_garble(
+            key, nonce, n, first, count, width, magnitude, cols),
         evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_leading_one_evaluate(
-            tab, dec, la, lb, nonce, first, width, magnitude),
-        mask=lambda key, nonce, n: kernels.gc_leading_one_mask(key, nonce, n, width))
-    return circuits.run(backend, x, circuit, cols, 0, lambda n, chunk: C.leading_one_cost(
+            tab, dec, la, lb, nonce, first, width, magnitude, cols),
+        mask=lambda key, nonce, n: kernels.gc_leading_one_mask(key, nonce, n, width, cols))
+    return circuits.run(backend, x, circuit, 0, lambda n, chunk: C.leading_one_cost(
         n, backend.bits, width, magnitude, len(cols), chunk))
 
 
@@ -79,9 +82,14 @@ def plaintext_leading_one(backend, x, columns: Sequence[int], magnitude: bool, w
     with tf.device(backend.rt.device("client")):
         xw = plain_low_signed(backend, x, width)
         keep = tf.constant((1 << (width - 1)) - 1, tf.int64)
-        mag = tf.bitwise.bitwise_and(tf.abs(xw) if magnitude else xw, keep)
+        if magnitude:       # one's complement: x XOR sign (arithmetic shift)
+            xw_c = tf.bitwise.bitwise_xor(xw, tf.bitwise.right_shift(xw, tf.constant(63,
+                                                                                   tf.int64)))
+        mag = tf.bitwise.bitwise_and(xw_c if magnitude else xw, keep)
         thr = tf.constant([1 << j for j in range(width - 1)], tf.int64)
         o = tf.cast(mag[:, None] >= thr[None, :], tf.int64)
+        if magnitude:       # o_0 = [x != 0]: x = -1 is not zero
+            o = tf.concat([tf.cast(xw != 0, tf.int64)[:, None], o[:, 1:]], 1)
         allbits = tf.concat([o, tf.cast(xw < 0, tf.int64)[:, None]], 1)
         z = kernels.ring_encode(tf.gather(allbits, cols, axis=1), backend.bits, 0, 2.0)
         return z, tf.zeros_like(z)

@@ -369,16 +369,24 @@ def _by_leading_one(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object],
     are r_0 + Σ_k (r_(k+1) - r_k)·o_k on integer bits with integer grid
     coefficients: one local matmul, exact, no truncation. Unsigned plans use
     the circuit on x itself (89 AND gates at W = 46): x < 0 sets o_(W-2),
-    which gets the below row. Signed plans use |x| and the sign s (133
-    gates) and multiply the odd features (neg_sign = -1) by 1 - 2s, exact,
-    in one more round. z = v·2^-j (want_z) is one product."""
+    which gets the below row. Signed plans use the one's complement
+    magnitude (90 gates instead of 133 for |x|, leading_one.h): x < 0 is
+    placed by |x| - 1 ulp, so x = -2^j exactly gets the octave j - 1 (and
+    o_0 = [x != 0] keeps x = -1 ulp out of the zero row); its only user,
+    the reciprocal's guess g = (2/3)·2^-j (numerics._recip_guess), then has
+    1 - |x|·g = -1/3, within the |1 - x·g| <= 1/3 that Goldschmidt's
+    iteration count assumes. The odd features (neg_sign = -1) are multiplied
+    by 1 - 2s, exact, in one more round. z = v·2^-j (want_z) is one
+    product."""
     from .leading_one import default_width
     b = ctx.b
     width = default_width(b.cfg)
     geo = [k for k, f in feats.items() if isinstance(f, Geo)]
     lin = [k for k, f in feats.items() if isinstance(f, Lin)]
-    if plan.signed and lin:
-        raise ValueError("a signed range reduction has no additive features")
+    if plan.signed and (lin or plan.jlo + ctx.f != 0):
+        # the one's complement's zero test is o_0: the zero row must end at 1 ulp
+        raise ValueError("a signed range reduction by the leading one has no additive "
+                         "features and starts at one ulp")
 
     def piece(i):
         r = {k: feats[k].c * feats[k].r ** i for k in geo}

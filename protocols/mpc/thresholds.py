@@ -71,13 +71,13 @@ def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bo
     lo, m, cs = _spec(points, width)
     circuit = circuits.Circuit(
         width=width, gates=C.thresholds_gates(width, lo, m, cs),
-        garble=lambda key, nonce, n: kernels.gc_thresholds_garble(key, nonce, n, width, lo, m,
-                                                                  cs),
+        garble=lambda key, nonce, n, first, count: kernels.gc_thresholds_garble(
+            key, nonce, n, first, count, width, lo, m, cs),
         evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_thresholds_evaluate(
             tab, dec, la, lb, nonce, first, width, lo, m, cs),
         mask=lambda key, nonce, n: kernels.gc_thresholds_mask(key, nonce, n, width, lo, m, cs))
     f = 0 if integer else backend.cfg.frac_bits
-    return circuits.run(backend, x, circuit, None, f, lambda n, chunk: C.thresholds_cost(
+    return circuits.run(backend, x, circuit, f, lambda n, chunk: C.thresholds_cost(
         n, backend.bits, width, lo, m, cs, chunk))
 
 

@@ -52,7 +52,7 @@ test: build
 	$(PY) -m pytest -q $(TEST_ARGS) --durations=25
 
 test-fast: build
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q $(TEST_ARGS) -m "not slow"
 
 # Every benchmark program in turn ("[3/11] benchmarks/functions.py ..."), going on
 # past a failing one, then one report: benchmarks/REPORT.md and benchmarks/report/*.png

@@ -252,13 +252,11 @@ def _root_flat(ctx: Ctx, x: Shares, want_sqrt: bool, lo: float, hi: float,
     h = ctx.scale(y0, 0.5)
     for i in range(k):
         r = b.public_sub(ctx.fill(x, ctx.lconst(0.5)), ctx.lmul_many([(g, h)])[0])
-        last = i == k - 1
-        pairs = [(g, r)] if last and want_sqrt else [(h, r)] if last else [(g, r), (h, r)]
-        out = ctx.lmul_many(pairs)
-        if not last or want_sqrt:
-            g = b.add(g, out[0])
-        if not last or not want_sqrt:
-            h = b.add(h, out[-1])
+        # the last iteration updates only the output's chain
+        upd_g, upd_h = i < k - 1 or want_sqrt, i < k - 1 or not want_sqrt
+        out = iter(ctx.lmul_many([(g, r)] * upd_g + [(h, r)] * upd_h))
+        g = b.add(g, next(out)) if upd_g else g
+        h = b.add(h, next(out)) if upd_h else h
     if not want_sqrt:
         return ctx.lower(b.add(h, h))
     for _ in range(polish):

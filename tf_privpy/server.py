@@ -26,7 +26,7 @@ import os
 import signal
 import socket
 import sys
-import threading
+import time
 from typing import List, Optional
 
 from absl import app, flags
@@ -231,20 +231,19 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
           f"ops library {identity['sha256'][:12]})"
           + (f"; share service on {host}:{share[1]}" if share else ""), flush=True)
 
-    stop = threading.Event()
-    got = []
+    got: list = []
 
     def on_signal(signum, _frame):
+        # no lock here: see the share service's main() for why we poll
         got.append(signal.Signals(signum).name)
-        stop.set()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     parent = os.getppid()
-    while not stop.wait(0.5):
+    while not got:
+        time.sleep(0.2)
         if exit_with_parent and os.getppid() != parent:
             got.append("its launcher exited")
-            break
     print(f"tf_privpy server {role} stopping ({got[0] if got else 'stop'})", file=sys.stderr,
           flush=True)
     if share is not None:

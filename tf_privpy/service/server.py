@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Optional
 
 import grpc
@@ -293,11 +294,18 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     server, port = serve(a.role, a.port, a.cert_dir, a.store_dir, a.host, a.ring_bits,
                          a.frac_bits, a.max_record_bytes)
-    done = threading.Event()
+    got: list = []
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
+        signal.signal(sig, lambda signum, _frame: got.append(signum))
     print(json.dumps({"share_service": a.role, "host": a.host, "port": port}), flush=True)
-    done.wait()
+    # Poll rather than block on an Event: the kernel may hand SIGTERM to one of
+    # gRPC's or TF's threads, and Python runs the handler only when the main
+    # thread next executes bytecode, so a main thread blocked on a lock would
+    # never wake (seen under load: it slept past the test's 30 s). The handler
+    # takes no lock either: one that called Event.set() could deadlock against
+    # the main thread holding the Event's lock when the signal arrives.
+    while not got:
+        time.sleep(0.2)
     server.stop(grace=2).wait()
     return 0
 

@@ -374,6 +374,40 @@ def test_bit_to_arithmetic(bits, frac_bits):
 
 
 @pytest.mark.parametrize("bits", RINGS)
+def test_bit_unmask_table_matches_python_ints(bits):
+    """BitUnmaskTable (the range reductions' fused last step) on shares in
+    three parts along axis 0: the reconstruction is exactly b @ table[:K] +
+    table[K] mod 2^bits in python ints, b = b' XOR m, with negative and
+    52-bit table entries; it refuses mismatched parts, masks and tables."""
+    rng = np.random.default_rng(19)
+    n_, k_, j_ = 37, 9, 3
+    b = rng.integers(0, 2, (n_, k_))
+    m = rng.integers(0, 2, (n_, k_)).astype(np.uint8)
+    table = rng.integers(-2**52, 2**52, (k_ + 1, j_), dtype=np.int64)
+    table[0, 0], table[-1, -1] = -1, 2**52 - 1
+    r = rand_ring(rng, n_ * k_, bits)                           # s0 + s1 = b XOR m
+    s1 = [(int(v) - u) % (1 << bits) for v, u in zip((b ^ m).reshape(-1), r)]
+    cuts = [0, 5, 30, n_]
+    outs = []
+    for party, vals in ((0, r), (1, s1)):
+        parts = [to_storage(vals[lo * k_:hi * k_], bits, [hi - lo, k_])
+                 for lo, hi in zip(cuts, cuts[1:])]
+        outs.append(from_storage(K.bit_unmask_table(parts, tf.constant(m), tf.constant(table),
+                                                    bits, party=party), bits))
+    got = [(u + v) % (1 << bits) for u, v in zip(*outs)]
+    want = [(sum(int(b[i, k]) * int(table[k, j]) for k in range(k_)) + int(table[k_, j]))
+            % (1 << bits) for i in range(n_) for j in range(j_)]
+    assert got == want
+    part = to_storage(r[:n_ * k_], bits, [n_, k_])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="table must be"):
+        K.bit_unmask_table([part], tf.constant(m), tf.constant(table[1:]), bits, party=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="rows, the mask"):
+        K.bit_unmask_table([part, part], tf.constant(m), tf.constant(table), bits, party=0)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="party"):
+        K.bit_unmask_table([part], tf.constant(m), tf.constant(table), bits, party=2)
+
+
+@pytest.mark.parametrize("bits", RINGS)
 @pytest.mark.parametrize("shape", ["matvec", "vecmat"])
 def test_mul_finish_skinny_matches_general(bits, shape, monkeypatch):
     """The fused skinny MulFinish gives the general path's shares bit for bit

@@ -158,6 +158,19 @@ def test_protocol_fixed_point_values_default_width(rt):
     for magnitude in (True, False):
         got = revealed_bits(b, b.leading_one((px.share0, px.share1), cols, magnitude), ring)
         np.testing.assert_array_equal(got, reference(ints, w, magnitude)[:, cols])
+    # the fused table (the range reductions' path): exactly bits @ table[:K] + table[K]
+    rng_t = np.random.default_rng(5)
+    table = rng_t.integers(-2**52, 2**52, (len(cols) + 1, 3), dtype=np.int64)
+    for magnitude in (True, False):
+        got = b.reveal(b.leading_one((px.share0, px.share1), cols, magnitude,
+                                     table=table)).numpy()
+        bits = reference(ints, w, magnitude)[:, cols].astype(object)
+        want = (bits.dot(table[:-1].astype(object)) + table[-1].astype(object)) % 2**ring
+        if ring == 128:
+            got = (got[..., 0].astype(object) % 2**64) + (got[..., 1].astype(object) << 64)
+        np.testing.assert_array_equal(got.astype(object) % 2**ring, want)
+    with pytest.raises(ValueError, match=r"K \+ 1"):
+        b.leading_one((px.share0, px.share1), cols, table=table[1:])
     with pytest.raises(ValueError, match="columns must be distinct and in"):
         b.leading_one((px.share0, px.share1), [w])
     with pytest.raises(ValueError, match="columns must be distinct and in"):

@@ -69,19 +69,22 @@ def test_kernels_against_python_ints(width, lo, window, points):
     la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a), n, 0, width, "a")
     lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb), n, 0, width, "b")
     m = kernels.gc_thresholds_mask(key, nonce, n, *spec).numpy()
-    h = n // 3   # two parts, as T1 and T2 evaluate them; garbled apart as S1 does
+    # two parts, as T1 and T2 evaluate them, garbled apart as S1 does; tables
+    # are chunk-major (64 elements, gc_circuit.h TableIndex), so a part's
+    # tables are the whole batch's rows only when it starts on a chunk
+    h = n // 3 // 64 * 64 or n // 3
+    t1, d1 = kernels.gc_thresholds_garble(key, nonce, n, 0, h, *spec)
     t2, d2 = kernels.gc_thresholds_garble(key, nonce, n, h, n - h, *spec)
-    np.testing.assert_array_equal(t2, tables[h:])
-    np.testing.assert_array_equal(d2, decode[h:])
+    np.testing.assert_array_equal(np.concatenate([d1, d2]), decode)
+    if h % 64 == 0:
+        np.testing.assert_array_equal(np.concatenate([t1, t2]), tables)
     bits = np.concatenate([
-        kernels.gc_thresholds_evaluate(tables[:h], decode[:h], la[:h], lb[:h], nonce, 0,
-                                       *spec).numpy(),
-        kernels.gc_thresholds_evaluate(tables[h:], decode[h:], la[h:], lb[h:], nonce, h,
-                                       *spec).numpy()])
+        kernels.gc_thresholds_evaluate(t1, d1, la[:h], lb[:h], nonce, 0, *spec).numpy(),
+        kernels.gc_thresholds_evaluate(t2, d2, la[h:], lb[h:], nonce, h, *spec).numpy()])
     want = reference(x, width, [int(c) << lo for c in points])
     np.testing.assert_array_equal(bits ^ m, want)
     if cost.thresholds_gates(*spec) > width - 1:   # gates past the adder: garbage
-        wrong = kernels.gc_thresholds_evaluate(tables[h:], decode[h:], la[h:], lb[h:], nonce, 0,
+        wrong = kernels.gc_thresholds_evaluate(t2, d2, la[h:], lb[h:], nonce, 0,
                                                *spec).numpy()
         assert (wrong != bits[h:]).mean() > 0.2
 

@@ -17,6 +17,7 @@
 #include "ops/common/parallel.h"
 #include "ops/gc/garble.h"
 #include "ops/prg/aes_ctr.h"
+#include "ops/prg/aes_ctr_internal.h"
 
 namespace tf_privpy {
 namespace gc {
@@ -64,9 +65,18 @@ struct CtxDeleter {
 };
 
 // AES-128-ECB under the public fixed key: the permutation pi of the hash.
+// With AVX-512 VAES (and TF_PRIVPY_DISABLE_VAES unset) the blocks go through
+// aes_ctr_vaes.cc's 32-blocks-in-flight loop; otherwise through EVP (same
+// permutation: the standalone tests compare both).
 class FixedKeyAes {
  public:
   bool Init() {
+    namespace in = aes_ctr_internal;
+    vaes_ = in::CpuHasVaes() && !in::VaesDisabled();
+    if (vaes_) {
+      in::ExpandKeyAesni(kFixedAesKey, &keys_);
+      return true;
+    }
     ctx_.reset(EVP_CIPHER_CTX_new());
     return ctx_ &&
            EVP_EncryptInit_ex(ctx_.get(), EVP_aes_128_ecb(), nullptr,
@@ -76,6 +86,12 @@ class FixedKeyAes {
   // out[k] = pi(in[k]), k < count (count * 16 < 2^31).
   bool Permute(const Block* in, Block* out, int64_t count) {
     if (count == 0) return true;
+    if (vaes_) {
+      aes_ctr_internal::EcbBlocksVaes(keys_, reinterpret_cast<const uint8_t*>(in),
+                                      reinterpret_cast<uint8_t*>(out),
+                                      static_cast<uint64_t>(count));
+      return true;
+    }
     int outl = 0;
     const int len = static_cast<int>(count * sizeof(Block));
     return EVP_EncryptUpdate(ctx_.get(), reinterpret_cast<uint8_t*>(out),
@@ -85,6 +101,8 @@ class FixedKeyAes {
   }
 
  private:
+  bool vaes_ = false;
+  aes_ctr_internal::RoundKeys keys_;
   std::unique_ptr<EVP_CIPHER_CTX, CtxDeleter> ctx_;
 };
 

@@ -83,7 +83,8 @@ int LeadingOneOutputs(const LeadingOneSpec& spec);
 
 enum class LoRole { kA, kB };  // kA: S1's x1; kB: S2's x2.
 
-// S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element
+// S1: tables[TableIndex(i, g, slice.count, G) * 2 + {0, 1}] (gc_circuit.h:
+// chunk-major, gate-major within chunks of 64) = (TG, TE) of AND gate g of element
 // slice.first + i (G = LeadingOneAndGates, i < slice.count);
 // decode[i * K + k] = lsb(zero label of output k) ^ m[slice.first + i, k].
 bool LeadingOneGarble(const uint8_t key12[16], uint64_t nonce,

@@ -61,7 +61,8 @@ std::string ThresholdsSpecError(const ThresholdsSpec& spec);
 // AND gates of the circuit (ciphertext pairs per element); spec valid.
 int ThresholdsAndGates(const ThresholdsSpec& spec);
 
-// S1: tables[(i * G + g) * 2 + {0, 1}] = (TG, TE) of AND gate g of element
+// S1: tables[TableIndex(i, g, slice.count, G) * 2 + {0, 1}] (gc_circuit.h:
+// chunk-major, gate-major within chunks of 64) = (TG, TE) of AND gate g of element
 // slice.first + i (i < slice.count); decode[i * K + k] = lsb(zero label of
 // out k) ^ m[slice.first + i, k].
 bool ThresholdsGarble(const uint8_t key12[16], uint64_t nonce,

@@ -114,11 +114,16 @@ void TestGarbled(std::mt19937_64& rng, const ParallelFor& pf, const char* name) 
     std::string err;
     ++nonce;
     const BatchSlice all{n, 0, n};
-    bool ok = ThresholdsGarble(key, nonce, all, p, tables.data(), decode.data(), pf, &err) &&
+    // T1's and T2's parts [0, h) and [h, n), garbled apart as S1 does (the
+    // tables are chunk-major within a part: gc_circuit.h TableIndex).
+    const int64_t h = n / 2 + 3;
+    bool ok = ThresholdsGarble(key, nonce, BatchSlice{n, 0, h}, p, tables.data(),
+                               decode.data(), pf, &err) &&
+              ThresholdsGarble(key, nonce, BatchSlice{n, h, n - h}, p,
+                               tables.data() + h * G * 2, decode.data() + h * K, pf, &err) &&
               LeadingOneEncode(key, nonce, LoRole::kA, W, a.data(), all, la.data(), pf, &err) &&
               LeadingOneEncode(key, nonce, LoRole::kB, W, b.data(), all, lb.data(), pf, &err) &&
               ThresholdsMask(key, nonce, n, p, m.data(), pf, &err);
-    const int64_t h = n / 2 + 3;
     ok = ok &&
          ThresholdsEvaluate(nonce, 0, h, p, tables.data(), decode.data(), la.data(), lb.data(),
                             bits.data(), pf, &err) &&
@@ -144,8 +149,10 @@ void TestGarbled(std::mt19937_64& rng, const ParallelFor& pf, const char* name) 
     std::vector<Block> lb2 = lb;
     for (int64_t i = 0; i < n; ++i) lb2[i * W + W - 1].lo ^= 3;
     std::vector<uint8_t> bits2(n * K);
-    ThresholdsEvaluate(nonce, 0, n, p, tables.data(), decode.data(), la.data(), lb2.data(),
+    ThresholdsEvaluate(nonce, 0, h, p, tables.data(), decode.data(), la.data(), lb2.data(),
                        bits2.data(), pf, &err);
+    ThresholdsEvaluate(nonce, h, n - h, p, tables.data() + h * G * 2, decode.data() + h * K,
+                       la.data() + h * W, lb2.data() + h * W, bits2.data() + h * K, pf, &err);
     Check(bits2 != bits, std::string(name) + ": corrupted labels changed nothing");
   }
 }

@@ -33,6 +33,14 @@ void ExpandKeyAesni(const uint8_t key[16], RoundKeys* keys);
 void CtrBlocksVaes(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
                    uint64_t nblocks, uint8_t* out);
 
+// AES-128-ECB (FIPS-197 encryption of each block), nblocks blocks from in to
+// out; in and out may be the same buffer and need no alignment. The garbled
+// circuits' fixed-key permutation (ops/gc/gc_internal.h) runs on it: one
+// call per AND gate and chunk, where EVP's per-call dispatch and its 128-bit
+// AES-NI cost about twice as much.
+void EcbBlocksVaes(const RoundKeys& keys, const uint8_t* in, uint8_t* out,
+                   uint64_t nblocks);
+
 }  // namespace aes_ctr_internal
 }  // namespace tf_privpy
 

@@ -215,20 +215,24 @@ class Backend(abc.ABC):
         assistants' re-sharing (DESIGN §6 step 4-5) just omits the scale."""
 
     def leading_one(self, x: Shares, columns: Sequence[int], magnitude: bool = False,
-                    width: Optional[int] = None) -> Shares:
+                    width: Optional[int] = None, table=None) -> Shares:
         """Integer bit shares [N, len(columns)] of the leading-one circuit's
         outputs for a flat x [N] (protocols/mpc/leading_one.py): column j <
         W - 1 is [v >= 2^j], v = x, or with magnitude the one's complement
         x XOR [x < 0] (|x| - 1 for x < 0; column 0 is then [x != 0]), as ring
         integers (fixed point: x·2^f); column W - 1 is [x < 0]. One garbled
         circuit per element, two rounds. width W (default from the bound)
-        <= 64."""
+        <= 64. With a public int64 `table` [K + 1, J] (K = len(columns)):
+        shares [N, J] of bits @ table[:K] + table[K] instead, fused into the
+        protocol's last step (no [N, K] ring tensor of the bits), exact."""
         from . import leading_one as lo
         w = lo.default_width(self.cfg) if width is None else int(width)
         if not 3 <= w <= 64:
             raise ValueError(f"leading_one width must be in [3, 64], got {w}")
-        impl = lo.privpy_leading_one if self.name == "privpy" else lo.plaintext_leading_one
-        return impl(self, x, columns, magnitude, w)
+        if self.name == "privpy":
+            return lo.privpy_leading_one(self, x, columns, magnitude, w, table=table)
+        bits = lo.plaintext_leading_one(self, x, columns, magnitude, w)
+        return bits if table is None else lo.apply_table(self, bits, table)
 
     def thresholds(self, x: Shares, points: Sequence[int], integer: bool = False,
                    width: Optional[int] = None) -> Shares:

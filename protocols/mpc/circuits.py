@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from . import cost as C
@@ -44,9 +45,20 @@ class Circuit:
     mask: Callable
 
 
-def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[int, int], C.Cost]):
+def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[int, int], C.Cost],
+        table: Optional[np.ndarray] = None):
     """Shares [N, K] of the circuit's output bits for a flat x [N], scaled
-    by 2^frac_bits (0: integer bits). bill(n, chunk) is the declared cost."""
+    by 2^frac_bits (0: integer bits). bill(n, chunk) is the declared cost.
+    With an int64 `table` [K + 1, J] (integer bits only): shares [N, J] of
+    bits @ table[:K] + table[K], fused into the servers' last step
+    (kernels.bit_unmask_table), exact."""
+    if table is not None:
+        if frac_bits != 0:
+            raise ValueError("a fused table takes integer bits (frac_bits=0)")
+        table = np.asarray(table)
+        if table.dtype != np.int64 or table.ndim != 2:
+            raise ValueError(f"the table must be int64 [K + 1, J], got {table.dtype} "
+                             f"{list(table.shape)}")
     limbs = backend.limbs
 
     def low_half(s, party):
@@ -65,12 +77,12 @@ def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[int, int],
     for b in range(0, max(n_static, 1), chunk):
         part = backend.map_shares(lambda s, b=b: s[b:b + chunk], low) \
             if n_static > chunk else low
-        outs.append(_chunk(backend, part, circuit, frac_bits, after))
+        outs.append(_chunk(backend, part, circuit, frac_bits, after, table))
         after = outs[-1][0]
     return outs[0] if len(outs) == 1 else backend.map_many(lambda p: tf.concat(p, 0), outs)
 
 
-def _chunk(backend, low, circuit: Circuit, frac_bits: int, after):
+def _chunk(backend, low, circuit: Circuit, frac_bits: int, after, table=None):
     """One garbled batch on flat int64 low halves [n] of the shares. T1
     evaluates elements [0, n // 2), T2 the rest: S1 garbles the two parts
     as two tensors and S1 and S2 encode theirs apart (the kernels take the
@@ -119,6 +131,13 @@ def _chunk(backend, low, circuit: Circuit, frac_bits: int, after):
     for p, party in enumerate(_SERVERS):
         first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
         with tf.device(rt.device(party)):
+            if table is not None:
+                if table.shape[0] != int(mask[p].shape[1]) + 1:
+                    raise ValueError(f"the table has {table.shape[0]} rows for "
+                                     f"{mask[p].shape[1]} circuit outputs: it needs K + 1")
+                out.append(kernels.bit_unmask_table([first, second], mask[p],
+                                                    tf.constant(table), bits, party=p))
+                continue
             out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask[p], bits,
                                           frac_bits, party=p))
     with tf.device(rt.device("S1")):

@@ -214,6 +214,14 @@ def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
                                        frac_bits=frac_bits, party=party)
 
 
+def bit_unmask_table(shares, mask, table, ring_bits: int, party: int):
+    """BitUnmask of integer bits whose shares come in parts along axis 0 (a
+    list: T1's and T2's), fused with a public int64 table [K + 1, J]:
+    shares of b @ table[:K] + table[K] ([n, J])."""
+    return _ops().tf_privpy_bit_unmask_table(shares=list(shares), mask=mask, table=table,
+                                             ring_bits=ring_bits, party=party)
+
+
 # ---------------------------------------------------------------- aead family
 # Wire format (ops/aead/aead.h): a plaintext of n bytes is sealed as
 # K = max(1, ceil(n / AEAD_CHUNK_BYTES)) chunks, each its own GCM invocation

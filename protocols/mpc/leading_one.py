@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from . import circuits
@@ -50,9 +51,11 @@ def check_columns(columns: Sequence[int], width: int) -> list:
     return cols
 
 
-def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int):
+def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int,
+                       table=None):
     """The four-server protocol (circuits.py) on a flat x [N]: integer bit
-    shares [N, len(columns)]."""
+    shares [N, len(columns)], or with `table` [K + 1, J] the fused
+    bits @ table[:K] + table[K] ([N, J])."""
     cols = check_columns(columns, width)
     circuit = circuits.Circuit(
         width=width, gates=C.leading_one_gates(width, magnitude),
@@ -62,7 +65,25 @@ def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, widt
             tab, dec, la, lb, nonce, first, width, magnitude, cols),
         mask=lambda key, nonce, n: kernels.gc_leading_one_mask(key, nonce, n, width, cols))
     return circuits.run(backend, x, circuit, 0, lambda n, chunk: C.leading_one_cost(
-        n, backend.bits, width, magnitude, len(cols), chunk))
+        n, backend.bits, width, magnitude, len(cols), chunk), table=table)
+
+
+def apply_table(backend, o, table) -> object:
+    """Shares [N, J] of o @ table[:K] + table[K] for integer bit shares o
+    [N, K] and a public int64 table [K + 1, J]: one local ring matmul of
+    [o | 1] (the unfused path; the protocol fuses it, circuits.run)."""
+    limbs = backend.limbs
+    table = np.asarray(table, np.int64)
+    if table.ndim != 2 or table.shape[0] != int(o[0].shape[1]) + 1:
+        raise ValueError(f"the table must be [K + 1, J] for K = {o[0].shape[1]} bits, got "
+                         f"{list(table.shape)}")
+    col = backend.map_shares(lambda s: sh.getitem(s, (slice(None), 0), limbs), o)
+    ones = backend.add_public(backend.sub(col, col),
+                              tf.ones(sh.dynamic_shape(col[0], limbs), tf.float64), frac_bits=0)
+    aug = backend.map_many(lambda p: sh.concat(p, 1, limbs),
+                           [o, backend.map_shares(lambda s: sh.expand_dims(s, 1, limbs), ones)])
+    return backend.mul_public(aug, tf.constant(table), kind="matmul", c_frac_bits=0,
+                              c_bound=2.0 ** 62)
 
 
 def plain_low_signed(backend, x, width: int) -> tf.Tensor:

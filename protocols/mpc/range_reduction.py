@@ -342,23 +342,21 @@ def sub_octave_applies(plan: Plan, feats: Dict[str, object]) -> bool:
             and plan.above is None and all(isinstance(f, Lin) for f in feats.values()))
 
 
-def _thermometer_table(ctx: Ctx, o: Shares, rows, keys, lifted) -> Shares:
-    """[N, len(keys)] shares of rows[r][key] where r = Σ_k o_k, from integer
-    bit shares o [N, K] of a thermometer (o_k = [x >= θ_k], θ increasing):
-    r_0 + Σ_k (r_(k+1) - r_k)·o_k with the values as integers on the (lifted
-    where `lifted`) fixed-point grid: one local matmul, exact, no truncation."""
-    b = ctx.b
+def _thermometer_coeff(ctx: Ctx, rows, keys, lifted, extra: int = 0) -> np.ndarray:
+    """The public int64 table [K + extra + 1, len(keys)] that turns integer
+    bit shares o [N, K (+ extra)] of a thermometer (o_k = [x >= θ_k], θ
+    increasing) into rows[r][key], r = Σ_k o_k: r_0 + Σ_k (r_(k+1) - r_k)·o_k
+    with the values as integers on the (lifted where `lifted`) fixed-point
+    grid, so o @ table[:-1] + table[-1] is exact (no truncation). The
+    `extra` bits after the thermometer get zero rows (the caller adds their
+    own columns). Backend.leading_one applies it inside the protocol."""
     unit = 2.0 ** (ctx.f + np.where(np.asarray(lifted, bool), ctx.E, 0))
     vals = np.round(np.array([[r[k] for k in keys] for r in rows], np.float64) * unit)
-    coeff = np.concatenate([vals[1:] - vals[:-1], vals[:1]], 0)
+    diffs = vals[1:] - vals[:-1]
+    coeff = np.concatenate([diffs, np.zeros((extra, len(keys))), vals[:1]], 0)
     if np.abs(coeff).max() >= 2.0 ** 52:
         raise ValueError("piecewise table out of range")
-    col = ctx.column(o, 0)
-    one = b.add_public(b.sub(col, col), ctx.fill(col, 1.0), frac_bits=0)
-    aug = b.map_many(lambda p: sh.concat(p, 1, ctx.limbs),
-                     [o, b.map_shares(lambda s: sh.expand_dims(s, 1, ctx.limbs), one)])
-    return b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=0,
-                        c_bound=2.0 ** 62)
+    return coeff.astype(np.int64)
 
 
 def _by_leading_one(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object],
@@ -407,16 +405,20 @@ def _by_leading_one(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object],
         raise ValueError(f"octave boundaries at bits {pos} do not fit the leading-one "
                          f"circuit's {width - 1} positions")
     cols = pos + ([width - 1] if plan.signed else [])
-    o = b.leading_one(v, cols, magnitude=plan.signed)          # integer bits [N, k(+1)]
     keys = geo + lin + (["zs"] if want_z else [])
     lifted = [True] * len(geo) + [feats[k].lifted for k in lin] + [True] * want_z
     n_thr = len(pos)
-    therm = ctx.columns(o, 0, n_thr) if plan.signed else o
-    tab = _thermometer_table(ctx, therm, rows, keys, lifted)
+    coeff = _thermometer_coeff(ctx, rows, keys, lifted, extra=int(plan.signed))
+    if plan.signed:                                 # and the sign bit itself, last column
+        sign_col = np.zeros((n_thr + 2, 1), np.int64)
+        sign_col[n_thr, 0] = 1
+        coeff = np.concatenate([coeff, sign_col], 1)
+    # the circuit's integer bits [N, k(+1)] times the table, fused (one local step)
+    tab = b.leading_one(v, cols, magnitude=plan.signed, table=coeff)
     res: Dict[str, Shares] = {k: ctx.column(tab, i) for i, k in enumerate(keys)}
     jobs = []
     if plan.signed:
-        s = ctx.column(o, n_thr)
+        s = ctx.column(tab, len(keys))
         sgn = b.public_sub(ctx.fill(v, 1.0), b.add(s, s), frac_bits=0)      # ±1, integer
         jobs += [(k, (res[k], sgn), False) for k in geo if feats[k].neg_sign < 0]
     if want_z:
@@ -461,10 +463,9 @@ def _sub_octave_by_leading_one(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str,
     if plan.below is not None:                      # x < 2^qs[0]: below row
         pos, rows = [qs[0] + ctx.f] + pos, [special] + rows
         pos, rows = pos + [width - 2], rows + [special]   # x < 0: o_(W-2) = 1
-    o = b.leading_one(v, pos)
     keys = lin + ["zs", "th"]
     lifted = [feats[k].lifted for k in lin] + [True, False]
-    tab = _thermometer_table(ctx, o, rows, keys, lifted)
+    tab = b.leading_one(v, pos, table=_thermometer_coeff(ctx, rows, keys, lifted))
     th = ctx.column(tab, len(lin) + 1)
     c = b.ltz(b.sub(v, th), integer=True)           # [x < θ]: c = 1 - it
     c = b.public_sub(ctx.fill(v, 1.0), c, frac_bits=0)

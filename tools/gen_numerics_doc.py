@@ -515,7 +515,9 @@ masked and re-shared. W = ceil(log2 B) + f + 3 holds every value below 2B. The
 assistants decode the o_j of the octave boundaries masked by bits of the S1-S2 stream and
 re-share them as integer bits, exactly as a comparison re-shares its bit (DESIGN §6); every
 table of the octave (2^-j, 2^(-j/2), the initial guess of 1/x) is then r_0 + Σ_k (r_(k+1) -
-r_k)·o_k, one exact local matmul. Without |x| a negative x sets o_(W-2) (the x ≤ 0 row) for free.
+r_k)·o_k, exact integer arithmetic done in the servers' pass that unmasks the bits
+(`BitUnmaskTable`: no [n, K] ring tensor of the bits is stored). Without |x| a negative x sets
+o_(W-2) (the x ≤ 0 row) for free.
 
 The window-thresholds circuit (`protocols/mpc/thresholds.py`, `ops/gc/thresholds.h`) gives
 [x < θ_k] for K public thresholds θ_k = c_k·2^lo: after the same adder, it drops the lo low

@@ -139,6 +139,18 @@ def test_protocol_fixed_point_values(rt, mode):
                   px.share0, px.share1)
         got = revealed_bits(b, out, ring)
         np.testing.assert_array_equal(got, want << (0 if integer else f))
+    # the fused table (piecewise values, exp's pieces): exactly bits @ table[:K] + table[K]
+    table = rng.integers(-2**52, 2**52, (len(pts) + 1, 2), dtype=np.int64)
+    out = run(mode, lambda s0, s1: b.thresholds((s0, s1), pts, integer=True, table=table),
+              px.share0, px.share1)
+    got = b.reveal(out).numpy()
+    if ring == 128:
+        got = (got[..., 0].astype(object) % 2**64) + (got[..., 1].astype(object) << 64)
+    expect = (want.astype(object).dot(table[:-1].astype(object))
+              + table[-1].astype(object)) % 2**ring
+    np.testing.assert_array_equal(got.astype(object) % 2**ring, expect)
+    with pytest.raises(ValueError, match="integer=True"):
+        b.thresholds((px.share0, px.share1), pts, table=table)
     with pytest.raises(ValueError, match="do not fit a window"):
         b.thresholds((px.share0, px.share1), [1, 1 << 60])
 

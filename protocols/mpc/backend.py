@@ -235,7 +235,7 @@ class Backend(abc.ABC):
         return bits if table is None else lo.apply_table(self, bits, table)
 
     def thresholds(self, x: Shares, points: Sequence[int], integer: bool = False,
-                   width: Optional[int] = None) -> Shares:
+                   width: Optional[int] = None, table=None) -> Shares:
         """Shares [N, K] of the bits [x < θ_k] for a flat x [N] and public
         thresholds θ_k given as ring integers (θ·2^f for fixed point), by ONE
         garbled window-thresholds circuit per element
@@ -243,7 +243,9 @@ class Backend(abc.ABC):
         integer bits with integer=True. Two rounds, as one comparison.
         Needs |x| < 2^(W-1) (width W, default from the bound, <= 64) and
         thresholds.window(points, W) not None (else ValueError: compare
-        with `ltz` instead).
+        with `ltz` instead). With integer=True and a public int64 `table`
+        [K + 1, J]: shares [N, J] of bits @ table[:K] + table[K], fused into
+        the protocol's last step as for `leading_one`, exact.
 
         Example:
           >>> f = backend.cfg.frac_bits
@@ -254,8 +256,12 @@ class Backend(abc.ABC):
         w = lo.default_width(self.cfg) if width is None else int(width)
         if not 3 <= w <= 64:
             raise ValueError(f"thresholds width must be in [3, 64], got {w}")
-        impl = th.privpy_thresholds if self.name == "privpy" else th.plaintext_thresholds
-        return impl(self, x, points, w, integer)
+        if table is not None and not integer:
+            raise ValueError("a fused table takes integer bits: pass integer=True")
+        if self.name == "privpy":
+            return th.privpy_thresholds(self, x, points, w, integer, table=table)
+        bits = th.plaintext_thresholds(self, x, points, w, integer)
+        return bits if table is None else lo.apply_table(self, bits, table)
 
     def fixed_from_bits(self, c: Shares) -> Shares:
         """Fixed-point shares c·2^f from integer bit shares c: a local

@@ -161,6 +161,26 @@ class Ctx:
         return self.b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=self.f,
                                  c_bound=2.0 ** (62 - self.f))
 
+    def bits_table(self, x: Shares, thresholds: Sequence[float], values: np.ndarray,
+                   lifted=True, circuit: Optional[bool] = None) -> Shares:
+        """table(bits(x, thresholds), values, lifted): with the window-
+        thresholds circuit, fused into its protocol (integer bits times the
+        integer grid values in the servers' unmasking pass,
+        kernels.bit_unmask_table: exact, no truncation, no [N, K] tensor of
+        the bits); with comparisons, `bits` then `table`. Same rounds."""
+        if not self.uses_circuit(thresholds, circuit):
+            return self.table(self.bits(x, thresholds, circuit), values, lifted)
+        values = np.asarray(values, np.float64)
+        if values.ndim == 1:
+            values = values[:, None]
+        lift = np.broadcast_to(np.asarray(lifted, bool), values.shape[1:])
+        vint = np.round(values * 2.0 ** (self.f + np.where(lift, self.E, 0)))
+        coeff = np.concatenate([vint[:-1] - vint[1:], vint[-1:]], 0)   # as in `table`
+        if np.abs(coeff).max() >= 2.0 ** 62:
+            raise ValueError("piecewise table out of range")
+        return self.b.thresholds(x, self.grid_ints(thresholds), integer=True, width=self.width,
+                                 table=coeff.astype(np.int64))
+
     def columns(self, m: Shares, lo: int, hi: int) -> Shares:
         return self.b.map_shares(lambda s: sh.getitem(s, (slice(None), slice(lo, hi)),
                                                       self.limbs), m)

@@ -397,8 +397,7 @@ def _piecewise_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float]
     for a, c in zip(bps[:-1], bps[1:]):
         rows.append(list(_cheb_fit(name, a, c, degree, s)))
     rows.append([hi] + [0.0] * degree)
-    bits = ctx.bits(x, bps)
-    coef = ctx.table(bits, np.array(rows))                    # [N, d+1] lifted
+    coef = ctx.bits_table(x, bps, np.array(rows))             # [N, d+1] lifted
     z = ctx.lscale(x, 1.0 / s)
     pw = _terms(ctx, z, degree)[1:]
     prods = b.mul_many([(ctx.column(coef, j + 1), pw[j]) for j in range(degree)])
@@ -437,7 +436,7 @@ def _folded_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
     mag = b.mul(x, sgn)                                           # |x|, exact
     even = [k for k in range(2, degree + 1, 2)]
     sw = dict(zip(even, ctx.lmul_many([(ctx.lift(sgn), pw[k]) for k in even])))
-    coef = ctx.table(ctx.bits(mag, pos), np.array(rows))          # [N, d+1] lifted
+    coef = ctx.bits_table(mag, pos, np.array(rows))               # [N, d+1] lifted
     m = [ctx.lift(sgn)] + [sw[k] if k % 2 == 0 else pw[k] for k in range(1, degree + 1)]
     prods = b.mul_many([(ctx.column(coef, k), m[k]) for k in range(degree + 1)])
     acc = ctx.add_const(ctx.lower(prods[0]), ctx.lconst(A))

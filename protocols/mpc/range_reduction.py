@@ -202,13 +202,14 @@ def reduce_range(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object], meth
             c.append(("th", len(splits[level + 1]), False))
         return c + [(k, 1, True) for k in geo] + [(k, 1, feats[k].lifted) for k in lin]
 
-    def lookup(bits, rows, level):
+    def lookup(make_table, rows, level):
+        """make_table(values, lifted) -> [N, M] shares of the rows' values."""
         spec = columns(level)
         mat = np.array([[x for key, _, _ in spec
                          for x in (ctx.grid_up(r[key]) if key == "th" else np.atleast_1d(r[key]))]
                         for r in rows])
         lifted = [lf for _, width, lf in spec for _ in range(width)]
-        tab = ctx.table(bits, mat, lifted=lifted)
+        tab = make_table(mat, lifted)
         out, col = {}, 0
         for key, width, _ in spec:
             out[key] = ctx.columns(tab, col, col + width) if key == "th" else ctx.column(tab, col)
@@ -269,7 +270,8 @@ def reduce_range(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object], meth
             out.append(r)
         return out
 
-    prev = lookup(ctx.bits(v, thr, circuit=circuit), rows, 0)
+    # level 0: bits and table in one step (fused into the circuit's protocol)
+    prev = lookup(lambda mat, lf: ctx.bits_table(v, thr, mat, lf, circuit=circuit), rows, 0)
     z = {0: v}                  # z[l] = v·s_0···s_(l-1); z[0] at f bits, the others lifted
     P = {k: prev[k] for k in geo}
     S = {k: prev[k] for k in lin}
@@ -295,7 +297,8 @@ def reduce_range(ctx: Ctx, v: Shares, plan: Plan, feats: Dict[str, object], meth
                 P[key] = out
         if not mul_mode:
             cum = prev["off"] if cum is None else b.add(cum, prev["off"])
-        prev = lookup(bits, level_rows(l), l)
+        prev = lookup(lambda mat, lf, bits=bits: ctx.table(bits, mat, lifted=lf),
+                      level_rows(l), l)
         for k in lin:
             S[k] = b.add(S[k], prev[k])
     jobs = []

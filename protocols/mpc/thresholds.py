@@ -65,9 +65,11 @@ def _spec(points: Sequence[int], width: int):
     return lo, m, [int(p) >> lo for p in points]
 
 
-def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bool):
+def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bool,
+                      table=None):
     """The four-server protocol (circuits.py) on a flat x [N]: shares of the
-    bits [x < θ_k], [N, K] (integer 0/1 or fixed point)."""
+    bits [x < θ_k], [N, K] (integer 0/1 or fixed point), or with `table`
+    (integer bits) the fused bits @ table[:K] + table[K] ([N, J])."""
     lo, m, cs = _spec(points, width)
     circuit = circuits.Circuit(
         width=width, gates=C.thresholds_gates(width, lo, m, cs),
@@ -78,7 +80,7 @@ def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bo
         mask=lambda key, nonce, n: kernels.gc_thresholds_mask(key, nonce, n, width, lo, m, cs))
     f = 0 if integer else backend.cfg.frac_bits
     return circuits.run(backend, x, circuit, f, lambda n, chunk: C.thresholds_cost(
-        n, backend.bits, width, lo, m, cs, chunk))
+        n, backend.bits, width, lo, m, cs, chunk), table=table)
 
 
 def plaintext_thresholds(backend, x, points: Sequence[int], width: int, integer: bool):

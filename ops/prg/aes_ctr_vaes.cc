@@ -39,6 +39,20 @@ VA_TARGET VA_INLINE __m128i ExpandStep(__m128i key, __m128i kg) {
   return _mm_xor_si128(key, kg);
 }
 
+// Encrypts R registers (4R blocks) of b in place.
+template <int R>
+VA_TARGET VA_INLINE void EncryptRegs(const __m512i (&rk)[kRounds + 1], __m512i (&b)[R]) {
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) b[j] = _mm512_xor_si512(b[j], rk[0]);
+#pragma GCC unroll 9
+  for (int r = 1; r < kRounds; ++r) {
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) b[j] = _mm512_aesenc_epi128(b[j], rk[r]);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) b[j] = _mm512_aesenclast_epi128(b[j], rk[kRounds]);
+}
+
 // Encrypts R registers (4R blocks) of counters starting at *ctr, advancing
 // *ctr by 4R. The counter register holds 4 counters as (hi, lo) native
 // uint64 pairs; vpshufb turns each into the big-endian block of SP 800-38A.
@@ -49,17 +63,20 @@ VA_TARGET VA_INLINE void EncryptCounters(const __m512i (&rk)[kRounds + 1],
   __m512i c = *ctr;
 #pragma GCC unroll 8
   for (int j = 0; j < R; ++j) {
-    b[j] = _mm512_xor_si512(_mm512_shuffle_epi8(c, bswap), rk[0]);
+    b[j] = _mm512_shuffle_epi8(c, bswap);
     c = _mm512_add_epi64(c, inc4);
   }
   *ctr = c;
-#pragma GCC unroll 9
-  for (int r = 1; r < kRounds; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < R; ++j) b[j] = _mm512_aesenc_epi128(b[j], rk[r]);
+  EncryptRegs<R>(rk, b);
+}
+
+// The 11 round keys, each broadcast to the 4 lanes of a register.
+VA_TARGET VA_INLINE void BroadcastKeys(const RoundKeys& keys, __m512i (&rk)[kRounds + 1]) {
+#pragma GCC unroll 11
+  for (int r = 0; r <= kRounds; ++r) {
+    rk[r] = _mm512_broadcast_i32x4(
+        _mm_load_si128(reinterpret_cast<const __m128i*>(keys.rk[r])));
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < R; ++j) b[j] = _mm512_aesenclast_epi128(b[j], rk[kRounds]);
 }
 
 // The last n (< 4R) blocks: whole registers, then a masked store of the
@@ -84,11 +101,7 @@ VA_TARGET VA_INLINE void EncryptTail(const __m512i (&rk)[kRounds + 1],
 VA_TARGET void CtrRun(const RoundKeys& keys, uint64_t hi, uint64_t lo,
                       uint64_t n, uint8_t* out) {
   __m512i rk[kRounds + 1];
-#pragma GCC unroll 11
-  for (int r = 0; r <= kRounds; ++r) {
-    rk[r] = _mm512_broadcast_i32x4(
-        _mm_load_si128(reinterpret_cast<const __m128i*>(keys.rk[r])));
-  }
+  BroadcastKeys(keys, rk);
   // Byte reversal within each 64-bit half: native -> big-endian.
   const __m512i bswap = _mm512_broadcast_i32x4(
       _mm_set_epi8(8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
@@ -119,20 +132,6 @@ VA_TARGET void CtrRun(const RoundKeys& keys, uint64_t hi, uint64_t lo,
   }
 }
 
-// Encrypts R registers (4R blocks) of b in place.
-template <int R>
-VA_TARGET VA_INLINE void EncryptRegs(const __m512i (&rk)[kRounds + 1], __m512i (&b)[R]) {
-#pragma GCC unroll 8
-  for (int j = 0; j < R; ++j) b[j] = _mm512_xor_si512(b[j], rk[0]);
-#pragma GCC unroll 9
-  for (int r = 1; r < kRounds; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < R; ++j) b[j] = _mm512_aesenc_epi128(b[j], rk[r]);
-  }
-#pragma GCC unroll 8
-  for (int j = 0; j < R; ++j) b[j] = _mm512_aesenclast_epi128(b[j], rk[kRounds]);
-}
-
 // The last n (< 4R) blocks of an ECB run: masked loads and stores of the
 // partial register (2 qwords per block); lanes past the end are zero and
 // never stored.
@@ -157,11 +156,7 @@ VA_TARGET VA_INLINE void EcbTail(const __m512i (&rk)[kRounds + 1], const uint8_t
 VA_TARGET void EcbBlocksVaes(const RoundKeys& keys, const uint8_t* in, uint8_t* out,
                              uint64_t n) {
   __m512i rk[kRounds + 1];
-#pragma GCC unroll 11
-  for (int r = 0; r <= kRounds; ++r) {
-    rk[r] = _mm512_broadcast_i32x4(
-        _mm_load_si128(reinterpret_cast<const __m128i*>(keys.rk[r])));
-  }
+  BroadcastKeys(keys, rk);
   constexpr int kRegs = 8;          // 32 blocks in flight, as in CtrRun
   for (; n >= 4 * kRegs; n -= 4 * kRegs, in += 64 * kRegs, out += 64 * kRegs) {
     __m512i b[kRegs];

@@ -45,6 +45,19 @@ class Circuit:
     mask: Callable
 
 
+def check_table(table, outputs: int) -> Optional[np.ndarray]:
+    """A fused table for a circuit of `outputs` output bits, as int64
+    [outputs + 1, J] (None passes); checked before any op is made, so a bad
+    table advances no stream."""
+    if table is None:
+        return None
+    table = np.asarray(table)
+    if table.dtype != np.int64 or table.ndim != 2 or table.shape[0] != outputs + 1:
+        raise ValueError(f"the table must be int64 [K + 1, J] for the K = {outputs} circuit "
+                         f"outputs, got {table.dtype} {list(table.shape)}")
+    return table
+
+
 def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[int, int], C.Cost],
         table: Optional[np.ndarray] = None):
     """Shares [N, K] of the circuit's output bits for a flat x [N], scaled
@@ -52,13 +65,8 @@ def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[int, int],
     With an int64 `table` [K + 1, J] (integer bits only): shares [N, J] of
     bits @ table[:K] + table[K], fused into the servers' last step
     (kernels.bit_unmask_table), exact."""
-    if table is not None:
-        if frac_bits != 0:
-            raise ValueError("a fused table takes integer bits (frac_bits=0)")
-        table = np.asarray(table)
-        if table.dtype != np.int64 or table.ndim != 2:
-            raise ValueError(f"the table must be int64 [K + 1, J], got {table.dtype} "
-                             f"{list(table.shape)}")
+    if table is not None and frac_bits != 0:
+        raise ValueError("a fused table takes integer bits (frac_bits=0)")
     limbs = backend.limbs
 
     def low_half(s, party):
@@ -131,10 +139,7 @@ def _chunk(backend, low, circuit: Circuit, frac_bits: int, after, table=None):
     for p, party in enumerate(_SERVERS):
         first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
         with tf.device(rt.device(party)):
-            if table is not None:
-                if table.shape[0] != int(mask[p].shape[1]) + 1:
-                    raise ValueError(f"the table has {table.shape[0]} rows for "
-                                     f"{mask[p].shape[1]} circuit outputs: it needs K + 1")
+            if table is not None:                  # checked by the caller (check_table)
                 out.append(kernels.bit_unmask_table([first, second], mask[p],
                                                     tf.constant(table), bits, party=p))
                 continue

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from . import circuits
@@ -57,6 +56,7 @@ def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, widt
     shares [N, len(columns)], or with `table` [K + 1, J] the fused
     bits @ table[:K] + table[K] ([N, J])."""
     cols = check_columns(columns, width)
+    table = circuits.check_table(table, len(cols))
     circuit = circuits.Circuit(
         width=width, gates=C.leading_one_gates(width, magnitude),
         garble=lambda key, nonce, n, first, count: kernels.gc_leading_one_garble(
@@ -73,10 +73,7 @@ def apply_table(backend, o, table) -> object:
     [N, K] and a public int64 table [K + 1, J]: one local ring matmul of
     [o | 1] (the unfused path; the protocol fuses it, circuits.run)."""
     limbs = backend.limbs
-    table = np.asarray(table, np.int64)
-    if table.ndim != 2 or table.shape[0] != int(o[0].shape[1]) + 1:
-        raise ValueError(f"the table must be [K + 1, J] for K = {o[0].shape[1]} bits, got "
-                         f"{list(table.shape)}")
+    table = circuits.check_table(table, int(o[0].shape[1]))
     col = backend.map_shares(lambda s: sh.getitem(s, (slice(None), 0), limbs), o)
     ones = backend.add_public(backend.sub(col, col),
                               tf.ones(sh.dynamic_shape(col[0], limbs), tf.float64), frac_bits=0)

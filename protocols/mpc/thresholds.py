@@ -71,6 +71,7 @@ def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bo
     bits [x < θ_k], [N, K] (integer 0/1 or fixed point), or with `table`
     (integer bits) the fused bits @ table[:K] + table[K] ([N, J])."""
     lo, m, cs = _spec(points, width)
+    table = circuits.check_table(table, len(cs))
     circuit = circuits.Circuit(
         width=width, gates=C.thresholds_gates(width, lo, m, cs),
         garble=lambda key, nonce, n, first, count: kernels.gc_thresholds_garble(

@@ -143,15 +143,7 @@ class Ctx:
         i = 0..K) from bits [N, K] = [x < θ_k]: returns [N, M] shares, exact
         on the (lifted) fixed-point grid. One local matmul, no round.
         `lifted` is one flag or one per column of values."""
-        values = np.asarray(values, np.float64)
-        if values.ndim == 1:
-            values = values[:, None]
-        lift = np.broadcast_to(np.asarray(lifted, bool), values.shape[1:])
-        unit = 2.0 ** (self.f + np.where(lift, self.E, 0))
-        vint = np.round(values * unit)                    # the grid values
-        d = vint[:-1] - vint[1:]                          # D_k = v_k - v_{k+1}
-        base = vint[-1:]                                  # v_K (all bits 0)
-        coeff = np.concatenate([d, base], 0) / 2.0 ** self.f
+        coeff = self._grid_coeff(values, lifted) / 2.0 ** self.f
         if np.abs(coeff).max() >= 2.0 ** (61 - self.f):
             raise ValueError("piecewise table out of range")
         ones = self.b.map_shares(lambda s: sh.getitem(s, (slice(None), slice(0, 1)),
@@ -160,6 +152,17 @@ class Ctx:
         aug = self.b.map_many(lambda p: sh.concat(p, 1, self.limbs), [bits, ones])
         return self.b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=self.f,
                                  c_bound=2.0 ** (62 - self.f))
+
+    def _grid_coeff(self, values: np.ndarray, lifted) -> np.ndarray:
+        """[D_0 .. D_(K-1); v_K] for values [K + 1(, M)] on the (lifted where
+        `lifted`) grid as integers: D_k = v_k - v_(k+1), v_K the row with all
+        bits [x < θ_k] = 0, so value = Σ_k bit_k·D_k + v_K."""
+        values = np.asarray(values, np.float64)
+        if values.ndim == 1:
+            values = values[:, None]
+        lift = np.broadcast_to(np.asarray(lifted, bool), values.shape[1:])
+        vint = np.round(values * 2.0 ** (self.f + np.where(lift, self.E, 0)))
+        return np.concatenate([vint[:-1] - vint[1:], vint[-1:]], 0)
 
     def bits_table(self, x: Shares, thresholds: Sequence[float], values: np.ndarray,
                    lifted=True, circuit: Optional[bool] = None) -> Shares:
@@ -170,12 +173,7 @@ class Ctx:
         the bits); with comparisons, `bits` then `table`. Same rounds."""
         if not self.uses_circuit(thresholds, circuit):
             return self.table(self.bits(x, thresholds, circuit), values, lifted)
-        values = np.asarray(values, np.float64)
-        if values.ndim == 1:
-            values = values[:, None]
-        lift = np.broadcast_to(np.asarray(lifted, bool), values.shape[1:])
-        vint = np.round(values * 2.0 ** (self.f + np.where(lift, self.E, 0)))
-        coeff = np.concatenate([vint[:-1] - vint[1:], vint[-1:]], 0)   # as in `table`
+        coeff = self._grid_coeff(values, lifted)
         if np.abs(coeff).max() >= 2.0 ** 62:
             raise ValueError("piecewise table out of range")
         return self.b.thresholds(x, self.grid_ints(thresholds), integer=True, width=self.width,

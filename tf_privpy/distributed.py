@@ -34,6 +34,7 @@ import os
 from typing import Dict, Mapping, Optional
 
 import tensorflow as tf
+from tensorflow.python.eager import context as tf_context
 
 from tf_privpy import cluster_file as cf
 from tf_privpy.cluster_file import ClusterError
@@ -116,6 +117,21 @@ def _diagnose(conn: _Connection, deadline: float,
     return _server_error(problems, conn.tasks, _rerun_hint(conn.cluster.path), cause)
 
 
+# A remote op that fails leaves its error in the server's (asynchronous) eager
+# executor, which then fails the next op enqueued there with the same error
+# (TensorFlow's context.clear_executor_errors says so): an error a user
+# catches, say tp.load of a name not uploaded yet, would fail the next op on
+# that server. Cleared only when every server answers: the call waits for
+# each server's pending ops.
+def clear_remote_errors() -> None:
+    """After a failed op on the servers (tp.load, tp.publish): lets the next
+    op run. Nothing to do when not connected (the embedded executors are
+    synchronous)."""
+    conn = _conn
+    if conn is not None and _diagnose(conn, conn.timeout / 4) is None:
+        tf_context.context().clear_executor_errors()
+
+
 def _translate(error: BaseException) -> BaseException:
     """Installed as the protocol layer's error translator while connected: a
     TF error of a tp op becomes a ServerError when a server is at fault.
@@ -127,7 +143,10 @@ def _translate(error: BaseException) -> BaseException:
         error._tp_diagnosed = True  # nested tp ops: probe once per error
     except AttributeError:
         pass
-    return _diagnose(conn, conn.timeout / 4, error) or error
+    diagnosed = _diagnose(conn, conn.timeout / 4, error)
+    if diagnosed is None:  # the servers answer: the error is the op's own
+        tf_context.context().clear_executor_errors()
+    return diagnosed or error
 
 
 def _remote_identity(role: str) -> dict:

@@ -29,6 +29,7 @@ import grpc
 import tensorflow as tf
 from tensorflow.python.ops import script_ops
 
+from tf_privpy import distributed
 from tf_privpy.protocols.mpc.ops import _common as C
 from tf_privpy.protocols.mpc.value import PrivateTensor
 from tf_privpy.service.store import Store, StoreError, read_share, write_share
@@ -60,7 +61,7 @@ _lock = threading.Lock()
 
 
 def token(action: str, party: str) -> str:
-    """The py_func registry key of `action` ("info", "read", "write") on
+    """The py_func registry key of `action` ("info", "probe", "read", "write") on
     party "S1" or "S2"."""
     return f"tf_privpy_share_{action}_{party.lower()}"
 
@@ -94,6 +95,17 @@ def attach_store(party: str, store_dir: str) -> None:
             raise _op_error(e) from None
         return tf.constant(json.dumps(meta))
 
+    def probe(name):
+        # info without NOT_FOUND: "null" for a missing record. A remote op that
+        # fails can fail the next op enqueued on the same server with the same
+        # error (TF's remote eager executor), so tp.publish's existence check
+        # must not use a failing op as its "no".
+        try:
+            meta = store().info(name.numpy().decode())
+        except StoreError as e:
+            raise _op_error(e) from None
+        return tf.constant(json.dumps(meta))
+
     def read(name, upload_id):
         try:
             meta, share = read_share(store(), name.numpy().decode(), index)
@@ -114,7 +126,7 @@ def attach_store(party: str, store_dir: str) -> None:
         return tf.constant(json.dumps(dict(meta, existed=existed)))
 
     registry = script_ops._py_funcs._funcs
-    for action, fn in (("info", info), ("read", read), ("write", write)):
+    for action, fn in (("info", info), ("probe", probe), ("read", read), ("write", write)):
         _keep[token(action, party)] = fn
         registry[token(action, party)] = fn
 
@@ -162,6 +174,7 @@ def _call(h, party: str, action: str, inputs, dtype):
         out = _run(h, party, action, inputs, dtype)
         return json.loads(out.numpy().decode()) if dtype == tf.string else out
     except tf.errors.OpError as e:
+        distributed.clear_remote_errors()
         raise _translate(e, party) from None
 
 
@@ -262,12 +275,9 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
                            "outside tf.function (return the PrivateTensor from the function)")
     h = C.handle_of(x)
     for party in PARTIES:  # refuse before anything is written
-        try:
-            m = _call(h, party, "info", [name], tf.string)
-        except _client().ShareServiceError as e:
-            if e.code == grpc.StatusCode.NOT_FOUND:
-                continue
-            raise
+        m = _call(h, party, "probe", [name], tf.string)
+        if m is None:
+            continue
         if m["owner"] != owner:
             raise _error(grpc.StatusCode.PERMISSION_DENIED,
                                     f"record {name!r} belongs to another owner", party)

@@ -105,12 +105,54 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def program_sizes(p: dict) -> str:
+    """"full", "--quick" or "custom": the sizes a run_all.py record ran at."""
+    import run_all  # noqa: E402  (it imports this module only inside its main)
+    name = os.path.basename(p.get("program", ""))[:-3]
+    spec = {n: (full, quick) for n, full, quick in run_all.PROGRAMS}.get(name)
+    args = p.get("args", [])
+    if spec is None:
+        return "custom"
+    return "full" if args == spec[0] else "--quick" if args == spec[1] else "custom"
+
+
+def _run_lines(run: dict) -> List[str]:
+    """The run's sizes and load. A run joined from partial re-runs (run_all
+    --only) says which programs ran at which sizes and when, and takes the
+    load from each program's own record where it has one."""
+    progs = [p for p in run.get("programs", []) if p.get("status") != "absent"]
+    sizes = {program_sizes(p) for p in progs} or {"--quick" if run.get("quick") else "full"}
+    if len(sizes) == 1:
+        what = f", {sizes.pop()} sizes"
+    else:
+        parts = [f"`{p['program']}` at {program_sizes(p)} sizes ({p.get('started', '?')})"
+                 for p in progs if program_sizes(p) != "full"]
+        what = "; " + ", ".join(parts) + (", the rest at full sizes" if "full" in sizes else "")
+    lines = [f"| `make bench` run | {run.get('started', '?')} to {run.get('finished', '?')}"
+             f"{what} |"]
+    # Only a load measured before a run started tells of other work: a load
+    # taken after a program includes the benchmarks' own processes.
+    cores = os.cpu_count() or 1
+    before = run.get("loadavg_before")
+    flag = (" (LOADED: other work shared the cores)"
+            if before is not None and before > 0.5 * cores else "")
+    own = [p["loadavg"] for p in progs if len(p.get("loadavg", [])) == 2]
+    if own:
+        loads = [v for pair in own for v in pair]
+        lines.append(f"| load average (1 min) | {before:.2f} before the run{flag}; "
+                     f"{min(loads):.2f} to {max(loads):.2f} before and after each program "
+                     "(the benchmarks' own load included) |")
+    elif before is not None and run.get("loadavg_after") is not None:
+        lines.append(f"| load average (1 min) | {before:.2f} before{flag}, "
+                     f"{run['loadavg_after']:.2f} after (the benchmarks' own load included) |")
+    return lines
+
+
 def header(res: Dict[str, dict]) -> List[str]:
     run = res.get("_run", {})
     dates = sorted({r["machine"]["date"] for k, r in res.items()
                     if not k.startswith("_") and isinstance(r.get("machine"), dict)
                     and "date" in r["machine"]})
-    load = run.get("loadavg_before"), run.get("loadavg_after")
     lines = [
         "# Benchmark report",
         "",
@@ -132,12 +174,7 @@ def header(res: Dict[str, dict]) -> List[str]:
         f"| git commit | {run.get('git_commit') or _git_commit()} |",
     ]
     if run:
-        lines.append(f"| `make bench` run | {run.get('started', '?')} to {run.get('finished', '?')}"
-                     f"{', --quick sizes' if run.get('quick') else ', full sizes'} |")
-        if all(load):
-            busy = max(load) > 0.5 * (os.cpu_count() or 1)
-            lines.append(f"| load average (1 min) | {load[0]:.2f} before, {load[1]:.2f} after"
-                         f"{' (LOADED: other work shared the cores)' if busy else ''} |")
+        lines += _run_lines(run)
     if run.get("note"):
         lines.append(f"| note | {run['note']} |")
     lines.append("")
@@ -152,13 +189,15 @@ def status_section(res: Dict[str, dict]) -> List[str]:
         out += ["No record of a `make bench` run (results/run.json): the results below are "
                 "whatever benchmarks/results/ holds, each with its own date.", ""]
     else:
-        out += ["| program | arguments | status | seconds |", "|---|---|---|---|"]
+        out += ["| program | arguments | sizes | started | status | seconds |",
+                "|---|---|---|---|---|---|"]
         for p in run.get("programs", []):
             status = p.get("status", "?")
             if status == "failed":
                 status = f"**failed** (exit {p.get('returncode')})"
             out.append(f"| `{p['program']}` | `{' '.join(p.get('args', [])) or '(defaults)'}` | "
-                       f"{status} | {p.get('seconds', 0):.0f} |")
+                       f"{program_sizes(p)} | {p.get('started', '?')} | {status} | "
+                       f"{p.get('seconds', 0):.0f} |")
         out.append("")
         for p in run.get("programs", []):
             if p.get("status") == "failed" and p.get("error_tail"):

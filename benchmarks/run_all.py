@@ -67,7 +67,10 @@ def run_one(i: int, total: int, name: str, args: list, out_dir: str, timeout: fl
     path = os.path.join(HERE, f"{name}.py")
     rel = os.path.relpath(path, ROOT)
     rec = {"program": rel, "args": args, "status": "absent", "seconds": 0.0,
-           "started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"}
+           "started": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+           # each program's own load: a report joined from partial re-runs
+           # (--only) must not show one run's load for another's figures
+           "loadavg": [os.getloadavg()[0]]}
     if not os.path.exists(path):
         print(f"[{i}/{total}] {rel}: not in this checkout, skipped", flush=True)
         return rec
@@ -110,6 +113,7 @@ def run_one(i: int, total: int, name: str, args: list, out_dir: str, timeout: fl
             tail.append(f"stopped after {timeout:.0f} s (--timeout)")
     rec.update(seconds=time.monotonic() - t0, returncode=rc, log=os.path.relpath(log_path, HERE),
                status="ok" if rc == 0 else "failed")
+    rec["loadavg"].append(os.getloadavg()[0])
     if rc != 0:
         rec["error_tail"] = "\n".join(tail[-15:])
         print(f"[{i}/{total}] {rel} FAILED (exit {rc}) after {rec['seconds']:.0f} s; "

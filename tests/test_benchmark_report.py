@@ -49,7 +49,8 @@ def test_report_rows_ratios_and_not_run(tmp_path):
 
     # header: when, where, what
     for want in ("# Benchmark report", "| machine |", f"{os.cpu_count()} cores", "TensorFlow",
-                 "numpy", "Python", "| git commit | 0123456789ab", "--quick sizes",
+                 "numpy", "Python", "| git commit | 0123456789ab",
+                 "`benchmarks/he.py` at --quick sizes", "`benchmarks/micro.py` at custom sizes",
                  "fixture run", "LOADED"):
         assert want in text, want
 
@@ -212,3 +213,35 @@ def test_run_all_goes_on_past_a_failure(tmp_path, monkeypatch):
     assert "**failed** (exit 1)" in text
     assert "BatchCrypt codec alone (encode + decode), per value" in text
     assert _row(text, "BatchCrypt codec alone")[3] != "not run"
+
+
+def test_header_of_a_run_joined_from_partial_reruns(tmp_path):
+    """run_all --only re-runs some programs into an older run.json: the header
+    says which program ran at which sizes and when, and each program's own
+    load; only a load before the run flags the figures as taken under load."""
+    import run_all
+    full = {n: f for n, f, _ in run_all.PROGRAMS}
+    quick = {n: q for n, _, q in run_all.PROGRAMS}
+    run = {"started": "2026-11-26 10:42 UTC", "finished": "2026-11-26 23:50 UTC",
+           "quick": False, "loadavg_before": 2.99, "loadavg_after": 0.4, "programs": [
+               {"program": "benchmarks/peers_run.py", "args": quick["peers_run"],
+                "status": "ok", "seconds": 473, "started": "2026-11-26 10:42 UTC"},
+               {"program": "benchmarks/micro.py", "args": full["micro"], "status": "ok",
+                "seconds": 19, "started": "2026-11-26 22:19 UTC", "loadavg": [0.99, 0.7]},
+               {"program": "benchmarks/compare.py", "args": full["compare"], "status": "ok",
+                "seconds": 900, "started": "2026-11-26 22:20 UTC", "loadavg": [0.7, 1.4]}]}
+    lines = report._run_lines(run)
+    assert ("`benchmarks/peers_run.py` at --quick sizes (2026-11-26 10:42 UTC), the rest at "
+            "full sizes") in lines[0]
+    assert "2.99 before the run" in lines[1]
+    assert "0.70 to 1.40 before and after each program" in lines[1]
+    # a load before the run tells of other work; the benchmarks' own load does not
+    assert ("LOADED" in lines[1]) == (2.99 > 0.5 * (os.cpu_count() or 1))
+    run["loadavg_before"] = 0.1
+    assert "LOADED" not in report._run_lines(run)[1]
+    status = "\n".join(report.status_section({"_run": run}))
+    assert "| `benchmarks/micro.py` | `(defaults)` | full | 2026-11-26 22:19 UTC | ok | 19 |" \
+        in status
+    # a run at one size says just that
+    run["programs"] = run["programs"][1:]
+    assert report._run_lines(run)[0].endswith(", full sizes |")

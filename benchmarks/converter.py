@@ -25,15 +25,16 @@ flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
 flags.DEFINE_list("models", ["ffnn", "lenet5", "lenet5_sigmoid", "lenet5_bn"],
                   "tp.models names (lenet5_sigmoid / lenet5_bn: PrivPy's sigmoid, sum-pool "
                   "LeNet-5 without / with BatchNorm)")
-flags.DEFINE_list("batches", ["1", "10", "100"], "images per predict call")
+flags.DEFINE_list("batches", ["1", "10", "100", "1000"], "images per predict call (PrivPy "
+                  "Table 6's batches)")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for converter.json / .png")
 F = flags.FLAGS
 
-# PrivPy Table 6, seconds per image at batch 1 / 10 / 100 (ANCHORS.md)
-PRIVPY = {"ffnn": (1.48, 0.31, 0.06), "lenet5_sigmoid": (1.57, 0.23, 0.1),
-          "lenet5_bn": (1.58, 0.32, 0.17)}
+# PrivPy Table 6, seconds per image at batch 1 / 10 / 100 / 1000 (ANCHORS.md)
+PRIVPY = {"ffnn": (1.48, 0.31, 0.06, 0.04), "lenet5_sigmoid": (1.57, 0.23, 0.1, 0.1),
+          "lenet5_bn": (1.58, 0.32, 0.17, 0.16)}
 #: issue 10's targets on 2 cores, 128-bit ring, embedded (ms per image)
 TARGETS = {("lenet5", 1): 40.0, ("lenet5", 100): 12.0}
 #: CrypTen's LeNet-5 on this machine, two processes (issue 10's figures, ms per
@@ -71,8 +72,8 @@ def main(argv):
                 st_plain = timing_stats(lambda: plain(xb).numpy(), F.reps)
                 t_plain = st_plain["min_s"]
                 bill = private.cost(b)
-                anchor = PRIVPY.get(name, (None,) * 3)[
-                    {1: 0, 10: 1, 100: 2}[b]] if b in (1, 10, 100) else None
+                anchor = PRIVPY.get(name, (None,) * 4)[
+                    {1: 0, 10: 1, 100: 2, 1000: 3}[b]] if b in (1, 10, 100, 1000) else None
                 res["rows"].append({
                     "ring": bits, "model": name, "batch": b,
                     "private_ms_per_image": 1e3 * t_priv / b,

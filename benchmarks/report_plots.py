@@ -37,14 +37,18 @@ def _series_ours(res, op) -> Dict[str, List[tuple]]:
         rows = [r for r in res.get("functions", {}).get("rows", [])
                 if isinstance(r, dict) and r.get("fn") == op]
         first_ring = rows[0]["ring"] if rows else None
+        methods = {r.get("method") for r in rows if not r.get("peer")}
+        method = next((m for m in ("leading_one", None, "binary_search") if m in methods), None)
         for r in rows:
             n, us = r["n"], 1e-6 * r["n"]
             if r.get("peer"):     # a peer row functions.py may write
                 if r.get("us_per_elt") is not None:
                     put(f"{r['peer']}", n, r.get("median_us_per_elt", r["us_per_elt"]) * us)
                 continue
-            if r.get("method") not in (None, "binary_search") or (
-                    r.get("mode") and "function" not in str(r["mode"])):
+            # one series per ring: functions.py's default method, exact numerics
+            # and the circuit thresholds (other choices are its own tables' rows)
+            if r.get("method") != method or r.get("mode") not in (None, "exact") or \
+                    r.get("threshold_bits") not in (None, "circuit"):
                 continue
             med = r.get("median_us_per_elt", r["us_per_elt"]) * us
             # functions.json has best and median only: no upper bar without a max

@@ -245,3 +245,19 @@ def test_header_of_a_run_joined_from_partial_reruns(tmp_path):
     # a run at one size says just that
     run["programs"] = run["programs"][1:]
     assert report._run_lines(run)[0].endswith(", full sizes |")
+
+
+def test_plot_series_of_the_current_functions_rows():
+    """functions.py's rows of today (method leading_one, numerics mode exact,
+    circuit thresholds) make one series per ring; fast-mode and other-method
+    rows stay out of it (they were all dropped once: the plot showed peers only)."""
+    import report_plots
+    base = {"fn": "sigmoid", "threshold_bits": "circuit", "us_per_elt": 2.0,
+            "median_us_per_elt": 2.5, "tf_plaintext_us_per_elt": 0.01}
+    rows = [dict(base, ring=ring, n=n, method="leading_one", mode=mode)
+            for ring in (128, 64) for n in (100, 10_000) for mode in ("exact", "fast")]
+    rows.append(dict(base, ring=128, n=100, method="binary_search", mode="exact"))
+    series = report_plots._series_ours({"functions": {"rows": rows}}, "sigmoid")
+    assert sorted(series) == ["ours 128-bit", "ours 64-bit", "plaintext TF"]
+    assert [p[0] for p in series["ours 128-bit"]] == [100, 10_000]
+    assert series["ours 64-bit"][0][1] == 2.5e-6 * 100

@@ -200,6 +200,11 @@ def status_section(res: Dict[str, dict]) -> List[str]:
                        f"{p.get('seconds', 0):.0f} |")
         out.append("")
         for p in run.get("programs", []):
+            # a program run by hand in parts (peers_run.py one peer at a time, --append)
+            if p.get("parts"):
+                out += [f"`{p['program']}` ran in parts:", ""] + \
+                    [f"- {part}" for part in p["parts"]] + [""]
+        for p in run.get("programs", []):
             if p.get("status") == "failed" and p.get("error_tail"):
                 tail = "\n".join(p["error_tail"].splitlines()[-8:])
                 out += [f"`{p['program']}` failed; the end of its output:", "", "```", tail,

@@ -56,6 +56,22 @@ def _series_ours(res, op) -> Dict[str, List[tuple]]:
                 r["max_us_per_elt"] * us if r.get("max_us_per_elt") else med)
             if r.get("tf_plaintext_us_per_elt") and r["ring"] == first_ring:
                 put("plaintext TF", n, r["tf_plaintext_us_per_elt"] * us)
+    # Sizes functions.py does not reach (10^6) but peers_run.py timed ours at,
+    # beside the peers: its exact-mode rows, as their own series so that the
+    # two runners' points are never mistaken for one.
+    raw = res.get("peers")
+    raw_rows = raw.get("rows", []) if isinstance(raw, dict) and "_unreadable" not in raw else []
+    for r in raw_rows:
+        if not isinstance(r, dict) or r.get("peer") != "tf_privpy" or not r.get("n"):
+            continue
+        proto = str(r.get("protocol", ""))
+        ring = proto.rsplit("-", 1)[-1]
+        if _norm(r.get("workload")) not in PEER_ALIASES.get(op, (op,)) or not ring.isdigit():
+            continue  # ring last: exact mode ("-fast" rows are the fast mode's)
+        if r["n"] in {p[0] for p in out.get(f"ours {ring}-bit", [])}:
+            continue
+        put(f"ours {ring}-bit (peers_run.py)", r["n"], r.get("median_s", r.get("best_s")),
+            r.get("min_s"), r.get("max_s"))
     peers = peer_data(res) or {"rows": []}
     for r in peers["rows"]:
         if _norm(r.get("workload")) in PEER_ALIASES.get(op, (op,)) and r.get("n"):
@@ -81,7 +97,14 @@ def time_vs_size(res, anchors, path) -> bool:
     plt = _plt()
     cols = min(3, len(data))
     rows = (len(data) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows), squeeze=False)
+    # one colour per series across all panels (ours first), one legend under
+    # them: a dozen series overflow the default ten-colour cycle and the axes
+    labels = sorted({lb for s in data.values() for lb in s},
+                    key=lambda lb: (not lb.startswith("ours"), lb != "plaintext TF", lb))
+    palette = plt.get_cmap("tab20").colors
+    color = {lb: palette[i % len(palette)] for i, lb in enumerate(labels)}
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.6 * rows + 1.2), squeeze=False)
+    handles = {}
     for ax, (op, series) in zip(axes.flat, data.items()):
         for label, pts in series.items():
             n = [p[0] for p in pts]
@@ -89,11 +112,13 @@ def time_vs_size(res, anchors, path) -> bool:
             # (clamped: a median above a recorded max cannot be drawn as a bar)
             err = [[max(0.0, p[1] - p[2]) for p in pts], [max(0.0, p[3] - p[1]) for p in pts]]
             style = "--" if label == "plaintext TF" else "-"
-            ax.errorbar(n, med, yerr=err, fmt="o" + style, ms=3, capsize=2, label=label)
+            handles[label] = ax.errorbar(n, med, yerr=err, fmt="o" + style, ms=3, capsize=2,
+                                         color=color[label],
+                                         lw=2 if label.startswith("ours") else 1)
         a = anchors.get(CRYPTEN.get(op, ""))
         if a:
-            ax.plot([1e4], [a["value"]], "*", ms=10, color="k",
-                    label="CrypTen (published, its hardware)")
+            handles["CrypTen (published, its hardware)"], = ax.plot(
+                [1e4], [a["value"]], "*", ms=10, color="k")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlim(50, 2e6)
@@ -101,10 +126,12 @@ def time_vs_size(res, anchors, path) -> bool:
         ax.set_xlabel("elements per call")
         ax.set_ylabel("seconds per call (median; bars: min-max)")
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(data):]:
         ax.axis("off")
-    fig.tight_layout()
+    order = [lb for lb in labels if lb in handles] + [lb for lb in handles if lb not in labels]
+    fig.legend([handles[lb] for lb in order], order, loc="lower center", ncol=4, fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 1.2 / (3.6 * rows + 1.2), 1, 1))
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return True
@@ -117,6 +144,8 @@ def lenet_vs_batch(res, anchors, path) -> bool:
         return False
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    # sixteen lines or so: twenty colours (paired shades: a model's two rings)
+    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
     keys = sorted({(r["model"], r["ring"]) for r in rows})
     for model, ring in keys:
         pts = sorted((r["batch"], r) for r in rows if r["model"] == model and r["ring"] == ring)
@@ -132,7 +161,7 @@ def lenet_vs_batch(res, anchors, path) -> bool:
                 med.append(r["private_ms_per_image"] * 1e-3)
                 lo.append(0.0)
                 hi.append(0.0)
-        ax.errorbar(b, med, yerr=[lo, hi], fmt="o-", ms=3, capsize=2,
+        ax.errorbar(b, med, yerr=[lo, hi], fmt="o-", ms=3, capsize=2, lw=2,
                     label=f"ours {model}, {ring}-bit")
     ring0 = keys[0][1]
     for model in sorted({k[0] for k in keys}):
@@ -154,7 +183,7 @@ def lenet_vs_batch(res, anchors, path) -> bool:
                 (r["n"], r.get("median_s", r.get("best_s")) / r["n"]))
     for who, pts in sorted(peers.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "^-", ms=4,
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "^-.", ms=4, lw=1,
                 label=f"{who} (peer, same run)")
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -242,6 +242,13 @@ def test_header_of_a_run_joined_from_partial_reruns(tmp_path):
     status = "\n".join(report.status_section({"_run": run}))
     assert "| `benchmarks/micro.py` | `(defaults)` | full | 2026-11-26 22:19 UTC | ok | 19 |" \
         in status
+    assert "ran in parts" not in status
+    # a program run by hand one part at a time lists its parts under the table
+    run["programs"][0]["parts"] = ["--peers=crypten, 00:10-00:26 UTC",
+                                   "--peers=spu --noours --append, 02:02-02:35 UTC"]
+    status = "\n".join(report.status_section({"_run": run}))
+    assert "`benchmarks/peers_run.py` ran in parts:\n\n- --peers=crypten, 00:10-00:26 UTC\n" \
+        "- --peers=spu --noours --append, 02:02-02:35 UTC\n" in status
     # a run at one size says just that
     run["programs"] = run["programs"][1:]
     assert report._run_lines(run)[0].endswith(", full sizes |")
@@ -261,3 +268,23 @@ def test_plot_series_of_the_current_functions_rows():
     assert sorted(series) == ["ours 128-bit", "ours 64-bit", "plaintext TF"]
     assert [p[0] for p in series["ours 128-bit"]] == [100, 10_000]
     assert series["ours 64-bit"][0][1] == 2.5e-6 * 100
+
+
+def test_plot_series_of_ours_from_peers_run_where_functions_py_stops():
+    """peers_run.py times ours up to 10^6 beside the peers, functions.py to
+    10^5: the plot takes peers_run.py's exact-mode rows for the sizes
+    functions.py lacks, as a series of their own; its fast-mode rows and the
+    sizes functions.py has stay out."""
+    import report_plots
+    fn_rows = [{"fn": "exp", "ring": 128, "n": n, "method": "leading_one", "mode": "exact",
+                "threshold_bits": "circuit", "us_per_elt": 2.0} for n in (100, 10_000)]
+    ours = [{"peer": "tf_privpy", "protocol": f"privpy-4pc-128{mode}", "workload": "exp",
+             "n": n, "median_s": 1.0, "best_s": 0.9} for n in (10_000, 1_000_000)
+            for mode in ("", "-fast")]
+    peer = {"peer": "crypten", "protocol": "aby-2pc-64bit-f16", "workload": "exp",
+            "n": 1_000_000, "median_s": 0.7, "best_s": 0.6}
+    series = report_plots._series_ours(
+        {"functions": {"rows": fn_rows}, "peers": {"rows": ours + [peer]}}, "exp")
+    assert [p[0] for p in series["ours 128-bit"]] == [100, 10_000]
+    assert series["ours 128-bit (peers_run.py)"] == [(1_000_000, 1.0, 1.0, 1.0)]
+    assert "crypten aby-2pc-64bit-f16" in series

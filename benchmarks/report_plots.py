@@ -59,20 +59,14 @@ def _series_ours(res, op) -> Dict[str, List[tuple]]:
     # Sizes functions.py does not reach (10^6) but peers_run.py timed ours at,
     # beside the peers: its exact-mode rows, as their own series so that the
     # two runners' points are never mistaken for one.
-    raw = res.get("peers")
-    raw_rows = raw.get("rows", []) if isinstance(raw, dict) and "_unreadable" not in raw else []
-    for r in raw_rows:
-        if not isinstance(r, dict) or r.get("peer") != "tf_privpy" or not r.get("n"):
-            continue
-        proto = str(r.get("protocol", ""))
-        ring = proto.rsplit("-", 1)[-1]
-        if _norm(r.get("workload")) not in PEER_ALIASES.get(op, (op,)) or not ring.isdigit():
-            continue  # ring last: exact mode ("-fast" rows are the fast mode's)
-        if r["n"] in {p[0] for p in out.get(f"ours {ring}-bit", [])}:
-            continue
-        put(f"ours {ring}-bit (peers_run.py)", r["n"], r.get("median_s", r.get("best_s")),
-            r.get("min_s"), r.get("max_s"))
-    peers = peer_data(res) or {"rows": []}
+    peers = peer_data(res) or {"rows": [], "ours": []}
+    have = {label: {p[0] for p in pts} for label, pts in out.items()}
+    for r in peers.get("ours", []):
+        ring = str(r.get("protocol", "")).rsplit("-", 1)[-1]  # "-fast": the fast mode's
+        if _norm(r.get("workload")) in PEER_ALIASES.get(op, (op,)) and r.get("n") and \
+                ring.isdigit() and r["n"] not in have.get(f"ours {ring}-bit", ()):
+            put(f"ours {ring}-bit (peers_run.py)", r["n"], r.get("median_s", r.get("best_s")),
+                r.get("min_s"), r.get("max_s"))
     for r in peers["rows"]:
         if _norm(r.get("workload")) in PEER_ALIASES.get(op, (op,)) and r.get("n"):
             put(f"{r.get('peer')}" + (f" {r['protocol']}" if r.get("protocol") else ""),

@@ -139,8 +139,9 @@ def _norm(s) -> str:
 
 
 def peer_data(res: dict) -> Optional[dict]:
-    """{"rows": [...], "failed": {peer: reason}} from results/peers.json,
-    whichever of a few layouts the peer driver wrote; None if absent."""
+    """{"rows": [...], "failed": {peer: reason}, "ours": [...]} from
+    results/peers.json, whichever of a few layouts the peer driver wrote (ours:
+    the tf_privpy rows peers_run.py times beside the peers); None if absent."""
     raw = res.get("peers")
     if raw is None:
         return None
@@ -162,16 +163,19 @@ def peer_data(res: dict) -> Optional[dict]:
                                if p.get(k)) + (f" n={p['n']}" if p.get("n") else "")
                 why = str(p.get("reason") or p.get("note", ""))
                 failed[who or "?"] = f"{p['status']}: {why}" if p.get("status") else why
-    good = []
+    good, ours = [], []
     for r in rows:
+        if not isinstance(r, dict):
+            continue
         # peers_run.py times tf_privpy beside the peers: ours, not a peer
-        if not isinstance(r, dict) or r.get("peer") == "tf_privpy":
+        if r.get("peer") == "tf_privpy":
+            ours.append(r)
             continue
         if r.get("median_s") is None and r.get("best_s") is None:
             failed.setdefault(str(r.get("peer", "?")), str(r.get("reason") or r.get("note", "")))
         else:
             good.append(r)
-    return {"rows": good, "failed": failed}
+    return {"rows": good, "failed": failed, "ours": ours}
 
 
 def peer_rows(res: dict, workload: str, n=None) -> List[dict]:

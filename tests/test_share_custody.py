@@ -289,3 +289,38 @@ def test_owner_and_revoke_names_are_validated(tmp_path):
     assert os.path.exists(os.path.join(d["ca"], "ca.pem"))
     # the service's own check of a presented CN
     assert ca.OWNER_NAME.fullmatch("alice\n") is None
+
+
+def test_enrolment_sees_each_change_at_once(tmp_path):
+    """The service's view of its enrolments (checked per call and per
+    handshake) follows enrol and revoke at once, also two changes within one
+    mtime tick (the racy window) and, once past it, on the cheap per-call path;
+    a certificate edited in place within RESCAN_S."""
+    import time
+    d, owners = four_machines(str(tmp_path))
+    e = service_server.Enrolment(d["s2"])
+    assert set(e.current()[0]) == {"alice"}
+    ca.enrol(d["s2"], owners["bob"]["cert"], owners["bob"]["fingerprint"])
+    assert set(e.current()[0]) == {"alice", "bob"}
+    ca.revoke(d["s2"], "bob")  # within the same tick, most likely
+    assert set(e.current()[0]) == {"alice"}
+    e.RACY_S = 0.0  # as if the changes were long ago: calls take the quick path
+    time.sleep(0.05)  # past the file system's clock tick
+    e.current()
+    assert not e._racy
+    assert e.current()[0] == {"alice": owners["alice"]["fingerprint"]}
+    time.sleep(0.05)
+    ca.revoke(d["s2"], "alice")
+    assert e.current()[0] == {}
+    assert e.current()[1].startswith(b"-----BEGIN CERTIFICATE-----")  # a root no one holds
+    # an in-place edit (same inode, the folder unchanged): seen within RESCAN_S
+    ca.enrol(d["s1"], owners["bob"]["cert"], owners["bob"]["fingerprint"], overwrite=True)
+    e1 = service_server.Enrolment(d["s1"])
+    e1.RACY_S, e1.RESCAN_S = 0.0, 0.2
+    time.sleep(0.05)
+    e1.current()
+    with open(os.path.join(d["s1"], "owners", "bob.pem"), "r+b") as f:
+        f.write(open(owners["alice"]["cert"], "rb").read())  # bob.pem now holds alice's
+        f.truncate()
+    time.sleep(0.25)
+    assert set(e1.current()[0]) == {"alice"}  # the misnamed file is no enrolment

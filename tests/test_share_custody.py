@@ -324,3 +324,14 @@ def test_enrolment_sees_each_change_at_once(tmp_path):
         f.truncate()
     time.sleep(0.25)
     assert set(e1.current()[0]) == {"alice"}  # the misnamed file is no enrolment
+
+
+def test_custody_scan_follows_linked_folders_once(tmp_path):
+    """A folder linked into S1's (here: the CA's) is scanned too, and a link
+    loop ends the walk."""
+    d, _ = four_machines(str(tmp_path))
+    os.symlink(d["s1"], os.path.join(d["s1"], "owners", "loop"))
+    ca.check_custody(d["s1"], "s1")
+    os.symlink(d["ca"], os.path.join(d["s1"], "backup"))
+    with pytest.raises(ca.CAError, match="ca.key"):
+        ca.check_custody(d["s1"], "s1")

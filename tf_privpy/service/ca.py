@@ -363,7 +363,13 @@ def check_custody(server_dir: str, role: str) -> None:
     if not os.path.isdir(server_dir):
         raise CAError(f"no server folder {server_dir}: make it on this machine with "
                       f"server-key --role {role}")
+    seen = set()  # real paths walked: a linked folder is scanned too, a link loop once
     for top, dirs, files in os.walk(server_dir, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
         dirs.sort()
         for f in sorted(files):
             path = os.path.join(os.path.abspath(top), f)

@@ -34,7 +34,6 @@ def grid(x):
 @pytest.fixture(scope="module")
 def services(tmp_path_factory):
     certs = str(tmp_path_factory.mktemp("certs"))
-    ca.make_ca(certs)
     pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp("stores"))).start()
     tp.reset()
     tp.init(share_stores={"S1": pair[0].store_dir, "S2": pair[1].store_dir})
@@ -180,7 +179,7 @@ def test_wrong_ring_and_revoked_owner(services):
         tp.reset()
         tp.init(share_stores=stores)
     tp.publish(tp.share([3.0]), "for-carol", owner="carol")
-    ca.revoke(services.cert_dir, "carol")
+    services.revoke("carol")
     with owner(services, "carol") as c, pytest.raises(ShareServiceError) as e:
         c.fetch("for-carol")
     assert e.value.code.name in ("UNAVAILABLE", "UNAUTHENTICATED")
@@ -273,22 +272,36 @@ def test_server_share_flags_are_checked():
 
 
 def test_issue_cert_writes_the_owners_settings(tmp_path, capsys):
-    """`cluster issue-cert NAME` makes the CA when missing, the owner's
-    certificate and owners/NAME.json, which tp.client reads (with the
-    services' addresses from the cluster file); a bad share_services entry in
-    a cluster file is refused."""
+    """`cluster owner-key NAME` (on the owner's machine) makes the owner's key,
+    certificate and NAME.json, which tp.client reads (with the services'
+    addresses from the cluster file); `issue-cert NAME` does the same plus the
+    enrolment only in `cluster local`'s one-machine tree and refuses any other
+    folder; a bad share_services entry in a cluster file is refused."""
     from tf_privpy import cluster_file as cf
-    from tf_privpy.cluster import run_issue_cert, run_revoke
+    from tf_privpy.cluster import run_issue_cert, run_owner_key, run_revoke
     tasks = {r: f"127.0.0.1:{7101 + i}" for i, r in enumerate(cf.ROLES)}
     path = cf.Cluster(tasks=tasks, share_services={"s1": "127.0.0.1:7201",
                                                    "s2": "127.0.0.1:7202"}).save(
         str(tmp_path / "cluster.json"))
-    certs = str(tmp_path / "certs")
-    assert run_issue_cert("hospital-a", certs, path) == 0
-    settings = tp.client.ServiceCluster.load(os.path.join(certs, "owners", "hospital-a.json"))
+    owner_dir = str(tmp_path / "hospital-a")
+    ca_dir = str(tmp_path / "ca")
+    ca.make_ca(ca_dir)
+    assert run_owner_key("hospital-a", owner_dir, os.path.join(ca_dir, "ca.pem"), path) == 0
+    settings = tp.client.ServiceCluster.load(os.path.join(owner_dir, "hospital-a.json"))
     assert (settings.s1, settings.s2) == ("127.0.0.1:7201", "127.0.0.1:7202")
     assert os.path.exists(settings.cert) and os.path.exists(settings.ca)
-    assert run_revoke("hospital-a", certs) == 0
+    assert settings.key == os.path.join(owner_dir, "hospital-a.key")
+    certs = str(tmp_path / "certs")
+    assert run_issue_cert("hospital-b", ca_dir, path) == 2  # not a one-machine tree
+    assert "owner-key NAME on its machine" in capsys.readouterr().err
+    ca.local_tree(certs)
+    assert run_issue_cert("hospital-b", certs, path) == 0
+    settings = tp.client.ServiceCluster.load(
+        os.path.join(certs, "owners", "hospital-b", "hospital-b.json"))
+    assert os.path.exists(settings.key) and os.path.exists(settings.ca)
+    for role in ("s1", "s2"):
+        assert os.path.exists(os.path.join(certs, role, "owners", "hospital-b.pem"))
+        assert run_revoke("hospital-b", os.path.join(certs, role)) == 0
     with pytest.raises(cf.ClusterError, match="share_services"):
         cf.from_json({"version": cf.FORMAT_VERSION, "tasks": tasks,
                       "share_services": {"t1": "127.0.0.1:1"}})

@@ -4,6 +4,9 @@ S1's and S2's services run as separate processes on loopback with the
 certificates of a CA made by tf_privpy.service.ca; the owners are clients in
 this process, each with its own TLS channels.
 
+Each service runs with its own folder only (tests/test_share_custody.py checks
+key custody); the one-machine tree here is ca.local_tree's.
+
 The services are started by tf_privpy.service.local, whose launcher imports
 tf_privpy.service without the TensorFlow import of tf_privpy/__init__ (the
 service needs none, and each start would cost ~10 s), then runs the same
@@ -11,8 +14,8 @@ main() as `python -m tf_privpy.service.server` (test_python_m_entry_point).
 
 test_broken_variant_admits_revoked_certificate checks the security tests
 themselves. It runs the revocation test against a deliberately broken service,
-one that never reloads its client trust roots and whose interceptor ignores
-revoked.json. There the revoked owner gets through and the test fails, which
+one that never re-reads its enrolled owners (neither its client trust roots
+nor the interceptor's keys). There the revoked owner gets through and the test fails, which
 shows that the refusals it sees in the other tests come from the revocation
 checks.
 """
@@ -40,12 +43,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_RECORD = 4 << 20
 
 class BrokenService(local.LocalService):
-    """A deliberately broken service: its revocation checks patched out."""
+    """A deliberately broken service: its revocation checks patched out (it
+    keeps the enrolments it read first, for the handshake and the calls)."""
     launcher = local.LAUNCHER.replace(
         "from tf_privpy.service import server\n",
         "from tf_privpy.service import server\n"
-        "server.Authenticator._revoked_now = lambda self: {}\n"
-        "server._ClientRoots.__call__ = lambda self: None\n")
+        "_current = server.Enrolment.current\n"
+        "def _first(self):\n"
+        "    if not hasattr(self, '_first'):\n"
+        "        self._first = _current(self)\n"
+        "    return self._first\n"
+        "server.Enrolment.current = _first\n")
 
 
 class BrokenServices(local.LocalShareServices):
@@ -55,11 +63,17 @@ class BrokenServices(local.LocalShareServices):
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("certs"))
-    ca.make_ca(d)
+    ca.local_tree(d)  # ca/, s1/, s2/ and owners/NAME/, each key in its own folder
     for owner in ("alice", "bob", "mallory"):
-        ca.issue_cert(d, owner)
-    ca.revoke(d, "mallory")
+        ca.local_owner(d, owner)
+    revoke(d, "mallory")
     return d
+
+
+def revoke(certs, owner):
+    """Revokes `owner` on both servers (each operator removes its enrolment)."""
+    for role in ca.SERVER_ROLES:
+        ca.revoke(os.path.join(certs, role), owner)
 
 
 def start_pair(certs, tmp, broken=False, max_record=MAX_RECORD):
@@ -145,13 +159,13 @@ def test_python_m_entry_point(certs, tmp_path):
     port = local.free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tf_privpy.service.server", "--role", "s2", "--port", str(port),
-         "--cert-dir", certs, "--store-dir", str(tmp_path / "s2")],
+         "--cert-dir", os.path.join(certs, "s2"), "--store-dir", str(tmp_path / "s2")],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
     try:
         line = proc.stdout.readline()
         assert json.loads(line) == {"share_service": "s2", "host": "127.0.0.1", "port": port}
-        paths = ca.owner_paths(certs, "alice")
+        paths = ca.local_owner(certs, "alice")
         with ShareClient(ServiceCluster(s1="127.0.0.1:1", s2=f"127.0.0.1:{port}", **paths),
                          timeout=30) as c:
             assert c.stat(1, "nothing-here") is None
@@ -184,7 +198,7 @@ def test_upload_fetch_round_trip_is_exact(alice, services):
 
 
 def test_module_functions_with_a_cluster_file(certs, services, tmp_path):
-    paths = ca.owner_paths(certs, "alice")
+    paths = ca.local_owner(certs, "alice")
     f = tmp_path / "cluster.json"
     f.write_text(json.dumps({"share_services": {"s1": services[0].address,
                                                 "s2": services[1].address}, **paths}))
@@ -307,7 +321,7 @@ def test_shares_of_two_sharings_are_not_reconstructed(alice, services):
 
 # --- authentication and authorisation -----------------------------------------
 def test_client_without_certificate_is_refused_in_the_handshake(certs, services):
-    with open(os.path.join(certs, "ca.pem"), "rb") as f:
+    with open(os.path.join(certs, "ca", "ca.pem"), "rb") as f:
         creds = grpc.ssl_channel_credentials(f.read())  # trusts the servers, has no cert
     with grpc.secure_channel(services[0].address, creds) as ch:
         with pytest.raises(grpc.RpcError) as e:
@@ -317,10 +331,9 @@ def test_client_without_certificate_is_refused_in_the_handshake(certs, services)
 
 def test_certificate_of_another_ca_is_refused_in_the_handshake(certs, services, tmp_path):
     other = str(tmp_path / "other")
-    ca.make_ca(other)
-    paths = ca.issue_cert(other, "alice")  # the same CN, another CA
+    paths = ca.local_owner(other, "alice")  # the same CN, another key, another cluster
     c = ShareClient(ServiceCluster(s1=services[0].address, s2=services[1].address,
-                                   ca=os.path.join(certs, "ca.pem"), cert=paths["cert"],
+                                   ca=os.path.join(certs, "ca", "ca.pem"), cert=paths["cert"],
                                    key=paths["key"]), timeout=10)
     with c:
         assert_refused(grpc.StatusCode.UNAVAILABLE, c.upload, "foreign", np.ones(3))
@@ -330,9 +343,9 @@ def test_certificate_of_another_ca_is_refused_in_the_handshake(certs, services, 
 
 def test_server_certificate_is_no_owner(certs, services):
     c = ShareClient(ServiceCluster(s1=services[0].address, s2=services[1].address,
-                                   ca=os.path.join(certs, "ca.pem"),
-                                   cert=os.path.join(certs, "s1.pem"),
-                                   key=os.path.join(certs, "s1.key")), timeout=10)
+                                   ca=os.path.join(certs, "ca", "ca.pem"),
+                                   cert=os.path.join(certs, "s1", "s1.pem"),
+                                   key=os.path.join(certs, "s1", "s1.key")), timeout=10)
     with c:
         assert_refused((grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.UNAUTHENTICATED),
                        c.upload, "as-server", np.ones(3))
@@ -366,8 +379,8 @@ def test_other_owners_certificate_is_refused(alice, certs, services):
 
 
 def test_revoked_certificate_refused_in_the_handshake(certs, services):
-    """mallory was revoked before the services started: its issuing CA is not
-    among their client trust roots, so TLS refuses it."""
+    """mallory was revoked before the services started: its certificate is not
+    among their client trust roots (the enrolled ones), so TLS refuses it."""
     with ShareClient(owner_cluster(certs, services, "mallory"), timeout=30) as m:
         assert_refused(grpc.StatusCode.UNAVAILABLE, m.upload, "mallory-x", np.ones(3))
         assert_refused(grpc.StatusCode.UNAVAILABLE, m.fetch, "mallory-x")
@@ -380,7 +393,7 @@ def _revoke_while_running(certs, pair, owner):
     (the reloaded trust roots), and nothing more is stored."""
     with ShareClient(owner_cluster(certs, pair, owner), timeout=30) as before:
         before.upload(f"{owner}-before", np.ones(2))
-        ca.revoke(certs, owner)
+        revoke(certs, owner)
         time.sleep(0.05)
         assert_refused(grpc.StatusCode.UNAUTHENTICATED, before.fetch, f"{owner}-before")
         assert_refused(grpc.StatusCode.UNAUTHENTICATED, before.upload, f"{owner}-after",
@@ -392,7 +405,7 @@ def _revoke_while_running(certs, pair, owner):
 
 
 def test_revocation_applies_to_a_running_service(certs, services):
-    ca.issue_cert(certs, "carol")  # issued after the services started: taken at once
+    ca.local_owner(certs, "carol")  # enrolled after the services started: taken at once
     _revoke_while_running(certs, services, "carol")
     # the other owners are unaffected
     with ShareClient(owner_cluster(certs, services, "alice"), timeout=30) as alice:
@@ -403,7 +416,7 @@ def test_broken_variant_admits_revoked_certificate(certs, tmp_path):
     """The revocation test fails against a service without its revocation
     checks (no trust-root reload, no interceptor check): see the module
     docstring."""
-    ca.issue_cert(certs, "erin")  # before the start: the broken service never reloads
+    ca.local_owner(certs, "erin")  # before the start: the broken service never reloads
     pair = start_pair(certs, str(tmp_path), broken=True)
     try:
         with pytest.raises(pytest.fail.Exception):

@@ -15,11 +15,27 @@
         Writes a cluster file for four machines, recording this machine's
         tf_privpy build (every machine must run the same) and the servers'
         identity public keys (from keygen on each machine).
-    python -m tf_privpy.cluster issue-cert NAME --certs certs [--cluster cluster.json]
-        A data owner's client certificate for the share services (the CA in
-        certs/ is made when missing) and certs/owners/NAME.json, the owner's
-        settings for tp.client (with the services' addresses if the cluster
-        file names them); `revoke NAME --certs certs` revokes it.
+        With --certs DIR (and --s1_share/--s2_share HOST:PORT for the share
+        services): also makes the cluster CA in DIR/ca and lays out DIR/s1,
+        DIR/s2 (each server's share-service folder) and DIR/owner (what an
+        owner starts from), and prints which machine each goes to.
+    Key custody (docs/share_service.md): every private key is made on the
+    machine that uses it.
+    python -m tf_privpy.cluster server-key --role s1 --certs s1
+        On S1's (S2's) machine: its TLS key s1/s1.key and request s1/s1.csr.
+    python -m tf_privpy.cluster sign-server s1.csr --role s1 --certs ca [--cluster cluster.json]
+        On the CA machine: s1.pem for the request (hosts from the cluster file
+        or --host); copy it back into S1's folder.
+    python -m tf_privpy.cluster owner-key NAME --certs DIR [--ca ca.pem] [--cluster cluster.json]
+        On a data owner's machine: its key and self-signed client certificate
+        in DIR, and DIR/NAME.json, its settings for tp.client; prints the key
+        fingerprint the owner reads to each server's operator.
+    python -m tf_privpy.cluster enrol NAME.pem --certs s1 --fingerprint HEX
+        On S1's (S2's) machine: lets that owner log in there; `revoke NAME
+        --certs s1` removes it again.
+    python -m tf_privpy.cluster issue-cert NAME --certs DIR
+        Only for `local`'s one-machine tree: owner-key in DIR/owners/NAME plus
+        enrol with both servers.
     python -m tf_privpy.cluster check --cluster cluster.json
         From the driver's machine: connects, checks that every server answers
         as its role and runs this build, and prints them.
@@ -31,7 +47,6 @@ The Python API of `local` is LocalCluster (tests use it):
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -46,6 +61,9 @@ from absl import app, flags, logging
 
 from tf_privpy import cluster_file as cf
 from tf_privpy.cluster_file import ClusterError
+from tf_privpy.cluster_keys import (  # noqa: F401 - the key commands, re-exported
+    lay_out_certs, run_enrol, run_issue_cert, run_owner_key, run_revoke, run_server_key,
+    run_sign_server)
 
 _READY = "tf_privpy server {role} ready on "
 
@@ -90,8 +108,10 @@ class LocalCluster:
       keep_logs: keep the log directory (each server's stdout and stderr).
       share_services: also run S1's and S2's share services (TLS) beside
         their TF servers, with stores under the log directory (stores/s1,
-        stores/s2) and the CA in cert_dir (made when missing; default: certs/
-        in the log directory); the cluster file names their addresses.
+        stores/s2) and every key folder in the one-machine tree cert_dir
+        (ca.local_tree: ca/, s1/, s2/, owners/NAME/; made when missing;
+        default: certs/ in the log directory; each server gets only its own
+        folder); the cluster file names their addresses.
 
     Example:
       >>> c = LocalCluster(timeout_s=10).start()
@@ -123,12 +143,11 @@ class LocalCluster:
         return os.path.join(self.log_dir, "stores", role)
 
     def owner_cluster(self, owner: str) -> dict:
-        """A data owner's share-service settings (tp.client's cluster=...),
-        its certificate issued when missing."""
+        """A data owner's share-service settings (tp.client's cluster=...):
+        its key made in its own folder (cert_dir/owners/NAME) and enrolled
+        with S1 and S2, when missing."""
         from tf_privpy.service import ca
-        paths = ca.owner_paths(self.cert_dir, owner)
-        if not os.path.exists(paths["cert"]):
-            ca.issue_cert(self.cert_dir, owner)
+        paths = ca.local_owner(self.cert_dir, owner)
         return dict(paths, s1=f"{self.host}:{self.share_ports['s1']}",
                     s2=f"{self.host}:{self.share_ports['s2']}")
 
@@ -141,8 +160,7 @@ class LocalCluster:
         services = {}
         if self.share_services:
             from tf_privpy.service import ca
-            if not os.path.exists(os.path.join(self.cert_dir, "ca.pem")):
-                ca.make_ca(self.cert_dir)
+            ca.local_tree(self.cert_dir)
             self.share_ports = dict(zip(("s1", "s2"), ports[len(cf.ROLES):]))
             services = {r: f"{self.host}:{p}" for r, p in self.share_ports.items()}
         from tf_privpy.protocols.mpc import identity
@@ -249,7 +267,8 @@ class LocalCluster:
         self._files += [out, err]
         share = []
         if role in self.share_ports:
-            share = ["--share_port", str(self.share_ports[role]), "--cert_dir", self.cert_dir,
+            share = ["--share_port", str(self.share_ports[role]),
+                     "--cert_dir", os.path.join(self.cert_dir, role),
                      "--share_store", self.share_store(role)]
         self.procs[role] = subprocess.Popen(
             [sys.executable, "-m", "tf_privpy.server", "--role", role,
@@ -305,10 +324,24 @@ def _define_flags() -> None:
         flags.DEFINE_string(f"{role}_key", None,
                             f"new: {cf.party(role)}'s identity public key (64 hex digits, "
                             "printed by keygen on its machine).")
-    flags.DEFINE_bool("overwrite", False, "keygen: replace an existing key file.")
+    flags.DEFINE_bool("overwrite", False, "keygen, server-key, owner-key: replace an existing "
+                      "key file; enrol: replace the key enrolled under that name.")
     flags.DEFINE_bool("share_services", True, "local: also run S1's and S2's share services.")
-    flags.DEFINE_string("certs", None, "issue-cert, revoke, local: the share services' CA "
-                        "folder (local: default certs/ in its log directory).")
+    flags.DEFINE_string("certs", None, "The key folder a command works on: server-key, enrol, "
+                        "revoke: this server's folder; sign-server: the CA's; owner-key: the "
+                        "owner's; new: where to lay out the CA's and the servers' folders; "
+                        "local, issue-cert: the one-machine tree (local: default certs/ in "
+                        "its log directory).")
+    flags.DEFINE_enum("role", None, ["s1", "s2"], "server-key, sign-server: which server.")
+    flags.DEFINE_string("fingerprint", None, "enrol: the owner's key fingerprint, as the owner "
+                        "read it to you (not from the message that brought the certificate).")
+    flags.DEFINE_multi_string("host", [], "sign-server: a DNS name or IP address of the server "
+                              "(repeat; default: from --cluster, else loopback).")
+    flags.DEFINE_string("ca", None, "owner-key: the cluster's ca.pem, copied into the owner's "
+                        "folder.")
+    for role in ("s1", "s2"):
+        flags.DEFINE_string(f"{role}_share", None, f"new: host:port of {role.upper()}'s share "
+                            "service.")
 
 
 def _exit_status(code: int) -> str:
@@ -318,42 +351,6 @@ def _exit_status(code: int) -> str:
 
 def _say(msg: str) -> None:
     print(f"tf_privpy cluster: {msg}", file=sys.stderr, flush=True)
-
-
-def run_issue_cert(name: str, cert_dir: str, cluster_path: Optional[str]) -> int:
-    """`issue-cert NAME`: the owner's certificate and its tp.client settings."""
-    from tf_privpy.service import ca
-    try:
-        if not os.path.exists(os.path.join(cert_dir, "ca.pem")):
-            ca.make_ca(cert_dir)
-            _say(f"made the cluster CA in {cert_dir}")
-        paths = ca.issue_cert(cert_dir, name)
-    except (OSError, ValueError) as e:
-        _say(f"error: {e}")
-        return 1
-    settings = {k: os.path.relpath(v, os.path.dirname(paths["cert"]))
-                for k, v in paths.items() if k in ("ca", "cert", "key")}
-    if cluster_path and os.path.exists(cluster_path):
-        settings["share_services"] = dict(cf.load(cluster_path).share_services)
-    out = os.path.join(os.path.dirname(paths["cert"]), f"{name}.json")
-    with open(out, "w") as f:
-        json.dump(settings, f, indent=2)
-    print(f"issued {name}'s certificate: give the owner {paths['cert']}, {paths['key']} "
-          f"(its private key), {paths['ca']} and {out}; it then calls "
-          f"tp.client.upload(NAME, array, cluster={os.path.basename(out)!r})")
-    return 0
-
-
-def run_revoke(name: str, cert_dir: str) -> int:
-    from tf_privpy.service import ca
-    try:
-        serial = ca.revoke(cert_dir, name)
-    except (OSError, ValueError) as e:
-        _say(f"error: {e}")
-        return 1
-    print(f"revoked {name}'s certificate (serial {serial}): the share services refuse it "
-          "from the next call")
-    return 0
 
 
 def run_local(out: str, timeout_s: float, start_timeout_s: float, keep_logs: bool,
@@ -372,8 +369,11 @@ def run_local(out: str, timeout_s: float, start_timeout_s: float, keep_logs: boo
         where = ", ".join(f"{cf.party(r)} {a} (pid {c.pids[r]})" for r, a in c.cluster.servers.items())
         if c.share_ports:
             where += (f"; share services S1 {c.cluster.share_services['s1']}, S2 "
-                      f"{c.cluster.share_services['s2']} (CA in {c.cert_dir}: python -m "
+                      f"{c.cluster.share_services['s2']} (owners: python -m "
                       f"tf_privpy.cluster issue-cert NAME --certs {c.cert_dir})")
+            _say(f"NOTE: {c.cert_dir} holds the CA's, both servers' and the owners' keys on "
+                 "this one machine. This layout is for trying things, not key custody: with "
+                 "real machines each key is made where it is used (docs/share_service.md)")
         print(f"tf_privpy cluster ready: {where}\ncluster file: {c.path}\nconnect with "
               f"tp.init(cluster={c.path!r}); Ctrl-C stops the servers", flush=True)
         while True:
@@ -411,7 +411,8 @@ def run_keygen(out: str, overwrite: bool) -> int:
 
 
 def run_new(out: str, tasks: Mapping[str, Optional[str]], keys: Mapping[str, Optional[str]],
-            timeout_s: float, allow_public: bool) -> int:
+            timeout_s: float, allow_public: bool, certs: Optional[str] = None,
+            share: Optional[Mapping[str, Optional[str]]] = None) -> int:
     """`new`: a cluster file for four machines, with this machine's build."""
     missing = [r for r in cf.ROLES if not tasks.get(r)]
     if missing:
@@ -425,11 +426,16 @@ def run_new(out: str, tasks: Mapping[str, Optional[str]], keys: Mapping[str, Opt
     obj = {"version": cf.FORMAT_VERSION, "tasks": {r: a for r, a in tasks.items() if a},
            "library": cf.library_identity(), "timeout_s": timeout_s,
            "identity": {r: keys[r].strip().lower() for r in cf.ROLES}}
+    share = {r: a for r, a in (share or {}).items() if a}
+    if share:
+        obj["share_services"] = share
     cluster = cf.from_json(obj, "the given addresses")
     cf.check_addresses(cluster, allow_public, "--allow_public_address")
     path = cluster.save(out)
     print(f"wrote {path} for {cf.describe_identity(cluster.library)}; copy it to the four "
           "servers and the driver")
+    if certs:
+        return lay_out_certs(certs, path)
     return 0
 
 
@@ -453,21 +459,31 @@ def run_check(path: str, allow_public: bool) -> int:
 def main(argv) -> None:
     F = flags.FLAGS
     logging.set_verbosity(logging.WARNING)  # TF's connect logs its session config at INFO
-    named = ("issue-cert", "revoke")
-    if len(argv) < 2 or argv[1] not in ("local", "keygen", "new", "check") + named \
+    named = ("issue-cert", "revoke", "owner-key", "enrol", "sign-server")
+    plain = ("local", "keygen", "new", "check", "server-key")
+    if len(argv) < 2 or argv[1] not in plain + named \
             or len(argv) != (3 if argv[1] in named else 2):
-        _say("usage: python -m tf_privpy.cluster {local|keygen|new|check|issue-cert NAME|"
-             "revoke NAME} [flags] (--help)")
+        _say("usage: python -m tf_privpy.cluster {local|keygen|new|check|server-key|"
+             "sign-server ROLE.csr|owner-key NAME|enrol NAME.pem|revoke NAME|issue-cert NAME} "
+             "[flags] (--help)")
         sys.exit(2)
-    if argv[1] in named and not F.certs:
-        _say(f"error: {argv[1]} needs --certs DIR (the share services' CA folder)")
+    if (argv[1] in named or argv[1] == "server-key") and not F.certs:
+        _say(f"error: {argv[1]} needs --certs DIR (the key folder it works on: see --help)")
         sys.exit(2)
     try:
+        cluster_given = F.cluster if F["cluster"].present else None
         if argv[1] == "issue-cert":
-            code = run_issue_cert(argv[2], F.certs,
-                                  F.cluster if F["cluster"].present else None)
+            code = run_issue_cert(argv[2], F.certs, cluster_given)
         elif argv[1] == "revoke":
             code = run_revoke(argv[2], F.certs)
+        elif argv[1] == "owner-key":
+            code = run_owner_key(argv[2], F.certs, F.ca, cluster_given, F.overwrite)
+        elif argv[1] == "enrol":
+            code = run_enrol(argv[2], F.certs, F.fingerprint, F.overwrite)
+        elif argv[1] == "server-key":
+            code = run_server_key(F.role, F.certs, F.overwrite)
+        elif argv[1] == "sign-server":
+            code = run_sign_server(argv[2], F.role, F.certs, F.host, cluster_given)
         elif argv[1] == "local":
             code = run_local(F.out, F.timeout_s, F.start_timeout_s, F.keep_logs,
                              F.share_services, F.certs)
@@ -476,7 +492,8 @@ def main(argv) -> None:
         elif argv[1] == "new":
             code = run_new(F.out, {r: getattr(F, r) for r in cf.ROLES + (cf.CLIENT_JOB,)},
                            {r: getattr(F, f"{r}_key") for r in cf.ROLES},
-                           F.timeout_s, F.allow_public_address)
+                           F.timeout_s, F.allow_public_address, F.certs,
+                           {r: getattr(F, f"{r}_share") for r in ("s1", "s2")})
         else:
             code = run_check(F.cluster, F.allow_public_address)
     except ClusterError as e:

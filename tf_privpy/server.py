@@ -156,15 +156,16 @@ def _start_share_service(role: str, host: str, port: int, cert_dir: Optional[str
         raise cf.ClusterError(f"--share_port: only S1 and S2 hold shares; {role} runs no "
                               "share service")
     if not cert_dir or not store_dir:
-        raise cf.ClusterError("--share_port needs --cert_dir (the cluster's CA folder, "
-                              "python -m tf_privpy.service.ca make-ca) and --share_store "
-                              "(where this server keeps its shares)")
+        raise cf.ClusterError("--share_port needs --cert_dir (this server's own key folder: "
+                              f"python -m tf_privpy.cluster server-key --role {role}, "
+                              "docs/share_service.md) and --share_store (where this server "
+                              "keeps its shares)")
     from tf_privpy import share_io
     from tf_privpy.service import server as service
     try:
         svc, bound = service.serve(role, port, cert_dir, store_dir, host=host,
                                    ring_bits=ring_bits)
-    except (OSError, RuntimeError, ValueError) as e:
+    except (OSError, RuntimeError, ValueError) as e:  # ca.CAError: key custody refused
         raise StartError(f"cannot start the share service on {host}:{port}: {e}") from None
     share_io.attach_store(cf.party(role), store_dir)
     return svc, bound
@@ -268,8 +269,10 @@ def _define_flags() -> None:
                          "S1, S2: run this server's share service (TLS, client certificates) "
                          "on this port, beside the TF server; 0 picks a free one. Also "
                          "--share-port.")
-    flags.DEFINE_string("cert_dir", None, "With --share_port: the cluster's CA folder "
-                        "(python -m tf_privpy.service.ca make-ca). Also --cert-dir.")
+    flags.DEFINE_string("cert_dir", None, "With --share_port: this server's own key folder "
+                        "(ROLE.key and ROLE.pem, owners/ it enrolled, revoked.json; python -m "
+                        "tf_privpy.cluster server-key). The server refuses to start when it "
+                        "holds any other private key. Also --cert-dir.")
     flags.DEFINE_string("share_store", None, "With --share_port: the folder of this server's "
                         "share records (durable; tp.load and tp.publish use it). Also "
                         "--share-store.")

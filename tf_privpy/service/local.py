@@ -2,8 +2,8 @@
 
 For tests, benchmarks and `tf_privpy.cluster local`:
 
-    >>> with LocalShareServices("certs", "stores") as svc:    # makes the CA if missing
-    ...     cluster = svc.cluster("alice")                    # issues alice's cert if missing
+    >>> with LocalShareServices("certs", "stores") as svc:    # makes the folders if missing
+    ...     cluster = svc.cluster("alice")                    # alice's key made and enrolled
     ...     print(concurrent_uploads(cluster, n=50, share_bytes=1 << 20))
 
 Each service is a process running server.main(). It is launched without
@@ -77,9 +77,11 @@ class LocalService:
         t.join(timeout)
         line = ready.get("line", "")
         if not line:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+            err = self.proc.stderr.read()  # before stop() closes it
             self.stop()
-            raise RuntimeError(f"the share service {self.role} did not start: "
-                               f"{self.proc.stderr.read()[-2000:]}")
+            raise RuntimeError(f"the share service {self.role} did not start: {err[-2000:]}")
         if json.loads(line)["port"] != self.port:
             raise RuntimeError(f"{self.role} reported another port: {line}")
         return self
@@ -114,16 +116,18 @@ class LocalService:
 
 
 class LocalShareServices:
-    """S1's and S2's services with stores under store_root/s1, /s2 and the
-    CA in cert_dir (made when missing)."""
+    """S1's and S2's services with stores under store_root/s1, /s2 and every
+    folder of the cluster under cert_dir, for trying things on one machine
+    (ca.local_tree: cert_dir/ca, cert_dir/s1, cert_dir/s2 and one folder per
+    owner, cert_dir/owners/NAME; made when missing). Each service runs with
+    its own folder only, which holds no key but its own."""
 
     service_class = LocalService
 
     def __init__(self, cert_dir: str, store_root: str, **service_kw):
         self.cert_dir = cert_dir
-        if not os.path.exists(os.path.join(cert_dir, "ca.pem")):
-            ca.make_ca(cert_dir)
-        self.services = [self.service_class(r, cert_dir, os.path.join(store_root, r),
+        self.dirs = ca.local_tree(cert_dir)
+        self.services = [self.service_class(r, self.dirs[r], os.path.join(store_root, r),
                                             **service_kw) for r in ca.SERVER_ROLES]
 
     def start(self) -> "LocalShareServices":
@@ -151,13 +155,21 @@ class LocalShareServices:
     def __iter__(self):
         return iter(self.services)
 
+    def owner_dir(self, owner: str) -> str:
+        """Owner `owner`'s folder (its key, certificate and ca.pem)."""
+        return os.path.join(self.dirs["owners"], ca.check_owner_name(owner))
+
     def cluster(self, owner: str, **kw) -> ServiceCluster:
-        """The ServiceCluster of `owner` (its certificate issued when missing)."""
-        paths = ca.owner_paths(self.cert_dir, owner)
-        if not os.path.exists(paths["cert"]):
-            ca.issue_cert(self.cert_dir, owner)
+        """The ServiceCluster of `owner`: its key made in its own folder and
+        its certificate enrolled with S1 and S2, when missing."""
+        paths = ca.local_owner(self.cert_dir, owner)
         return ServiceCluster(s1=self.services[0].address, s2=self.services[1].address,
                               ca=paths["ca"], cert=paths["cert"], key=paths["key"], **kw)
+
+    def revoke(self, owner: str) -> None:
+        """Revokes `owner` on both services (its enrolment removed from each)."""
+        for s in self.services:
+            ca.revoke(s.cert_dir, owner)
 
 
 def concurrent_uploads(cluster: ServiceCluster, n: int = 50, share_bytes: int = 1 << 20,

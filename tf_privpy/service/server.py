@@ -1,17 +1,21 @@
 """The share service of S1 or S2: gRPC over TLS with client certificates.
 
     python -m tf_privpy.service.server --role s1 --port 7201 \\
-        --cert-dir certs --store-dir /var/lib/tf_privpy/s1
+        --cert-dir s1 --store-dir /var/lib/tf_privpy/s1
 
-Authentication: the TLS handshake requires a client certificate issued to a
-data owner who has not been revoked. The trust roots come from the cluster's
-clients.pem (ca.py) and are reloaded for each new connection, so a client
-without a certificate, with one from an unknown CA, or with a revoked one
-never reaches the service. A connection opened before a revocation is not
-re-checked by TLS, so the interceptor also refuses, before any handler runs,
-every call whose certificate serial is in revoked.json (UNAUTHENTICATED).
-Authorisation: the caller is the CN of its certificate. That certificate must
-carry the clientAuth usage, which the servers' own certificates do not.
+--cert-dir is this server's own folder (ca.py): its TLS key and certificate,
+owners/NAME.pem (the owners its operator enrolled) and revoked.json. The
+service refuses to start when that folder holds any other private key (the
+CA's, an owner's, the other server's), naming the file (ca.check_custody).
+
+Authentication: the TLS handshake requires a client certificate that is one
+of the certificates enrolled in this server's folder (they are its only
+client trust roots, re-read for each new connection). The interceptor then
+refuses, before any handler runs, every call whose certificate's public key
+is not the key enrolled under its CN here (UNAUTHENTICATED): a certificate
+minted with an owner's name by anyone else, and a connection opened before
+the owner's enrolment was revoked. Authorisation: the caller is that CN.
+Nothing S1's operator holds or can make is enrolled on S2.
 
 Calls (share_service.proto): Upload (a header, chunks each with its SHA-256,
 a commit with the whole record's SHA-256), Fetch and Stat (owner only). A
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import datetime
 import functools
 import hashlib
 import json
@@ -30,10 +35,12 @@ import signal
 import sys
 import threading
 import time
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 import grpc
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tf_privpy.service import ca
@@ -62,30 +69,118 @@ def dict_to_info(meta: dict):
                          created=meta["created"])
 
 
-class Authenticator:
-    """The owner a call comes from: the peer certificate's CN, refused when
-    the certificate is revoked or not a client certificate."""
+class Enrolment:
+    """The owners enrolled in this server's folder (owners/NAME.pem, minus the
+    keys in revoked.json): their key fingerprints by name, for the
+    interceptor, and their certificates, the service's only client trust
+    roots. Checked on every call and before every handshake.
+
+    A full check (list owners/, stat every file: ~2.5 ms with 200 owners) on
+    every call would cost more than the call, so a call first stats only the
+    owners/ folder and revoked.json: enrol and revoke add, remove or rename a
+    file there (os.replace), which changes the folder's mtime and inode
+    signature. A file's mtime has a coarse clock tick, so two changes within
+    one tick can leave the same mtime: while the folder's mtime is within
+    RACY_S of the last full check, every call checks fully (as git does for
+    racily clean files). A file edited in place (same inode, folder unchanged)
+    is caught by the full check at least every RESCAN_S."""
+
+    RACY_S = 2.0
+    RESCAN_S = 1.0
 
     def __init__(self, cert_dir: str):
         self.cert_dir = cert_dir
-        self._revoked_path = os.path.join(cert_dir, ca.REVOKED)
-        self._revoked, self._seen = {}, None
+        self._owners = os.path.join(cert_dir, ca.OWNERS)
+        self._revoked = os.path.join(cert_dir, ca.REVOKED)
         self._lock = threading.Lock()
+        self._seen = None  # the full signature of the enrolment last read
+        self._quick = None  # (folder, revoked.json) stats at the last full check
+        self._checked = 0.0  # time.monotonic() of the last full check
+        self._racy = True
+        self.keys: Dict[str, str] = {}
+        self.roots = b""
+        # When no owner is enrolled, TLS still needs a root: one whose key was
+        # discarded at once, so it vouches for no one.
+        self._nobody = _unusable_root()
 
-    def _revoked_now(self):
-        """The revoked serials, re-parsed when revoked.json's bytes change
-        (read on every call: a file's mtime can stay the same across two
-        quick rewrites)."""
+    @staticmethod
+    def _stat(path: str) -> tuple:
         try:
-            raw = _read(self._revoked_path)
+            st = os.stat(path)
         except FileNotFoundError:
-            raw = b""
+            return ()
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _signature(self) -> tuple:
+        return tuple((n, self._stat(os.path.join(self._owners, n)))
+                     for n in sorted(_listdir(self._owners)) if n.endswith(".pem"))
+
+    def current(self) -> Tuple[Dict[str, str], bytes]:
+        """(fingerprint by enrolled owner name, client trust roots PEM)."""
+        quick = (self._stat(self._owners), self._stat(self._revoked))
         with self._lock:
-            if raw != self._seen:
-                self._revoked = ({int(k, 16): v for k, v in json.loads(raw)["serials"].items()}
-                                 if raw else {})
-                self._seen = raw
-            return self._revoked
+            if (quick == self._quick and not self._racy
+                    and time.monotonic() - self._checked < self.RESCAN_S):
+                return self.keys, self.roots
+        checked_wall, checked = time.time_ns(), time.monotonic()
+        sig = (quick, self._signature())
+        with self._lock:
+            if sig[1] != self._seen or quick != self._quick:
+                self.keys, self.roots = self._load()
+                self._seen = sig[1]
+            self._quick, self._checked = quick, checked
+            newest = max([q[2] for q in quick if q] or [0])
+            self._racy = newest >= checked_wall - int(self.RACY_S * 1e9)
+            return self.keys, self.roots
+
+    def _load(self) -> Tuple[Dict[str, str], bytes]:
+        revoked = ca.revoked_fingerprints(self.cert_dir)
+        keys, pems = {}, []
+        for n in sorted(_listdir(self._owners)):
+            if not n.endswith(".pem"):
+                continue
+            path = os.path.join(self._owners, n)
+            try:
+                cert = ca.load_cert(path)
+                name = ca.check_owner_cert(cert, path)
+            except (ca.CAError, OSError) as e:
+                print(f"share service: not enrolled: {e}", file=sys.stderr, flush=True)
+                continue
+            fp = ca.fingerprint(cert)
+            if n != name + ".pem" or fp in revoked:
+                continue  # a file not written by enrol(), or a revoked key
+            keys[name] = fp
+            pems.append(_read(path))
+        return keys, (b"".join(pems) or self._nobody)
+
+
+def _listdir(path: str):
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+
+
+def _unusable_root() -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tf_privpy: no owner enrolled")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+class Authenticator:
+    """The owner a call comes from: the CN of the peer certificate, accepted
+    only when that certificate's public key is the one enrolled under that
+    name in this server's folder (so a certificate anyone else minted with
+    the owner's name, from any issuer, is no one), and it has clientAuth."""
+
+    def __init__(self, cert_dir: str, enrolment: Optional[Enrolment] = None):
+        self.cert_dir = cert_dir
+        self.enrolment = enrolment or Enrolment(cert_dir)
 
     @staticmethod
     @functools.lru_cache(maxsize=1024)
@@ -97,20 +192,19 @@ class Authenticator:
             client = ExtendedKeyUsageOID.CLIENT_AUTH in eku
         except x509.ExtensionNotFound:
             client = False
-        return cert.serial_number, (cn[0].value if cn else None), client
+        return ca.fingerprint(cert), (cn[0].value if len(cn) == 1 else None), client
 
     def owner(self, context) -> Optional[str]:
-        """The caller's owner name, or None with the reason set on context."""
+        """The caller's owner name, or None."""
         auth = context.auth_context()
         pems = auth.get("x509_pem_cert") or []
         if not pems:
             return None
-        serial, cn, client = self._parse(bytes(pems[0]))
-        if serial in self._revoked_now():
+        fp, cn, client = self._parse(bytes(pems[0]))
+        if not client or not cn or not ca.OWNER_NAME.fullmatch(cn):
             return None
-        if not client or not cn or not ca.OWNER_NAME.match(cn):
-            return None
-        return cn
+        keys, _ = self.enrolment.current()
+        return cn if keys.get(cn) == fp else None
 
 
 class AuthInterceptor(grpc.ServerInterceptor):
@@ -129,8 +223,8 @@ class AuthInterceptor(grpc.ServerInterceptor):
             def inner(request, context):
                 if self.auth.owner(context) is None:
                     context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                  "the client certificate is revoked or is not a data "
-                                  "owner's certificate")
+                                  "the client certificate is not the one enrolled on this "
+                                  "server under its name (never enrolled, or revoked)")
                 return behavior(request, context)
             return inner
 
@@ -221,13 +315,12 @@ class ShareServicer(pb_grpc.ShareServiceServicer):
 
 
 class _ClientRoots:
-    """The certificate configuration: this server's key pair and the client
-    trust roots of clients.pem, read before each new connection and taken
-    when its bytes have changed (an owner issued or revoked; the mtime alone
-    can stay the same across two quick rewrites)."""
+    """The certificate configuration: this server's key pair and, as client
+    trust roots, exactly the enrolled owners' certificates (Enrolment), taken
+    before each new connection when they have changed."""
 
-    def __init__(self, cert_dir: str, role: str):
-        self.cert_dir, self.role = cert_dir, role
+    def __init__(self, cert_dir: str, role: str, enrolment: Enrolment):
+        self.cert_dir, self.role, self.enrolment = cert_dir, role, enrolment
         self.roots = None
 
     def config(self, roots: bytes):
@@ -239,13 +332,13 @@ class _ClientRoots:
 
     def __call__(self):
         try:
-            roots = ca.client_roots(self.cert_dir)
-        except OSError:  # keep the last good roots
+            _, roots = self.enrolment.current()
+        except (OSError, ValueError):  # keep the last good roots
             return None
         return self.config(roots) if roots != self.roots else None
 
     def initial(self):
-        return self.config(ca.client_roots(self.cert_dir)), self
+        return self.config(self.enrolment.current()[1]), self
 
 
 def _read(path: str) -> bytes:
@@ -261,10 +354,13 @@ def serve(role: str, port: int, cert_dir: str, store_dir: str, host: str = "127.
     if role not in ca.SERVER_ROLES:
         raise ValueError(f"role must be one of {ca.SERVER_ROLES}, got {role!r}")
     frac_bits = _FRAC_BITS[ring_bits] if frac_bits is None else frac_bits
+    # Key custody first: refuse a folder holding keys other machines use.
+    ca.check_custody(cert_dir, role)
     store = Store(store_dir, ring_bits, frac_bits, max_record_bytes)
     auth = Authenticator(cert_dir)
     creds = grpc.dynamic_ssl_server_credentials(
-        *_ClientRoots(cert_dir, role).initial(), require_client_authentication=True)
+        *_ClientRoots(cert_dir, role, auth.enrolment).initial(),
+        require_client_authentication=True)
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
                                               thread_name_prefix=f"share-{role}"),
@@ -286,14 +382,19 @@ def main(argv=None) -> int:
     p.add_argument("--role", required=True, choices=ca.SERVER_ROLES)
     p.add_argument("--port", type=int, required=True, help="0: a free port (printed)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--cert-dir", required=True)
+    p.add_argument("--cert-dir", required=True,
+                   help="this server's own folder (ca.py): ROLE.key, ROLE.pem, owners/")
     p.add_argument("--store-dir", required=True)
     p.add_argument("--ring-bits", type=int, default=128, choices=(64, 128))
     p.add_argument("--frac-bits", type=int, default=None)
     p.add_argument("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES)
     a = p.parse_args(argv)
-    server, port = serve(a.role, a.port, a.cert_dir, a.store_dir, a.host, a.ring_bits,
-                         a.frac_bits, a.max_record_bytes)
+    try:
+        server, port = serve(a.role, a.port, a.cert_dir, a.store_dir, a.host, a.ring_bits,
+                             a.frac_bits, a.max_record_bytes)
+    except ca.CAError as e:
+        print(f"share service {a.role}: error: {e}", file=sys.stderr, flush=True)
+        return 2
     got: list = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda signum, _frame: got.append(signum))

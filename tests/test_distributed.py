@@ -472,7 +472,8 @@ def test_a_driver_cannot_swap_the_servers_keys(driver, cluster, tmp_path):
     swap, and tp.init works with the real keys.
 
     On the code before issue 24 this test fails: the hook swapped T1's key
-    path and, seven times, its public key in the exchange graph; T1 then
+    path and its public key (six constants: S1, S2 and T2, two key sets
+    each) in the exchange graph; T1 then
     used the attacker's key and S1, S2 and T2 accepted it (their pairs with
     T1 agreed); only the driver's own pair with T1 failed ("failed between
     client-T1"), as the driver's constant is never sent. An attacker who

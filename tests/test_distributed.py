@@ -473,11 +473,10 @@ def test_a_driver_cannot_swap_the_servers_keys(driver, cluster, tmp_path):
 
     On the code before issue 24 this test fails: the hook swapped T1's key
     path and its public key (six constants: S1, S2 and T2, two key sets
-    each) in the exchange graph; T1 then
-    used the attacker's key and S1, S2 and T2 accepted it (their pairs with
-    T1 agreed); only the driver's own pair with T1 failed ("failed between
-    client-T1"), as the driver's constant is never sent. An attacker who
-    also stands between the driver and T1 gets past that too."""
+    each) in the exchange graph; T1 then used the attacker's key and S1, S2
+    and T2 accepted it (their pairs with T1 agreed); only the driver's own
+    pair with T1 failed ("failed between client-T1"), as the driver's
+    constant is never sent."""
     attacker_path = str(tmp_path / "attacker.key")
     attacker = ID.generate_identity_key_file(attacker_path)
     r = driver.call("init_swapped", cluster=cluster.path, timeout=TIMEOUT, role="t1",

@@ -45,6 +45,73 @@ def cmd_init(cluster: str, timeout: float) -> dict:
             "soft_placement": tf.config.get_soft_device_placement()}
 
 
+def cmd_init_swapped(cluster: str, timeout: float, role: str, key_path: str,
+                     attacker_key_path: str, attacker_public: str) -> dict:
+    """tp.init while a test-only hook swaps, in every constant the driver's
+    graphs put on a server, `role`'s public key (the cluster file's) and its
+    key path for an attacker's (test_kex.swapped_in_graphs): what an
+    attacker on a driver-to-server link could do to the values sent. Then
+    the usual computation. Reports what was swapped."""
+    from test_kex import swapped_in_graphs
+    from tf_privpy import cluster_file as cf
+    real = bytes.fromhex(cf.load(cluster).identity[role])
+    swaps = {real: bytes.fromhex(attacker_public),
+             key_path.encode(): attacker_key_path.encode()}
+    servers = [cf.device(r) for r in cf.ROLES]
+    with swapped_in_graphs(swaps, servers) as swapped:
+        reply = cmd_init(cluster, timeout)
+    reply["swapped"] = ["public key" if v == real else "key path" for v in swapped]
+    if "error" not in reply:
+        reply["compute"] = cmd_compute([[1.5, -2.0]], [[0.5, 4.0]], [[1.0]], [[2.0]])
+    return reply
+
+
+def _checkpoint_variable(n: int):
+    return np.random.default_rng(11).normal(0, 2, n)
+
+
+def cmd_checkpoint_save(root: str, n: int, server_pids: Optional[dict]) -> dict:
+    """tp.save_variables of a private variable of n elements (each server
+    writes its own share under root on its own machine); the bytes each
+    process received meanwhile (server_pids given)."""
+    x = _checkpoint_variable(n)
+    w = tp.Variable(tp.share(x), name="ckpt/w")
+    state["checkpoint"] = w.reveal().numpy()
+    pids = {"driver": os.getpid(), **{r: int(p) for r, p in (server_pids or {}).items()}}
+    before = socket_bytes(pids.values()) if server_pids else None
+    tp.save_variables([w], root)
+    reply = {"saved": root}
+    if server_pids:
+        time.sleep(0.2)
+        after = socket_bytes(pids.values())
+        reply["bytes"] = {k: [after[p][0] - before[p][0], after[p][1] - before[p][1]]
+                          for k, p in pids.items()}
+    return reply
+
+
+def cmd_checkpoint_restore(root: str, n: int, server_pids: Optional[dict]) -> dict:
+    """A fresh variable of the current runtime (zeros), tp.restore_variables
+    from root: its value against the one revealed at save time (bit-exact
+    expected) and against the input; the bytes received meanwhile."""
+    fresh = tp.Variable(np.zeros(n), name="ckpt/w")
+    pids = {"driver": os.getpid(), **{r: int(p) for r, p in (server_pids or {}).items()}}
+    before = socket_bytes(pids.values()) if server_pids else None
+    try:
+        tp.restore_variables([fresh], root)
+    except Exception as e:
+        return error_reply(e)
+    reply = {}
+    if server_pids:
+        time.sleep(0.2)
+        after = socket_bytes(pids.values())
+        reply["bytes"] = {k: [after[p][0] - before[p][0], after[p][1] - before[p][1]]
+                          for k, p in pids.items()}
+    got = fresh.reveal().numpy()
+    reply.update(equal_to_saved=bool(np.array_equal(got, state["checkpoint"])),
+                 max_error=float(np.max(np.abs(got - _checkpoint_variable(n)))))
+    return reply
+
+
 def compute(x, y, a, b) -> dict:
     """The operations under test, on known inputs, revealed."""
     px, py = tp.share(np.array(x)), tp.share(np.array(y))
@@ -354,6 +421,8 @@ def cmd_lenet5_placement(model_path: str, x, server_pids: Optional[dict]) -> dic
 
 def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
+                "init_swapped": cmd_init_swapped, "checkpoint_save": cmd_checkpoint_save,
+                "checkpoint_restore": cmd_checkpoint_restore,
                 "bench": cmd_bench, "fault": cmd_fault,
                 "check": cmd_check, "embedded": cmd_embedded, "tamper": cmd_tamper,
                 "profile": cmd_profile,

@@ -9,6 +9,7 @@ They differ from the embedded run only by local truncation: each product is
 truncated share by share with fresh masks, so a result moves by an ulp or two
 between any two runs, embedded or distributed alike.
 """
+import hashlib
 import json
 import os
 import queue
@@ -459,6 +460,96 @@ def test_a_server_claiming_a_key_it_does_not_hold_fails_the_exchange(driver, clu
     cluster.restart("t1")
     reinit(driver, cluster)
     assert "error" not in driver.call("compute", **INPUTS)
+
+
+@pytest.mark.slow
+def test_a_driver_cannot_swap_the_servers_keys(driver, cluster, tmp_path):
+    """Issue 24 §4: a test-only hook in the driver swaps, in every constant
+    its graphs put on a server, T1's public key and T1's key path for an
+    attacker's key (a valid 0600 key file on T1's machine): what anyone on a
+    driver-to-server link could do to the values sent. The servers take
+    both from their own process and cluster file, so there is nothing to
+    swap, and tp.init works with the real keys.
+
+    On the code before issue 24 this test fails: the hook swapped T1's key
+    path and its public key (six constants: S1, S2 and T2, two key sets
+    each) in the exchange graph; T1 then used the attacker's key and S1, S2
+    and T2 accepted it (their pairs with T1 agreed); only the driver's own
+    pair with T1 failed ("failed between client-T1"), as the driver's
+    constant is never sent."""
+    attacker_path = str(tmp_path / "attacker.key")
+    attacker = ID.generate_identity_key_file(attacker_path)
+    r = driver.call("init_swapped", cluster=cluster.path, timeout=TIMEOUT, role="t1",
+                    key_path=default_identity_key(cluster._server_file, "t1"),
+                    attacker_key_path=attacker_path, attacker_public=attacker.public_hex)
+    try:
+        assert r.get("swapped") == [], r  # the driver's graphs name no server key, no path
+        assert "error" not in r, r
+        c = r["compute"]
+        assert "error" not in c and c["share"] == [[1.5, -2.0]], c
+        np.testing.assert_allclose(c["multiply"], [[0.75, -8.0]], atol=1e-5)
+    finally:
+        if "error" in r:  # leave the next test a runtime
+            reinit(driver, cluster)
+
+
+@pytest.mark.slow
+def test_a_server_with_another_cluster_file_is_refused(driver, cluster):
+    """Each server prints its cluster file's SHA-256 in its ready line and
+    reports it; tp.init refuses a server whose file is not byte for byte the
+    driver's, naming it and saying to copy the same file everywhere. (T2's
+    copy differs here by one newline only.)"""
+    path = cluster._server_file
+    with open(path, "rb") as f:
+        original = f.read()
+    changed = hashlib.sha256(original + b"\n").hexdigest()
+    try:
+        with open(path, "ab") as f:
+            f.write(b"\n")
+        cluster.restart("t2")
+        with open(os.path.join(cluster.log_dir, "t2.out")) as f:
+            ready = [line for line in f if line.startswith("tf_privpy server t2 ready on")]
+        assert ready[-1].rstrip().endswith(f"cluster file sha256 {changed})"), ready
+        r = driver.call("init", cluster=cluster.path, timeout=TIMEOUT)
+        assert r["error"] == "ServerError" and r["server"] == "T2", r
+        for words in ("runs with another cluster file", changed,
+                      cf.load(cluster.path).sha256, "copy the same cluster file to every machine"):
+            assert words in r["message"], r
+    finally:
+        with open(path, "wb") as f:
+            f.write(original)
+    cluster.restart("t2")
+    reinit(driver, cluster)
+
+
+@pytest.mark.slow
+def test_checkpoint_restores_in_a_new_runtime(driver, cluster, tmp_path):
+    """Issue 24 §5: tp.save_variables of a 10^5-element private variable,
+    tp.init again (new keys), tp.restore_variables into a new variable: the
+    same value, bit for bit. Each server writes and reads its own share
+    (root/S1, root/S2) by ops on its own device: the driver receives a few
+    KB (the metadata) while a share is 1.6 MB. Before issue 24 the save
+    failed: the paths went through the sealed channel, which carries
+    numbers only."""
+    n = 10 ** 5
+    pids = cluster.pids if shutil.which("ss") else None
+    root = str(tmp_path / "ckpt")
+    saved = driver.call("checkpoint_save", root=root, n=n, server_pids=pids)
+    assert "error" not in saved, saved
+    assert sorted(os.listdir(root)) == ["S1", "S2"]
+    reinit(driver, cluster)
+    r = driver.call("checkpoint_restore", root=root, n=n, server_pids=pids)
+    assert "error" not in r, r
+    assert r["equal_to_saved"] and r["max_error"] <= 2.0 ** -F, r
+    if pids:
+        share_bytes = n * 16
+        print("checkpoint KB received/sent:", {
+            op: {k: [round(v[0] / 1024), round(v[1] / 1024)] for k, v in b.items()}
+            for op, b in (("save", saved["bytes"]), ("restore", r["bytes"]))})
+        for b in (saved["bytes"], r["bytes"]):
+            assert b["driver"][0] < 64 * 1024 and b["driver"][1] < 64 * 1024, b
+        assert max(saved["bytes"][k][0] + saved["bytes"][k][1] for k in ("s1", "s2")) \
+            < share_bytes  # each share went to its own disk, not over the network
 
 
 def test_a_cluster_file_without_identity_keys_is_refused(tmp_path):

@@ -8,6 +8,7 @@ The MITM check is shown to catch broken variants: with the static-key DH
 terms left out of the formula the attacker computes a victim's key
 (test_mitm_check_catches_broken_variants; the commit message records the
 same check failing on a kernel built without them)."""
+import contextlib
 import os
 import stat
 
@@ -21,6 +22,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 import tf_privpy as tp
 from tf_privpy.protocols.mpc import identity as ID
 from tf_privpy.protocols.mpc import kernels as K
+from tf_privpy.protocols.mpc import keying
 
 from graphcheck import canon, graph_violations
 
@@ -299,6 +301,84 @@ def test_wrong_static_key_gives_different_keys(ids):
         kernel_derive(s2, e2, pubs["S1"], E1, "S2", "S1")
     assert kernel_derive(s1, e1, pubs["S2"], E2, "S1", "S2") == \
         kernel_derive(s2, e2, pubs["S1"], E1, "S2", "S1")
+
+
+# ------------------------------------- whom a server trusts (issue 24, §4)
+@contextlib.contextmanager
+def swapped_in_graphs(swaps, servers):
+    """Test-only hook in the driver: while active, a constant that a graph
+    being built puts on one of the `servers`' devices with a value in
+    `swaps` (bytes: a uint8 vector's or a string's) gets the replacement
+    instead, as an attacker on a driver-to-server link who rewrites the
+    values in the graphs sent would do. Constants made eagerly (a server's
+    own Python, in the same process in embedded tests) and those on the
+    client (never sent) are left alone. Yields the list of values swapped."""
+    real = tf.constant
+    on = {canon(d) for d in servers}
+    done = []
+
+    def constant(value, *args, **kwargs):
+        t = real(value, *args, **kwargs)
+        if tf.executing_eagerly() or canon(t.device) not in on:
+            return t
+        if isinstance(value, str):
+            value = value.encode()
+        raw = (value.tobytes() if isinstance(value, np.ndarray) and value.dtype == np.uint8
+               else value if isinstance(value, bytes) else None)
+        if raw not in swaps:
+            return t
+        done.append(raw)
+        new = swaps[raw]
+        return real(new if t.dtype == tf.string else np.frombuffer(new, np.uint8),
+                    *args, **kwargs)
+
+    tf.constant = constant
+    try:
+        yield done
+    finally:
+        tf.constant = real
+
+
+def _exchange(devices, send):
+    """Runs keying.exchanged_keys on fresh key variables; returns them."""
+    parties = keying.SERVERS
+    with tf.init_scope():
+        key_sets = {"prg": keying.key_variables(parties, devices, "prg"),
+                    "link": keying.key_variables(("client",) + parties, devices, "link")}
+    return key_sets
+
+
+def test_servers_trust_only_the_keys_they_hold(tmp_path):
+    """The key exchange of distributed mode, with the four servers' key
+    functions registered in this process: a driver (or a link attacker)
+    that swaps T1's public key and key path in what it sends changes
+    nothing, because the graph holds neither (keying.server_held_keys);
+    a server whose own cluster file names another key for T1 fails the
+    exchange with T1. Before issue 24 the driver's graph held both
+    (tests/test_distributed.py::test_a_driver_cannot_swap_the_servers_keys
+    shows the swap taking effect there)."""
+    rt = tp.get_runtime().runtime
+    devices, send = rt.devices, rt.channels.send1
+    servers = keying.SERVERS
+    paths = {r: str(tmp_path / f"{r}.key") for r in servers}
+    pubs = {r: ID.generate_identity_key_file(p).public_key for r, p in paths.items()}
+    attacker = ID.generate_identity_key_file(str(tmp_path / "attacker.key"))
+    held = [keying.register_server_keys(r, paths[r], pubs) for r in servers]
+    swaps = {pubs["T1"]: attacker.public_key,
+             paths["T1"].encode(): str(tmp_path / "attacker.key").encode()}
+    key_sets = _exchange(devices, send)
+    with swapped_in_graphs(swaps, [devices[r] for r in servers]) as swapped:
+        keying.exchanged_keys(key_sets, pubs, devices, send)
+    assert swapped == []  # nothing to swap: the graph names no server key, no path
+    for keys in key_sets.values():
+        for (a, c), at in keys.items():
+            assert b(at[a]) == b(at[c]) and any(b(at[a])), (a, c)
+    # S1's own cluster file names the attacker's key for T1: S1-T1 fails
+    held[0] = keying.register_server_keys("S1", paths["S1"], dict(pubs, T1=attacker.public_key))
+    with pytest.raises(keying.KeyExchangeError, match="failed between S1-T1: ") as e:
+        keying.exchanged_keys(_exchange(devices, send), pubs, devices, send)
+    assert e.value.pairs == [("S1", "T1")]
+    del held
 
 
 # ------------------------------------------------------------- rejections

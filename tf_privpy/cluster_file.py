@@ -21,8 +21,12 @@ and the tf_privpy build the cluster runs:
   start with another one, and the driver checks each server remotely anyway.
 - timeout_s (optional, default 30): how long a dead or hung server may take to
   be reported; the servers derive their gRPC keepalive from it.
-- identity (optional): each server's long-term public key (32 bytes, hex), for
-  the key exchange; unused until that lands.
+- identity: each server's long-term public key (32 bytes, hex), for the
+  authenticated key exchange (tp.init refuses a file without all four). Each
+  server authenticates its peers with the keys of its OWN copy of this file,
+  never with keys the driver sends, so every machine must have the same file:
+  a server prints the file's SHA-256 in its ready line and tp.init refuses a
+  server whose hash differs from that of the driver's file.
 
 Addresses must be loopback, RFC 1918 private, link-local or IPv6 unique-local
 (`address_problem`), because TensorFlow's gRPC has no TLS: see
@@ -148,6 +152,10 @@ class Cluster:
     path: Optional[str] = None
     #: s1, s2 -> host:port of their share services (docs/share_service.md)
     share_services: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: SHA-256 (hex) of the file's bytes as read (load); every server prints
+    #: its own in its ready line and tp.init refuses a server whose file
+    #: differs from the driver's
+    sha256: Optional[str] = None
 
     @property
     def servers(self) -> Dict[str, str]:
@@ -240,15 +248,20 @@ def from_json(obj, source: str = "cluster file") -> Cluster:
 def load(path: str) -> Cluster:
     """Reads and validates a cluster file."""
     try:
-        with open(path) as f:
-            obj = json.load(f)
+        with open(path, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
         raise ClusterError(f"cluster file {path} does not exist (start a cluster with "
                            "`python -m tf_privpy.cluster local --out cluster.json`)") from None
-    except json.JSONDecodeError as e:
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ClusterError(f"cluster file {path} is not valid JSON: {e}") from None
+    # The hash of these very bytes (not of the parsed content): what an
+    # operator checks with sha256sum, and what the servers' trust rests on.
     return dataclasses.replace(from_json(obj, f"cluster file {path}"),
-                               path=os.path.abspath(path))
+                               path=os.path.abspath(path),
+                               sha256=hashlib.sha256(raw).hexdigest())
 
 
 def check_addresses(cluster: Cluster, allow_public: bool, flag: str) -> None:

@@ -1,9 +1,12 @@
 """The driver's side of a distributed deployment: `tp.init(cluster=PATH)`.
 
 Connects this process to four tf_privpy servers (tf_privpy/server.py) as the
-TF job "client", after checking that each answers as its own role and runs
-this process's tf_privpy build; then S1, S2, T1, T2 are the servers' CPU
-devices and the client is this process's. The protocols are the same as in
+TF job "client", after checking that each answers as its own role, runs
+this process's tf_privpy build and read a cluster file with the same SHA-256
+as this process's (each server authenticates its peers with the keys of its
+own copy; these reports cross the unauthenticated control plane, so the
+check catches an operator's mistake, not an attacker); then S1, S2, T1, T2
+are the servers' CPU devices and the client is this process's. The protocols are the same as in
 the embedded mode: TF's distributed runtime carries every Send/Recv between
 devices, worker to worker (shares and protocol messages never pass through
 the driver; tests/test_distributed.py measures it).
@@ -239,6 +242,13 @@ def connect(path: str, timeout: Optional[float] = None,
         diff = cf.identity_mismatch(mine, ident)
         if ident.get("role") != role:
             wrong[role] = f"reports role {ident.get('role')!r}"
+        elif ident.get("cluster_sha256") != cluster.sha256:
+            wrong[role] = (
+                f"runs with another cluster file (sha256 {ident.get('cluster_sha256')}; "
+                f"this driver's {cluster.path} has sha256 {cluster.sha256}): each server "
+                "authenticates its peers with the keys of its own copy, so copy the same "
+                "cluster file to every machine (the driver's included; compare with "
+                "sha256sum) and restart that server")
         elif diff:
             wrong[role] = (f"runs {cf.describe_identity(ident)}, this driver "
                            f"{cf.describe_identity(mine)} ({diff}): install the same tf_privpy "
@@ -259,8 +269,10 @@ def connect(path: str, timeout: Optional[float] = None,
 def _identity_key_problem(role: str, ident: Mapping[str, str],
                           cluster: cf.Cluster) -> Optional[str]:
     """Why the identity key the server of `role` reports is not the one the
-    cluster file names (None if it is). The exchange itself then proves the
-    server holds the private key (protocols/mpc/keying.py)."""
+    cluster file names (None if it is): a diagnosis for the operator, not a
+    security check (the report crosses the unauthenticated control plane).
+    The exchange itself proves the server holds the private key
+    (protocols/mpc/keying.py)."""
     named = cluster.identity.get(role)
     got = ident.get("identity_public")
     if not got:
@@ -274,15 +286,14 @@ def _identity_key_problem(role: str, ident: Mapping[str, str],
     return None
 
 
-def server_keys() -> Dict[str, keying.ServerKey]:
-    """party -> the identity key of its server: the file the server reported
-    and the public key the cluster file names (checked equal at connect)."""
+def server_keys() -> Dict[str, bytes]:
+    """party -> the identity public key the driver authenticates that
+    server with: its own cluster file's. (Each server authenticates its
+    peers with its own copy, which tp.init checked is the same file.)"""
     conn = _conn
     if conn is None:
         raise RuntimeError_("not connected to a cluster")
-    return {cf.party(r): keying.ServerKey(conn.identities[r]["identity_key"],
-                                          bytes.fromhex(conn.cluster.identity[r]))
-            for r in cf.ROLES}
+    return {cf.party(r): bytes.fromhex(conn.cluster.identity[r]) for r in cf.ROLES}
 
 
 def key_exchange_error(e: keying.KeyExchangeError) -> ServerError:

@@ -7,7 +7,16 @@ driver only sends graphs and ops), checks the cluster file (addresses private,
 the same tf_privpy build), starts a `tf.distribute.Server` for its task,
 prints one ready line and serves until SIGINT or SIGTERM:
 
-    tf_privpy server s1 ready on 127.0.0.1:7101 (tf_privpy 0.1.0, ops library 3f2a9c0d1e4b)
+    tf_privpy server s1 ready on 127.0.0.1:7101 (tf_privpy 0.1.0, ops library 3f2a9c0d1e4b,
+    cluster file sha256 9b1c...64 hex digits)
+
+(one line). The cluster file's SHA-256 is that of this server's own copy:
+every machine must have the same file (compare with `sha256sum`), and
+tp.init refuses a server whose hash differs from that of the driver's file.
+The server authenticates its peers in the key exchange with the public keys
+of its own copy, served to the exchange's ops by a function registered in
+this process (protocols/mpc/keying.py, register_server_keys), never with
+keys from the driver's graph.
 
 Exit codes: 0 after a signal, 2 for a bad flag or cluster file, 1 if the
 server could not start.
@@ -192,8 +201,16 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
                 f"{cf.describe_identity(cluster.library)} ({diff}). Install the same tf_privpy "
                 "build on every machine, or regenerate the cluster file.")
     key_path = os.path.abspath(identity_key or default_identity_key(path, role))
+    missing = [r for r in cf.ROLES if r not in cluster.identity]
+    if missing:
+        raise cf.ClusterError(
+            f"{path} names no identity key for {', '.join(missing)}: this server "
+            "authenticates its peers in the key exchange with the public keys of its own "
+            "cluster file. Use the cluster file made by python -m tf_privpy.cluster new "
+            "(--s1_key HEX ...), the same on every machine.")
     reported = dict(identity, identity_key=key_path,
-                    identity_public=_identity_public(key_path, role, cluster))
+                    identity_public=_identity_public(key_path, role, cluster),
+                    cluster_sha256=cluster.sha256)
     fake_public = os.environ.get(FAKE_PUBLIC_KEY_ENV)
     if fake_public:
         reported["identity_public"] = fake_public
@@ -208,7 +225,19 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
     os.environ.update(cf.grpc_environment(cluster.timeout_s))  # before TF makes channels
 
     import tensorflow as tf
+    from tf_privpy.protocols.mpc import keying
     _register_identity(role, reported)
+    # the key exchange's ops read this server's key path and trusted public
+    # keys from here (its own flags and cluster file), not from the driver;
+    # `serving_keys` keeps the function alive (the registry holds weak refs)
+    try:
+        serving_keys = keying.register_server_keys(  # noqa: F841
+            cf.party(role), key_path,
+            {cf.party(r): bytes.fromhex(cluster.identity[r]) for r in cf.ROLES})
+    except ValueError as e:  # a small-order key in the file
+        raise cf.ClusterError(f"{path}: {e}") from None
+    except RuntimeError as e:
+        raise StartError(str(e)) from None
     spec = tf.train.ClusterSpec({job: [addr] for job, addr in cluster.tasks.items()})
     try:
         server = tf.distribute.Server(spec, job_name=role, task_index=0, protocol="grpc",
@@ -229,7 +258,7 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
         share = _start_share_service(role, host, share_port, cert_dir, share_store,
                                      share_ring_bits)
     print(f"tf_privpy server {role} ready on {host}:{port} (tf_privpy {identity['version']}, "
-          f"ops library {identity['sha256'][:12]})"
+          f"ops library {identity['sha256'][:12]}, cluster file sha256 {cluster.sha256})"
           + (f"; share service on {host}:{share[1]}" if share else ""), flush=True)
 
     got: list = []

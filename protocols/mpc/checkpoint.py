@@ -9,9 +9,14 @@ with ops placed on its own device, into its own directory:
     root/S2/...                            the same for S2
 
 No file holds both shares of anything: a copy of one server's directory
-reveals nothing. The paths and the metadata are the client's public data and
-reach each server through the channel; nothing comes back but the metadata
-at restore time, which the client checks before any variable changes.
+reveals nothing. The paths and the metadata are the client's public data,
+given to each server the way the ops themselves are (constants placed on its
+device: control plane, not channel messages; the channel seals numbers
+only, and a path is an instruction, not data); in distributed mode `root` is
+a path on each server's own machine. Shares never leave their server. The
+one thing that comes back is each directory's metadata at restore time, as
+bytes through the channel (sealed and counted like any message), which the
+client checks before any variable changes.
 
 `restore_variables(variables, root)` checks, before assigning anything, that
 both directories exist and belong to the same save, that the ring, encoding
@@ -86,11 +91,22 @@ def _holders(h: _context.Handle) -> Tuple[str, str]:
     return tuple(h.backend.holders)
 
 
-def _to_holder(h, holder: str, *tensors: tf.Tensor) -> List[tf.Tensor]:
-    """Public data of the client (paths, names, metadata) sent to a holder."""
+def _to_holder(h, holder: str, *values) -> List[tf.Tensor]:
+    """Public data of the client (paths, names, metadata) placed on a
+    holder's device, as the graph's own constants are: not a channel
+    message (sealed links carry numbers only)."""
+    with tf.device(h.runtime.device(holder)):
+        return [tf.identity(tf.constant(v)) for v in values]
+
+
+def _bytes_to_client(h, holder: str, *strings: tf.Tensor) -> List[bytes]:
+    """Scalar strings on a holder (public metadata) brought to the client
+    as bytes, through the channel (a sealed link carries uint8, not strings)."""
     if holder == CLIENT:
-        return [tf.convert_to_tensor(t) for t in tensors]
-    return h.runtime.send(CLIENT, holder, *tensors)[0]
+        return [t.numpy() for t in strings]
+    with tf.device(h.runtime.device(holder)):
+        raw = [tf.io.decode_raw(t, tf.uint8) for t in strings]
+    return [t.numpy().tobytes() for t in h.runtime.send(holder, CLIENT, *raw)[0]]
 
 
 def _check_variables(entries) -> None:
@@ -134,10 +150,9 @@ def save_variables(variables: Variables, root: str) -> str:
         }
         names = ["_tp/id"] + [f"{k}/share" for k, _ in entries]
         meta_t, meta_path, prefix, names_t, slices, id_t = _to_holder(
-            h, holder, tf.constant(json.dumps(meta, indent=1, sort_keys=True)),
-            tf.constant(os.path.join(root, sub, META_FILE)),
-            tf.constant(os.path.join(root, sub, BUNDLE)), tf.constant(names),
-            tf.constant([""] * len(names)), tf.constant(checkpoint_id))
+            h, holder, json.dumps(meta, indent=1, sort_keys=True),
+            os.path.join(root, sub, META_FILE), os.path.join(root, sub, BUNDLE), names,
+            [""] * len(names), checkpoint_id)
         with tf.device(h.runtime.device(holder)):
             tf.io.write_file(meta_path, meta_t)  # also creates root/<server>
             tensors = [id_t] + [
@@ -167,8 +182,8 @@ def _read_meta(h, holder: str, i: int, root: str) -> Tuple[dict, str]:
     sub = SHARE_DIRS[i]
     where = os.path.join(root, sub)
     meta_path, prefix, id_name, slice_ = _to_holder(
-        h, holder, tf.constant(os.path.join(where, META_FILE)),
-        tf.constant(os.path.join(where, BUNDLE)), tf.constant(["_tp/id"]), tf.constant([""]))
+        h, holder, os.path.join(where, META_FILE), os.path.join(where, BUNDLE), ["_tp/id"],
+        [""])
     what = f"tp.restore_variables: no tf_privpy checkpoint of {sub}'s shares at {where}"
 
     def read():
@@ -176,17 +191,16 @@ def _read_meta(h, holder: str, i: int, root: str) -> Tuple[dict, str]:
             raw = tf.io.read_file(meta_path)
             bundle_id = tf.raw_ops.RestoreV2(prefix=prefix, tensor_names=id_name,
                                              shape_and_slices=slice_, dtypes=[tf.string])[0]
-        if holder == CLIENT:
-            return raw, bundle_id
-        return tuple(h.runtime.send(holder, CLIENT, raw, bundle_id)[0])
+        return _bytes_to_client(h, holder, raw, bundle_id)
 
     raw, bundle_id = _tf_call(read, what)
     try:
-        meta = json.loads(raw.numpy().decode("utf-8"))
+        meta = json.loads(raw.decode("utf-8"))
+        bundle_id = bundle_id.decode("utf-8")
     except ValueError:
         raise CheckpointError(f"tp.restore_variables: {where}/{META_FILE} is not a tf_privpy "
                               "variables checkpoint (unreadable metadata)") from None
-    return meta, bundle_id.numpy().decode("utf-8")
+    return meta, bundle_id
 
 
 def _check_meta(h, metas: Sequence[dict], bundle_ids: Sequence[str], entries,
@@ -270,8 +284,7 @@ def restore_variables(variables: Variables, root: str) -> None:
     for i, holder in enumerate(holders):
         where = os.path.join(root, SHARE_DIRS[i])
         prefix, names_t, slices = _to_holder(
-            h, holder, tf.constant(os.path.join(where, BUNDLE)), tf.constant(names),
-            tf.constant([""] * len(names)))
+            h, holder, os.path.join(where, BUNDLE), names, [""] * len(names))
 
         def read(prefix=prefix, names_t=names_t, slices=slices, holder=holder):
             with tf.device(h.runtime.device(holder)):

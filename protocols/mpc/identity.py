@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from typing import Callable, Mapping, Tuple
+from typing import Callable, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -79,11 +79,18 @@ class KexParty:
       device: the server's TF device.
       static_private: its identity private key, a uint8[32] tensor on
         `device` (from `load_identity_on_device`).
+      trusted: the static public keys this side authenticates its peers
+        with, role -> uint8[32] tensor on `device`. In distributed mode a
+        server's come from its own copy of the cluster file, produced on the
+        server (keying.server_held_keys), so that nothing the driver sends
+        decides whom a server trusts. None: take the peer's key from
+        `pair_key_exchange`'s static_publics (tests, tools).
     """
 
     role: str
     device: str
     static_private: tf.Tensor
+    trusted: Optional[Mapping[str, tf.Tensor]] = None
 
 
 def _check_key(key: bytes, what: str) -> bytes:
@@ -242,7 +249,8 @@ def load_identity_on_device(path: str, device: str,
     return private, public
 
 
-def pair_key_exchange(a: KexParty, b: KexParty, static_publics: Mapping[str, bytes],
+def pair_key_exchange(a: KexParty, b: KexParty,
+                      static_publics: Optional[Mapping[str, bytes]],
                       send: Send, context: str = "") -> Tuple[tf.Tensor, tf.Tensor]:
     """Runs one authenticated key exchange between two servers; returns the
     int64[2] pair key as derived on a's device and on b's device.
@@ -250,19 +258,23 @@ def pair_key_exchange(a: KexParty, b: KexParty, static_publics: Mapping[str, byt
     Eagerly or inside a tf.function. Each side draws its ephemeral key pair
     on its own device and derives there; only the ephemeral public keys cross,
     through `send`. Each side authenticates the other with the static public
-    key that `static_publics` (the cluster file) names for the peer's role.
+    key that it trusts for the peer's role: its own `trusted` map if it has
+    one, else what `static_publics` names.
 
     Args:
       a, b: the two sides.
-      static_publics: role -> 32-byte identity public key (the cluster file).
+      static_publics: role -> 32-byte identity public key (the cluster
+        file), for the sides without `trusted`; may be None if both have it.
       send: carries a tensor from one role's device to the other's.
       context: bound into the key (HKDF info); use it to derive separate keys
         for separate purposes (e.g. "prg", "channel") or sessions.
     """
     if a.role == b.role:
         raise ValueError(f"a pair key exchange needs two different roles, got {a.role!r} twice")
-    pubs = {r: _check_key(static_publics[r], f"the static public key of {r}")
-            for r in (a.role, b.role)}
+    for p, q in ((a, b), (b, a)):
+        if p.trusted is None and (static_publics is None or q.role not in static_publics):
+            raise ValueError(f"no static public key for {q.role}: give {p.role} a trusted "
+                             "map or name the key in static_publics")
     eph = {}
     for p in (a, b):
         with tf.device(p.device):
@@ -272,7 +284,11 @@ def pair_key_exchange(a: KexParty, b: KexParty, static_publics: Mapping[str, byt
     keys = []
     for p, q in ((a, b), (b, a)):
         with tf.device(p.device):
-            peer_static = tf.constant(np.frombuffer(pubs[q.role], np.uint8))
+            if p.trusted is not None:
+                peer_static = p.trusted[q.role]
+            else:
+                peer_static = tf.constant(np.frombuffer(_check_key(
+                    static_publics[q.role], f"the static public key of {q.role}"), np.uint8))
             keys.append(kernels.kex_derive(p.static_private, eph[p.role][0], peer_static,
                                            received[p.role], p.role, q.role, context))
     return keys[0], keys[1]

@@ -10,7 +10,11 @@ randomness, and the link key under which their channel messages are sealed
 - Distributed mode (`exchanged_keys`): the pair makes them, by the
   authenticated X25519 exchange of identity.py, as ops on the two servers
   from the identity keys named in the cluster file; the driver sees public
-  keys only. A key confirmation follows: each side derives a confirmation
+  keys only. Each server takes the public keys it trusts, and the path of
+  its own identity key file, from its own process (`server_held_keys`: a
+  function the server registered at start from its own copy of the cluster
+  file), never from the driver's graph: TF's control plane is
+  unauthenticated, so a value the driver sends could have been replaced. A key confirmation follows: each side derives a confirmation
   value from its keys (HKDF-SHA256, one-way), one side sends its value to the
   other, which compares and tells the driver only whether they agree. They
   disagree exactly when a server does not hold the identity private key the
@@ -26,10 +30,10 @@ one graph run, not a few hundred remote eager ops.
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from typing import Callable, Dict, List, Mapping, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from . import identity, kernels, sealing
@@ -40,18 +44,64 @@ KeyVars = Dict[Pair, Dict[str, tf.Variable]]
 CONFIRM_INFO = b"tf_privpy/kex/v1 key confirmation"
 
 
-@dataclasses.dataclass(frozen=True)
-class ServerKey:
-    """A server's identity key as the driver knows it.
+#: the servers in the order in which a server's key function lists their
+#: public keys
+SERVERS = ("S1", "S2", "T1", "T2")
 
-    Attributes:
-      path: the private key file on the server's own file system (the server
-        reports it; an op on the server reads it there).
-      public: its 32-byte X25519 public key, as named in the cluster file.
+
+def keys_token(party: str) -> str:
+    """The py-func token under which the server process of `party` serves
+    its identity key file's path and the public keys of its own cluster file
+    (register_server_keys); the driver's graph names only the token."""
+    if party not in SERVERS:
+        raise ValueError(f"no server key function for {party!r}")
+    return f"tf_privpy_server_kex_keys_{party}"
+
+
+def register_server_keys(party: str, key_path: str, publics: Mapping[str, bytes]) -> object:
+    """Makes this process answer `server_held_keys(party, ...)`: an
+    EagerPyFunc with keys_token(party), run on this process's device, returns
+    [key_path (string), the four public keys (uint8[4, 32], SERVERS order)].
+
+    A server process calls it at start with its own identity key file and
+    the keys of its own cluster file (tf_privpy/server.py); the embedded
+    tests call it for all four parties. TensorFlow's registry holds weak
+    references: keep the returned function alive as long as it should answer.
+
+    Args:
+      party: "S1", "S2", "T1" or "T2".
+      key_path: this server's identity key file on this machine.
+      publics: party -> 32-byte public key, for all four servers.
     """
+    from tensorflow.python.ops import script_ops  # TF 2.14's py_func registry
+    rows = [identity.parse_public_key_hex(identity.public_key_hex(publics[p]),
+                                          f"the public key of {p}") for p in SERVERS]
+    table = np.frombuffer(b"".join(rows), np.uint8).reshape(len(SERVERS), identity.KEY_BYTES)
 
-    path: str
-    public: bytes
+    def held() -> List[tf.Tensor]:
+        return [tf.constant(key_path), tf.constant(table)]
+
+    registry = getattr(script_ops, "_py_funcs", None)
+    if registry is None or not hasattr(registry, "_funcs"):
+        raise RuntimeError("this TensorFlow has no py_func registry where tf_privpy expects "
+                           "it (TF 2.14): a server could not serve its identity keys")
+    # EagerFunc: the op's kernel takes eager tensors from it, on the op's device
+    func = script_ops.EagerFunc(held, [tf.string, tf.uint8], False)
+    registry._funcs[keys_token(party)] = func
+    return func
+
+
+def server_held_keys(party: str, device: str) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+    """(identity key path, {server: public key}) as the server of `party`
+    holds them: an op on `device` whose outputs are made in that server's
+    process from its own flags and cluster file (register_server_keys), so
+    neither comes from the driver. Both stay on `device`."""
+    with tf.device(device):
+        path, table = tf.raw_ops.EagerPyFunc(input=[], token=keys_token(party),
+                                             Tout=[tf.string, tf.uint8])
+        path = tf.reshape(path, [])
+        table = tf.reshape(table, [len(SERVERS), identity.KEY_BYTES])
+        return path, {p: table[i] for i, p in enumerate(SERVERS)}
 
 
 class KeyExchangeError(RuntimeError):
@@ -96,7 +146,7 @@ def _confirmation(keys: List[tf.Tensor]) -> tf.Tensor:
     return kernels.hkdf_sha256(ikm, b"", CONFIRM_INFO, 16)
 
 
-def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, ServerKey],
+def exchanged_keys(key_sets: Mapping[str, KeyVars], client_trusts: Mapping[str, bytes],
                    devices: Mapping[str, str],
                    send: Callable[[str, str, tf.Tensor], tf.Tensor],
                    client: str = "client") -> None:
@@ -105,35 +155,53 @@ def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, Se
     and assigns the results to the variables on its two sides; then the key
     confirmation. Raises KeyExchangeError naming the pairs that disagree.
 
+    Each server reads its identity key file and authenticates its peers with
+    what its own process holds (server_held_keys: its key path and its own
+    cluster file's public keys): the graph the driver sends names no server
+    key and no path, so a driver, or anyone on a driver-to-server link, who
+    changes the values it sends cannot make a server trust another key. The
+    driver's own key pair is fresh for this runtime; the servers take its
+    public key from the driver's graph, as nothing could authenticate it.
+
     Args:
       key_sets: name -> the variables to fill (key_variables); pairs with
         the client get its fresh key pair as their identity.
-      server_keys: party -> its identity key (cluster file + server report).
+      client_trusts: server -> 32-byte public key: what the driver
+        authenticates the servers with (its own cluster file).
       devices: party -> TF device.
       send: the channel (Channels.send1): carries public values only here.
     """
     names = sorted(key_sets)
     pairs = list(dict.fromkeys(pair for keys in key_sets.values() for pair in keys))
-    publics = {p: k.public for p, k in server_keys.items()}
+    parties = sorted({p for pair in pairs for p in pair} - {client}, key=SERVERS.index)
     with tf.device(devices[client]):  # the driver's key for this runtime only
         client_private, client_public = kernels.x25519_keypair()
-    publics[client] = client_public.numpy().tobytes()
+    client_public = client_public.numpy()
+    # what the driver authenticates the servers with: its own cluster file
+    trusts = {p: np.frombuffer(identity.parse_public_key_hex(
+        client_trusts[p].hex(), f"the cluster file's public key of {p}"), np.uint8)
+        for p in parties}
 
     @tf.function(autograph=False)
     def run():
-        statics = {client: client_private}
-        for p, k in server_keys.items():
+        sides = {}
+        with tf.device(devices[client]):
+            sides[client] = identity.KexParty(client, devices[client], client_private,
+                                              {p: tf.constant(k) for p, k in trusts.items()})
+        for p in parties:
+            path, trusted = server_held_keys(p, devices[p])
             with tf.device(devices[p]):  # read on the server's own file system
-                statics[p] = kernels.x25519_read_private_key(tf.constant(k.path))[0]
+                static = kernels.x25519_read_private_key(path)[0]
+                trusted = dict(trusted, **{client: tf.constant(client_public)})
+            sides[p] = identity.KexParty(p, devices[p], static, trusted)
         agree = []
         for a, b in pairs:
-            sides = (identity.KexParty(a, devices[a], statics[a]),
-                     identity.KexParty(b, devices[b], statics[b]))
             derived = {a: [], b: []}
             for name in names:
                 if (a, b) not in key_sets[name]:
                     continue  # the driver has link keys, no PRG keys
-                ka, kb = identity.pair_key_exchange(*sides, publics, send, context=name)
+                ka, kb = identity.pair_key_exchange(sides[a], sides[b], None, send,
+                                                    context=name)
                 for p, k in ((a, ka), (b, kb)):
                     with tf.device(devices[p]):
                         key_sets[name][(a, b)][p].assign(k)
@@ -157,9 +225,10 @@ def exchanged_keys(key_sets: Mapping[str, KeyVars], server_keys: Mapping[str, Se
             f"the authenticated key exchange failed between {listed}: the two sides derived "
             f"different keys, so one of them does not hold the identity private key that the "
             f"cluster file names for it (most likely {suspects[0]}, which is in "
-            f"{sum(suspects[0] in pair for pair in bad)} of the failed pairs), or a public key "
-            "was changed in transit. Check that each server runs with the key file whose "
-            "public key the cluster file lists.", bad)
+            f"{sum(suspects[0] in pair for pair in bad)} of the failed pairs), or the servers' "
+            "cluster files differ, or a public key was changed in transit. Check that each "
+            "server runs with the key file whose public key the cluster file lists, and that "
+            "every machine has the same cluster file.", bad)
 
 
 def links(link_keys: KeyVars, devices: Mapping[str, str]) -> List[sealing.Link]:

@@ -41,10 +41,15 @@ class Runtime:
     Args:
       config: the Config (ring, encoding, backend).
       devices: maps "client", "S1", "S2", "T1", "T2" to TF device names.
+      server_keys: distributed mode: server -> the 32-byte identity public
+        key the driver authenticates it with (the driver's cluster file);
+        the pairs then exchange their keys (keying.exchanged_keys), each
+        server using the keys its own process holds. None: embedded keys.
+      encrypt_links: seal every channel message (keying.links).
     """
 
     def __init__(self, config: Config, devices: Dict[str, str],
-                 server_keys: Optional[Mapping[str, keying.ServerKey]] = None,
+                 server_keys: Optional[Mapping[str, bytes]] = None,
                  encrypt_links: bool = False):
         check_devices(devices)
         self.config = config

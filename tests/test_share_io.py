@@ -345,6 +345,33 @@ def test_server_share_flags_are_checked():
         _start_share_service("s1", "127.0.0.1", 0, None, "store", 128)
     assert _underscored(["p", "--share-port=7", "--cert-dir", "/a-b", "--role", "s1"]) == [
         "p", "--share_port=7", "--cert_dir", "/a-b", "--role", "s1"]
+    assert _underscored(["--share-max-calls-per-owner=4", "--share-owner-quota-bytes", "5",
+                         "--exit-with-parent"]) == [
+        "--share_max_calls_per_owner=4", "--share_owner_quota_bytes", "5", "--exit-with-parent"]
+
+
+@pytest.mark.slow
+def test_server_share_limit_flags(tmp_path):
+    """`python -m tf_privpy.server` takes the share service's limits as
+    --share_* flags (either spelling), and refuses a per-owner limit that
+    would let one owner take every call, before anything starts. About 10 s
+    (one TF import); the limits themselves: test_share_service_limits.py."""
+    import subprocess
+    import sys
+    from tf_privpy import cluster_file as cf
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tasks = {r: f"127.0.0.1:{7301 + i}" for i, r in enumerate(cf.ROLES)}
+    path = cf.Cluster(tasks=tasks).save(str(tmp_path / "cluster.json"))
+    r = subprocess.run(
+        [sys.executable, "-m", "tf_privpy.server", "--role", "s1", "--cluster", path,
+         "--share-max-calls", "4", "--share_max_calls_per_owner=4", "--share-call-deadline=60",
+         "--share_call_idle_timeout", "5", "--share-owner-quota-bytes", "1000",
+         "--share_owner_quota_records=0"],
+        capture_output=True, text=True, timeout=300, cwd=root,
+        env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "--share_* limits: max_calls_per_owner (4) must be at least 1 and below " \
+        "max_calls (4)" in r.stderr, r.stderr[-2000:]
 
 
 def test_issue_cert_writes_the_owners_settings(tmp_path, capsys):

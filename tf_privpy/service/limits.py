@@ -108,10 +108,10 @@ class CallGuard:
     def stop(self) -> None:
         self._stop.set()
 
-    @contextlib.contextmanager
-    def call(self, owner: str, context) -> Iterator[_Call]:
-        """Holds one of owner's calls; StoreError(RESOURCE_EXHAUSTED) when it
-        runs max_calls_per_owner already."""
+    def enter(self, owner: str, context) -> _Call:
+        """Takes one of owner's call slots (leave() gives it back); raises
+        StoreError(RESOURCE_EXHAUSTED) when it runs max_calls_per_owner
+        already."""
         with self._lock:
             n = self._per_owner.get(owner, 0)
             if n >= self.limits.max_calls_per_owner:
@@ -122,16 +122,25 @@ class CallGuard:
             self._per_owner[owner] = n + 1
             c = _Call(owner, context)
             self._calls[id(c)] = c
+        return c
+
+    def leave(self, c: _Call) -> None:
+        with self._lock:
+            del self._calls[id(c)]
+            left = self._per_owner[c.owner] - 1
+            if left:
+                self._per_owner[c.owner] = left
+            else:
+                del self._per_owner[c.owner]
+
+    @contextlib.contextmanager
+    def call(self, owner: str, context) -> Iterator[_Call]:
+        """enter() ... leave() around a block."""
+        c = self.enter(owner, context)
         try:
             yield c
         finally:
-            with self._lock:
-                del self._calls[id(c)]
-                left = self._per_owner[owner] - 1
-                if left:
-                    self._per_owner[owner] = left
-                else:
-                    del self._per_owner[owner]
+            self.leave(c)
 
     def running(self, owner: Optional[str] = None) -> int:
         """Calls in progress (of owner, or of everyone)."""

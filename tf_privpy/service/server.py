@@ -175,8 +175,7 @@ class ShareServicer(pb_grpc.ShareServiceServicer):
         watchdog); a refusal aborts the call with its status."""
         owner = self._owner(context)
         try:
-            slot = self.guard.call(owner, context)
-            call = slot.__enter__()
+            call = self.guard.enter(owner, context)
         except StoreError as e:
             _abort(context, e)
         try:
@@ -187,7 +186,7 @@ class ShareServicer(pb_grpc.ShareServiceServicer):
             # quietly, where a raised RpcError would be logged as a bug).
             context.abort(grpc.StatusCode.CANCELLED, call.cut or "the call was cancelled")
         finally:
-            slot.__exit__(None, None, None)
+            self.guard.leave(call)
 
     def Upload(self, request_iterator, context):
         with self._call(context) as (owner, call):

@@ -124,6 +124,7 @@ class Pending:
 
     def __init__(self, store: "Store", meta: dict, overwrite: bool):
         self.store, self.meta, self.overwrite = store, meta, overwrite
+        self.released = False  # no longer counted in the owner's quota (Store._release)
         self.received = 0
         self._hash = hashlib.sha256()
         self.path = os.path.join(store.tmp, f"{os.getpid()}-{uuid.uuid4().hex}.part")
@@ -311,9 +312,9 @@ class Store:
     def _release(self, p: Pending) -> None:
         """p no longer holds quota (committed or abandoned); idempotent."""
         with self._lock:
-            if getattr(p, "_released", False):
+            if p.released:
                 return
-            p._released = True
+            p.released = True
             held = self._pending.get(p.meta["owner"])
             if held is not None:
                 held[0] -= p.meta["size_bytes"]

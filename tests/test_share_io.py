@@ -162,6 +162,81 @@ def test_clear_errors(services):
         tp.publish(np.ones(2), "err-plain", owner="bob")
 
 
+def test_load_pins_the_owner(services):
+    """tp.load(name, owner=X) refuses a record X does not own on S1 or S2,
+    naming both records' owners: another owner who took the name first
+    cannot slip its data into X's program (before the fix tp.load had no
+    owner= and loaded whoever's record held the name)."""
+    with owner(services, "mallet") as c:
+        c.upload("pin-x", np.full(3, 9.0), progress=False)  # the name taken first
+    with owner(services, "alice") as c:
+        c.upload("pin-y", np.arange(3.0), progress=False)
+    with pytest.raises(ShareServiceError) as e:
+        tp.load("pin-x", owner="alice")
+    assert e.value.code.name == "PERMISSION_DENIED"
+    assert "S1's record belongs to 'mallet' and S2's to 'mallet'" in str(e.value)
+    assert "expects 'alice'" in str(e.value)
+    np.testing.assert_array_equal(tp.reveal(tp.load("pin-y", tf.float64, owner="alice")),
+                                  np.arange(3.0))
+
+
+def test_publish_never_replaces_an_upload(services):
+    """tp.publish(owner=X, overwrite=True) over X's own upload is refused,
+    saying what to do, and the upload is unchanged (before the fix it was
+    replaced by the result). The store refuses it too when the driver's
+    check is skipped (test_share_service_limits.py)."""
+    with owner(services, "alice") as c:
+        c.upload("kind-x", np.array([1.0, 2.0]), progress=False)
+    with pytest.raises(ShareServiceError, match="is an upload of 'alice'.*another name") as e:
+        tp.publish(tp.share([5.0, 6.0]), "kind-x", owner="alice", overwrite=True)
+    assert e.value.code.name == "ALREADY_EXISTS"
+    with owner(services, "alice") as c:
+        np.testing.assert_array_equal(c.fetch("kind-x"), [1.0, 2.0])
+
+
+def test_driver_gets_no_share_hash(services, monkeypatch):
+    """Nothing tp.load and tp.publish hand the driver carries a share's
+    SHA-256 (a one-element 64-bit share falls to 2^64 hashes of guesses).
+    Before the fix every metadata dict the ops returned had it."""
+    got = []
+    real = share_io._call
+
+    def spy(h, party, action, inputs, dtype):
+        out = real(h, party, action, inputs, dtype)
+        got.append((action, out))
+        return out
+    monkeypatch.setattr(share_io, "_call", spy)
+    with owner(services, "alice") as c:
+        c.upload("hash-x", np.array([0.5]), progress=False)
+        digests = {c.stat(p, "hash-x")["sha256"] for p in (0, 1)}
+    x = tp.load("hash-x", tf.float64)
+    meta = tp.publish(x * 2.0, "hash-y", owner="alice")
+    with pytest.raises(ShareServiceError):
+        tp.publish(x, "hash-y", owner="alice")
+    with owner(services, "alice") as c:
+        digests |= {c.stat(p, "hash-y")["sha256"] for p in (0, 1)}
+    metas = [out for action, out in got if action != "read"] + [meta]
+    assert {a for a, _ in got} >= {"info", "probe", "write", "read"}
+    for m in metas:
+        assert m is None or "sha256" not in m, m
+        assert not any(d[:16] in repr(m) for d in digests), m
+
+
+def test_names_and_owners_are_matched_whole(services):
+    """A trailing newline (which `$` in re.match accepted) makes no name and
+    no owner."""
+    for name, who in (("nl-x\n", "bob"), ("nl-x", "bob\n")):
+        with pytest.raises(ShareServiceError) as e:
+            tp.publish(tp.share([1.0]), name, owner=who)
+        assert e.value.code.name == "INVALID_ARGUMENT"
+    with pytest.raises(ShareServiceError) as e:
+        tp.load("nl-x\n")
+    assert e.value.code.name == "INVALID_ARGUMENT"
+    assert not any(s.pending() for s in services)
+    assert not any(n.startswith("nl-x") for s in services
+                   for n in os.listdir(os.path.join(s.store_dir, "records")))
+
+
 def test_wrong_ring_and_revoked_owner(services):
     """A record of the 128-bit ring loaded by a 64-bit runtime is refused
     with the Config to use; a revoked owner can neither upload nor fetch what
@@ -269,6 +344,33 @@ def test_server_share_flags_are_checked():
         _start_share_service("s1", "127.0.0.1", 0, None, "store", 128)
     assert _underscored(["p", "--share-port=7", "--cert-dir", "/a-b", "--role", "s1"]) == [
         "p", "--share_port=7", "--cert_dir", "/a-b", "--role", "s1"]
+    assert _underscored(["--share-max-calls-per-owner=4", "--share-owner-quota-bytes", "5",
+                         "--exit-with-parent"]) == [
+        "--share_max_calls_per_owner=4", "--share_owner_quota_bytes", "5", "--exit-with-parent"]
+
+
+@pytest.mark.slow
+def test_server_share_limit_flags(tmp_path):
+    """`python -m tf_privpy.server` takes the share service's limits as
+    --share_* flags (either spelling), and refuses a per-owner limit that
+    would let one owner take every call, before anything starts. About 10 s
+    (one TF import); the limits themselves: test_share_service_limits.py."""
+    import subprocess
+    import sys
+    from tf_privpy import cluster_file as cf
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tasks = {r: f"127.0.0.1:{7301 + i}" for i, r in enumerate(cf.ROLES)}
+    path = cf.Cluster(tasks=tasks).save(str(tmp_path / "cluster.json"))
+    r = subprocess.run(
+        [sys.executable, "-m", "tf_privpy.server", "--role", "s1", "--cluster", path,
+         "--share-max-calls", "4", "--share_max_calls_per_owner=4", "--share-call-deadline=60",
+         "--share_call_idle_timeout", "5", "--share-owner-quota-bytes", "1000",
+         "--share_owner_quota_records=0"],
+        capture_output=True, text=True, timeout=300, cwd=root,
+        env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "--share_* limits: max_calls_per_owner (4) must be at least 1 and below " \
+        "max_calls (4)" in r.stderr, r.stderr[-2000:]
 
 
 def test_issue_cert_writes_the_owners_settings(tmp_path, capsys):

@@ -224,6 +224,57 @@ def test_idempotent_retry_and_conflicting_content(alice, services):
     np.testing.assert_array_equal(alice.fetch("idem"), grid(x + 1))
 
 
+def test_retry_after_a_partial_upload_never_reuses_a_mask(alice, services, monkeypatch):
+    """An upload of A stops after S2 stored its share, while S1 saw (part
+    of) its own, r; the owner retries with B. Before the fix the retry sent
+    S1 enc(B) - s2 = enc(B) - enc(A) + r, so S1 learned B - A (this test
+    failed on that code: the difference below was exactly enc(B) - enc(A)).
+    Now every attempt splits afresh under a new upload id and replaces both
+    records, and a retry that itself stops half-way (S1 replaced, S2 not:
+    two sharings) is completed the same way."""
+    seen = {0: [], 1: []}  # every share each service was sent, in order
+    fail = set()
+    real = ShareClient.upload_share
+
+    def flaky(self, party, name, share, *args, **kw):
+        seen[party].append(np.array(share, copy=True))
+        if party in fail:
+            raise ShareServiceError(grpc.StatusCode.UNAVAILABLE, "connection lost (test)",
+                                    self.SERVERS[party])
+        return real(self, party, name, share, *args, **kw)
+    monkeypatch.setattr(ShareClient, "upload_share", flaky)
+    a, b = np.array([1.5, -2.0, 3.25]), np.array([100.0, 7.0, -0.5])
+    enc_a, enc_b = (client.encode(v, 128, 20, 2.0**23) for v in (a, b))
+    fail.add(0)
+    with pytest.raises(ShareServiceError):
+        alice.upload("partial", a)
+    first = alice.stat(1, "partial")
+    assert alice.stat(0, "partial") is None and first is not None
+    fail.clear()
+    r = alice.upload("partial", b)
+    s1_then, s1_now = seen[0]
+    leak = client._add(s1_now, s1_then, 128, -1)  # what S1 can compute
+    assert not np.array_equal(leak, client._add(enc_b, enc_a, 128, -1))
+    assert r["upload_id"] != first["upload_id"]
+    m0, m1 = alice.stat(0, "partial"), alice.stat(1, "partial")
+    assert m0["upload_id"] == m1["upload_id"] == r["upload_id"]
+    np.testing.assert_array_equal(alice.fetch("partial"), grid(b))
+    # a retry cut off half-way leaves two sharings; the next one completes it
+    fail.add(1)
+    with pytest.raises(ShareServiceError):
+        alice.upload("partial", a, overwrite=True)
+    assert alice.stat(0, "partial")["upload_id"] != alice.stat(1, "partial")["upload_id"]
+    fail.clear()
+    r = alice.upload("partial", a)
+    np.testing.assert_array_equal(alice.fetch("partial"), grid(a))
+    # no share was ever sent twice, to either service, under one mask
+    for party in (0, 1):
+        for i, x in enumerate(seen[party]):
+            for y in seen[party][i + 1:]:
+                assert not np.array_equal(x, y)
+    assert alice.upload("partial", a)["existed"]  # the idempotent case still works
+
+
 def test_published_result_reaches_its_owner_only(alice, certs, services):
     """What tp.load and tp.publish do on S1 and S2 (store.read_share,
     store.write_share; the ops themselves: tests/test_share_io.py): the servers read alice's upload as two shares, store
@@ -315,8 +366,12 @@ def test_shares_of_two_sharings_are_not_reconstructed(alice, services):
     alice.upload_share(1, "mixed", s, [3], uid1)
     err = assert_refused(grpc.StatusCode.FAILED_PRECONDITION, alice.fetch, "mixed")
     assert "upload_id" in err.details
-    # ... and upload() does not take the mixed pair for an identical record
-    assert_refused(grpc.StatusCode.ALREADY_EXISTS, alice.upload, "mixed", np.ones(3))
+    # ... and upload() does not take the mixed pair for an identical record:
+    # it is an unfinished upload (e.g. a retry cut off after one service
+    # stored its share), replaced by a fresh sharing under a new upload id
+    r = alice.upload("mixed", np.ones(3))
+    assert not r["existed"] and r["upload_id"] not in (uid0.hex(), uid1.hex())
+    np.testing.assert_array_equal(alice.fetch("mixed"), np.ones(3))
 
 
 # --- authentication and authorisation -----------------------------------------

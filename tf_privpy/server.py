@@ -157,10 +157,11 @@ def _register_identity(role: str, identity: dict) -> None:
 
 
 def _start_share_service(role: str, host: str, port: int, cert_dir: Optional[str],
-                         store_dir: Optional[str], ring_bits: int):
+                         store_dir: Optional[str], ring_bits: int, limits=None):
     """S1's or S2's share service beside its TF server, in this process, and
-    tp.load/tp.publish's functions on the same store. Returns (grpc server,
-    port)."""
+    tp.load/tp.publish's functions on the same store. limits: the service's
+    calls, deadlines and quotas (tf_privpy.service.limits.Limits; its
+    defaults when None). Returns (grpc server, port)."""
     if role not in ("s1", "s2"):
         raise cf.ClusterError(f"--share_port: only S1 and S2 hold shares; {role} runs no "
                               "share service")
@@ -171,10 +172,11 @@ def _start_share_service(role: str, host: str, port: int, cert_dir: Optional[str
                               "keeps its shares)")
     from tf_privpy import share_io
     from tf_privpy.service import server as service
+    from tf_privpy.service.store import StoreError
     try:
         svc, bound = service.serve(role, port, cert_dir, store_dir, host=host,
-                                   ring_bits=ring_bits)
-    except (OSError, RuntimeError, ValueError) as e:  # ca.CAError: key custody refused
+                                   ring_bits=ring_bits, limits=limits)
+    except (OSError, RuntimeError, ValueError, StoreError) as e:  # ca.CAError: key custody refused
         raise StartError(f"cannot start the share service on {host}:{port}: {e}") from None
     share_io.attach_store(cf.party(role), store_dir)
     return svc, bound
@@ -183,7 +185,7 @@ def _start_share_service(role: str, host: str, port: int, cert_dir: Optional[str
 def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
           identity_key: Optional[str] = None, share_port: Optional[int] = None,
           cert_dir: Optional[str] = None, share_store: Optional[str] = None,
-          share_ring_bits: int = 128) -> int:
+          share_ring_bits: int = 128, share_limits=None) -> int:
     cluster = cf.load(path)
     if role not in cf.ROLES:
         raise cf.ClusterError(f"--role must be one of {', '.join(cf.ROLES)}, got {role!r}")
@@ -256,7 +258,7 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
     share = None
     if share_port is not None:
         share = _start_share_service(role, host, share_port, cert_dir, share_store,
-                                     share_ring_bits)
+                                     share_ring_bits, share_limits)
     print(f"tf_privpy server {role} ready on {host}:{port} (tf_privpy {identity['version']}, "
           f"ops library {identity['sha256'][:12]}, cluster file sha256 {cluster.sha256})"
           + (f"; share service on {host}:{share[1]}" if share else ""), flush=True)
@@ -307,6 +309,11 @@ def _define_flags() -> None:
                         "--share-store.")
     flags.DEFINE_enum("share_ring_bits", "128", ["64", "128"],
                       "With --share_port: the ring the service accepts uploads in.")
+    from tf_privpy.service.limits import add_limit_flags  # imports only the store module
+    define = {int: flags.DEFINE_integer, float: flags.DEFINE_float}
+    add_limit_flags(lambda name, type_, default, help_: define[type_](
+        name, default, f"With --share_port: {help_} Also --{name.replace('_', '-')}."),
+        prefix="share_")
     flags.mark_flags_as_required(["role", "cluster"])
 
 
@@ -314,10 +321,15 @@ def main(argv) -> None:
     if len(argv) > 1:
         _fail(f"unexpected arguments {argv[1:]}", 2)
     F = flags.FLAGS
+    from tf_privpy.service.limits import limits_from
     try:
+        try:
+            limits = limits_from(F, "share_")
+        except ValueError as e:
+            raise cf.ClusterError(f"--share_* limits: {e}") from None
         code = serve(F.role, F.cluster, F.allow_public_address, F.exit_with_parent,
                      F.identity_key, F.share_port, F.cert_dir, F.share_store,
-                     int(F.share_ring_bits))
+                     int(F.share_ring_bits), limits)
     except cf.ClusterError as e:
         _fail(str(e), 2)
     except StartError as e:
@@ -335,7 +347,9 @@ def _underscored(argv: List[str]) -> List[str]:
     out = []
     for a in argv:
         name, eq, value = a.partition("=")
-        out.append("--" + name[2:].replace("-", "_") + eq + value if name in dashed else a)
+        share = name.startswith("--share-")  # the limits' --share-max-calls etc. too
+        out.append("--" + name[2:].replace("-", "_") + eq + value
+                   if name in dashed or share else a)
     return out
 
 

@@ -7,10 +7,11 @@ registered, under a token naming the party, only in the process that holds
 that party's store (`attach_store`: tf_privpy.server does it for
 `--share-store`, `tp.init(share_stores=...)` in the embedded mode). The
 driver sends only the record's name and receives only public metadata
-(shape, upload id, owner); the shares stay on their servers and enter the
-protocols as a PrivateTensor. In a distributed run the driver process has no
-such function registered, so an op misplaced onto the client fails instead
-of reading a share there.
+(store.public: shape, upload id, owner, kind; never a share's SHA-256,
+which would let it test guesses of a small share); the shares stay on their
+servers and enter the protocols as a PrivateTensor. In a distributed run
+the driver process has no such function registered, so an op misplaced onto
+the client fails instead of reading a share there.
 
 Example (embedded; the services' stores under stores/s1 and stores/s2):
   >>> tp.init(share_stores={"S1": "stores/s1", "S2": "stores/s2"})
@@ -32,7 +33,7 @@ from tensorflow.python.ops import script_ops
 from tf_privpy import distributed
 from tf_privpy.protocols.mpc.ops import _common as C
 from tf_privpy.protocols.mpc.value import PrivateTensor
-from tf_privpy.service.store import Store, StoreError, read_share, write_share
+from tf_privpy.service.store import Store, StoreError, public, read_share, write_share
 
 __all__ = ["attach_store", "detach_stores", "load", "publish"]
 
@@ -93,7 +94,7 @@ def attach_store(party: str, store_dir: str) -> None:
             meta = store().require(name.numpy().decode(), None)
         except StoreError as e:
             raise _op_error(e) from None
-        return tf.constant(json.dumps(meta))
+        return tf.constant(json.dumps(public(meta)))
 
     def probe(name):
         # info without NOT_FOUND: "null" for a missing record. A remote op that
@@ -104,7 +105,7 @@ def attach_store(party: str, store_dir: str) -> None:
             meta = store().info(name.numpy().decode())
         except StoreError as e:
             raise _op_error(e) from None
-        return tf.constant(json.dumps(meta))
+        return tf.constant(json.dumps(public(meta)))
 
     def read(name, upload_id):
         try:
@@ -123,7 +124,7 @@ def attach_store(party: str, store_dir: str) -> None:
                 index, owner.numpy().decode(), upload_id.numpy().decode(), bool(overwrite))
         except StoreError as e:
             raise _op_error(e) from None
-        return tf.constant(json.dumps(dict(meta, existed=existed)))
+        return tf.constant(json.dumps(dict(public(meta), existed=existed)))
 
     registry = script_ops._py_funcs._funcs
     for action, fn in (("info", info), ("probe", probe), ("read", read), ("write", write)):
@@ -186,7 +187,7 @@ def _metadata(h, name: str) -> Sequence[dict]:
 
 
 def load(name: str, dtype: tf.DType = tf.float32,
-         shape: Optional[Sequence[int]] = None) -> PrivateTensor:
+         shape: Optional[Sequence[int]] = None, owner: Optional[str] = None) -> PrivateTensor:
     """The stored shares of `name` as a PrivateTensor, read on S1 and S2.
 
     Each server reads its own share from its own store with an op on its own
@@ -200,23 +201,34 @@ def load(name: str, dtype: tf.DType = tf.float32,
       dtype: the dtype the PrivateTensor reveals to (the store keeps ring
         elements only).
       shape: the shape the program expects, if any; another raises ValueError.
+      owner: who must own both records (the CN of the uploader's
+        certificate, or the owner a result was published for). Names are
+        first come, first served: without owner, a record another owner
+        uploaded under the expected name first is loaded as well. Pass it.
 
     Returns:
       A PrivateTensor of the record's shape.
 
     Raises:
       ShareServiceError: unknown name (NOT_FOUND), no store attached, records
-        that are not one sharing or of another ring (FAILED_PRECONDITION).
+        that are not one sharing or of another ring (FAILED_PRECONDITION),
+        a record not owned by `owner` (PERMISSION_DENIED).
       ValueError: the record's shape is not `shape`.
 
     Example:
       >>> tp.client.upload("features", x, cluster="owner.json")   # the owner
-      >>> f = tp.load("features", shape=[100, 5])                 # the driver
+      >>> f = tp.load("features", shape=[100, 5], owner="hospital-a")  # the driver
       >>> tp.reveal(f @ w)
     """
     h = C.handle_of()
     with tf.init_scope():  # public metadata, read eagerly even while tracing
         m0, m1 = _metadata(h, name)
+    if owner is not None and (m0["owner"], m1["owner"]) != (owner, owner):
+        raise _error(grpc.StatusCode.PERMISSION_DENIED,
+                     f"tp.load({name!r}, owner={owner!r}): S1's record belongs to "
+                     f"{m0['owner']!r} and S2's to {m1['owner']!r}; the program expects "
+                     f"{owner!r}: check the name with its owner (names are first come, "
+                     f"first served)")
     _client().check_pair(name, m0, m1)
     cfg = h.config
     if (m0["ring_bits"], m0["frac_bits"]) != (cfg.ring_bits, cfg.frac_bits):
@@ -251,14 +263,16 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
       x: the result.
       name: the record's name (1-128 of letters, digits, '.', '_', '-').
       owner: who may fetch it.
-      overwrite: replace an existing result of the same owner.
+      overwrite: replace an existing result of the same owner (never an
+        upload: an owner's input is not replaced by a result).
 
     Returns:
       {"name", "shape", "upload_id", "owner", "existed"}.
 
     Raises:
       ShareServiceError: another owner's name (PERMISSION_DENIED), an
-        existing name without overwrite (ALREADY_EXISTS), a bad name
+        existing name without overwrite, or an upload's name
+        (ALREADY_EXISTS), a bad name or owner
         (INVALID_ARGUMENT), no store attached (FAILED_PRECONDITION).
 
     Example:
@@ -270,6 +284,10 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
                         "public values with tp.share first")
     if not isinstance(owner, str) or not owner:
         raise ValueError("owner: the name (certificate CN) of who may fetch the result")
+    try:
+        Store.check_owner(owner)
+    except StoreError as e:
+        raise _error(getattr(grpc.StatusCode, e.code), str(e)) from None
     if not tf.executing_eagerly():
         raise RuntimeError("tp.publish writes to the servers' stores: call it eagerly, "
                            "outside tf.function (return the PrivateTensor from the function)")
@@ -280,11 +298,16 @@ def publish(x: PrivateTensor, name: str, owner: str, overwrite: bool = False) ->
             continue
         if m["owner"] != owner:
             raise _error(grpc.StatusCode.PERMISSION_DENIED,
-                                    f"record {name!r} belongs to another owner", party)
+                         f"record {name!r} belongs to another owner", party)
+        if m.get("kind") == "upload":
+            # the store refuses it too; this names it before anything is written
+            raise _error(grpc.StatusCode.ALREADY_EXISTS,
+                         f"record {name!r} is an upload of {owner!r} (an input): a result "
+                         "never replaces it, overwrite or not; publish under another name",
+                         party)
         if not overwrite:
             raise _error(grpc.StatusCode.ALREADY_EXISTS,
-                                    f"record {name!r} exists: pass overwrite=True to "
-                                    "replace it", party)
+                         f"record {name!r} exists: pass overwrite=True to replace it", party)
     uid = os.urandom(16).hex()
     metas = []
     for party, share in zip(PARTIES, C.shares(x)):

@@ -13,11 +13,15 @@ owner's client certificate. Neither service, nor anyone but the owner, ever
 holds both shares. Both shares carry the same random upload id, by which
 fetch() and tp.load check that they belong together.
 
-Retries are safe: when the name exists on both services with the same upload
-id, upload() fetches it (the owner may), and succeeds if it holds the same
+Retries are safe: when the name exists on both services as one sharing,
+upload() fetches it (the owner may), and succeeds if it holds the same
 values on the fixed-point grid, else raises ShareServiceError(ALREADY_EXISTS);
-when an earlier upload was interrupted after one service stored its share,
-upload() completes it by sending the other service the complementary share.
+when an earlier upload was interrupted after one service stored its share
+(or both hold shares of different sharings), upload() shares the array
+afresh, with a new mask and upload id, and replaces both records. A mask is
+never reused: each share sent is either fresh randomness or the array minus
+fresh randomness, so no service ever holds two shares of different values
+under one mask.
 """
 from __future__ import annotations
 
@@ -314,54 +318,59 @@ class ShareClient:
         v = reconstruct(s0, s1, m0["ring_bits"])
         return v if raw else decode(v, m0["ring_bits"], m0["frac_bits"])
 
-    def upload(self, name: str, array, overwrite: bool = False, kind: str = "upload",
+    def upload(self, name: str, array, overwrite: bool = False,
                chunk_bytes: int = DEFAULT_CHUNK_BYTES, progress: Optional[bool] = None) -> dict:
         """Shares `array` here and sends one share to each service. Returns
-        {"name", "shape", "upload_id", "existed"}; raises ShareServiceError."""
+        {"name", "shape", "upload_id", "existed"}; raises ShareServiceError.
+
+        Every attempt that sends anything splits afresh (new mask, new upload
+        id): a share sent once is never paired with a different value. An
+        unfinished earlier upload of the name (on one service only, or on
+        both as two different sharings) is replaced on both."""
         enc = encode(array, self.ring_bits, self.frac_bits, self.bound)
         shape = list(np.shape(array))
         # Both services answer (and pass the certificate checks) before any
         # share leaves this machine.
         have = [self.stat(p, name) for p in (0, 1)]
-        if overwrite:
-            have = [None, None]
-        todo = (0, 1)
-        if have[0] and have[1]:
-            if have[0]["upload_id"] == have[1]["upload_id"]:
-                same = have[0]["shape"] == shape and np.array_equal(
-                    self.fetch(name, raw=True), enc)
-                if same:
-                    return {"name": name, "shape": shape, "upload_id": have[0]["upload_id"],
-                            "existed": True}
+        if not overwrite and have[0] and have[1] and _one_sharing(have[0], have[1]):
+            same = have[0]["shape"] == shape and np.array_equal(self.fetch(name, raw=True), enc)
+            if same:
+                return {"name": name, "shape": shape, "upload_id": have[0]["upload_id"],
+                        "existed": True}
             raise ShareServiceError(grpc.StatusCode.ALREADY_EXISTS,
                                     f"{name!r} exists with other content: pass overwrite=True "
                                     f"to replace it")
-        if have[0] or have[1]:
-            # An earlier upload stopped after one service stored its share:
-            # complete it with the complementary share of this array.
-            p = 0 if have[0] else 1
-            meta, stored = self.fetch_share(p, name)
-            if meta["shape"] != shape:
-                raise ShareServiceError(
-                    grpc.StatusCode.ALREADY_EXISTS, f"{self.SERVERS[p]} holds an unfinished "
-                    f"upload of {name!r} with shape {meta['shape']}: pass overwrite=True")
-            uid = bytes.fromhex(meta["upload_id"])
-            shares = {1 - p: _add(enc, stored, self.ring_bits, -1)}
-            todo = (1 - p,)
-        else:
-            uid = os.urandom(16)
-            s0, s1 = split(enc, self.ring_bits)
-            shares = {0: s0, 1: s1}
-        bar = _Progress(sum(shares[p].nbytes for p in todo), f"upload {name}", progress)
+        # Nothing yet, an overwrite, or an earlier upload that stopped after
+        # one service stored its share (or after one of a retry's two): a new
+        # sharing of this array, which replaces what either service holds. It
+        # must not complete the old sharing with the complement of a stored
+        # share: a service that saw (part of) the old attempt's share for it,
+        # enc(A) - r, would then get enc(B) - r and learn A - B.
+        uid = os.urandom(16)
+        s0, s1 = split(enc, self.ring_bits)
+        shares = {0: s0, 1: s1}
+        # Replace only a record seen above (the owner's own; the service
+        # checks): a name that appeared since is refused, not clobbered.
+        replace = [overwrite or have[p] is not None for p in (0, 1)]
+        bar = _Progress(s0.nbytes + s1.nbytes, f"upload {name}", progress)
         try:
             with concurrent.futures.ThreadPoolExecutor(2) as ex:
-                futs = [ex.submit(self.upload_share, p, name, shares[p], shape, uid, overwrite,
-                                  kind, chunk_bytes, bar) for p in todo]
+                futs = [ex.submit(self.upload_share, p, name, shares[p], shape, uid, replace[p],
+                                  "upload", chunk_bytes, bar) for p in (0, 1)]
                 results = [f.result() for f in futs]
         finally:
             bar.close()
         return {"name": name, "shape": shape, "upload_id": uid.hex(),
                 "existed": all(existed for _, existed in results)}
+
+
+def _one_sharing(m0: dict, m1: dict) -> bool:
+    """Whether S1's and S2's records are the two shares of one sharing."""
+    try:
+        check_pair(m0["name"], m0, m1)
+    except ShareServiceError:
+        return False
+    return True
 
 
 def check_pair(name: str, m0: dict, m1: dict) -> None:

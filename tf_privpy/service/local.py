@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -54,9 +54,11 @@ class LocalService:
     launcher = LAUNCHER
 
     def __init__(self, role: str, cert_dir: str, store_dir: str,
-                 max_record_bytes: Optional[int] = None, ring_bits: int = 128):
+                 max_record_bytes: Optional[int] = None, ring_bits: int = 128,
+                 extra_args: Sequence[str] = ()):
         self.role, self.cert_dir, self.store_dir = role, cert_dir, store_dir
         self.max_record_bytes, self.ring_bits = max_record_bytes, ring_bits
+        self.extra_args = list(extra_args)  # more flags of server.main (e.g. limits)
         self.port = free_port()
         self.proc: Optional[subprocess.Popen] = None
 
@@ -65,7 +67,7 @@ class LocalService:
              "--store-dir", self.store_dir, "--ring-bits", str(self.ring_bits)]
         if self.max_record_bytes:
             a += ["--max-record-bytes", str(self.max_record_bytes)]
-        return a
+        return a + self.extra_args
 
     def start(self, timeout: float = 60.0) -> "LocalService":
         self.proc = subprocess.Popen([sys.executable, "-c", self.launcher, _ROOT] + self.args(),

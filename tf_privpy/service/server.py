@@ -20,12 +20,18 @@ Nothing S1's operator holds or can make is enrolled on S2.
 Calls (share_service.proto): Upload (a header, chunks each with its SHA-256,
 a commit with the whole record's SHA-256), Fetch and Stat (owner only). A
 StoreError becomes its gRPC status with the store's message; nothing is
-stored by a refused upload.
+stored by a refused upload. Owners may upload records of kind "upload" only
+(results are written by the servers' tp.publish).
+
+Limits (limits.py, each a serve() argument and a flag): calls at once
+overall and per owner, how long the service waits on a client (between
+messages, and in all), and what one owner may keep stored.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import datetime
 import functools
 import hashlib
@@ -45,6 +51,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tf_privpy.service import ca
 from tf_privpy.service._proto import pb, pb_grpc
+from tf_privpy.service.limits import CallGuard, Limits, add_limit_flags, limits_from
 from tf_privpy.service.store import DEFAULT_MAX_RECORD_BYTES, Store, StoreError
 
 DEFAULT_CHUNK_BYTES = 1 << 20
@@ -245,8 +252,10 @@ def _abort(context, e: StoreError):
 
 
 class ShareServicer(pb_grpc.ShareServiceServicer):
-    def __init__(self, store: Store, auth: Authenticator, role: str):
+    def __init__(self, store: Store, auth: Authenticator, role: str,
+                 guard: Optional[CallGuard] = None):
         self.store, self.auth, self.role = store, auth, role
+        self.guard = guard if guard is not None else CallGuard(Limits(), role)
 
     def _owner(self, context) -> str:
         owner = self.auth.owner(context)
@@ -254,64 +263,92 @@ class ShareServicer(pb_grpc.ShareServiceServicer):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "no valid owner certificate")
         return owner
 
-    def Upload(self, request_iterator, context):
+    @contextlib.contextmanager
+    def _call(self, context):
+        """The caller's owner name and its call slot (per-owner limit,
+        watchdog); a refusal aborts the call with its status."""
         owner = self._owner(context)
-        first = next(request_iterator, None)
-        if first is None or first.WhichOneof("part") != "header":
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          "an upload starts with its header: nothing stored")
-        info = info_to_dict(first.header.info)
-        want = {"s1": 0, "s2": 1}.get(self.role)
-        if want is not None and info["party"] != want:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          f"party {info['party']}'s share sent to {self.role.upper()}, which "
-                          f"holds party {want}'s: nothing stored")
         try:
-            pending = self.store.begin(info, owner, first.header.overwrite)
+            call = self.guard.enter(owner, context)
         except StoreError as e:
             _abort(context, e)
         try:
-            for msg in request_iterator:
-                part = msg.WhichOneof("part")
-                if part == "chunk":
-                    c = msg.chunk
-                    if hashlib.sha256(c.data).digest() != c.sha256:
-                        raise StoreError("DATA_LOSS", f"the chunk at offset {c.offset} does "
-                                         f"not match its SHA-256: nothing stored")
-                    pending.write(c.offset, c.data)
-                elif part == "commit":
-                    meta, existed = pending.commit(msg.commit.sha256.hex())
-                    return pb.UploadReply(info=dict_to_info(meta), existed=existed)
-                else:
-                    raise StoreError("INVALID_ARGUMENT", "a second header: nothing stored")
-            raise StoreError("INVALID_ARGUMENT", "the upload ended without its commit: "
-                             "nothing stored")
-        except StoreError as e:
-            _abort(context, e)
+            yield owner, call
+        except grpc.RpcError:
+            # The client went away, or the watchdog cancelled the call: no
+            # status can reach it any more (abort only ends the handler
+            # quietly, where a raised RpcError would be logged as a bug).
+            context.abort(grpc.StatusCode.CANCELLED, call.cut or "the call was cancelled")
         finally:
-            pending.abort()
+            self.guard.leave(call)
+
+    def Upload(self, request_iterator, context):
+        with self._call(context) as (owner, call):
+            first = next(request_iterator, None)
+            call.touch()
+            if first is None or first.WhichOneof("part") != "header":
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              "an upload starts with its header: nothing stored")
+            info = info_to_dict(first.header.info)
+            want = {"s1": 0, "s2": 1}.get(self.role)
+            if want is not None and info["party"] != want:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"party {info['party']}'s share sent to {self.role.upper()}, "
+                              f"which holds party {want}'s: nothing stored")
+            if (info["kind"] or "upload") != "upload":
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"kind {info['kind']!r}: owners upload inputs (kind 'upload'); "
+                              f"results are written by the servers (tp.publish)")
+            try:
+                pending = self.store.begin(info, owner, first.header.overwrite)
+            except StoreError as e:
+                _abort(context, e)
+            try:
+                for msg in request_iterator:
+                    call.touch()
+                    part = msg.WhichOneof("part")
+                    if part == "chunk":
+                        c = msg.chunk
+                        if hashlib.sha256(c.data).digest() != c.sha256:
+                            raise StoreError("DATA_LOSS", f"the chunk at offset {c.offset} "
+                                             f"does not match its SHA-256: nothing stored")
+                        pending.write(c.offset, c.data)
+                    elif part == "commit":
+                        with call.working():
+                            meta, existed = pending.commit(msg.commit.sha256.hex())
+                        return pb.UploadReply(info=dict_to_info(meta), existed=existed)
+                    else:
+                        raise StoreError("INVALID_ARGUMENT", "a second header: nothing stored")
+                raise StoreError("INVALID_ARGUMENT", "the upload ended without its commit: "
+                                 "nothing stored")
+            except StoreError as e:
+                _abort(context, e)
+            finally:
+                pending.abort()
 
     def Fetch(self, request, context):
-        owner = self._owner(context)
-        chunk = request.chunk_bytes or DEFAULT_CHUNK_BYTES
-        chunk = min(max(chunk, 4096), MAX_MESSAGE_BYTES // 2)
-        try:
-            meta, data = self.store.chunks(request.name, owner, chunk)
-            yield pb.FetchMessage(info=dict_to_info(meta))
-            offset = 0
-            for b in data:
-                yield pb.FetchMessage(chunk=pb.Chunk(offset=offset, data=b,
-                                                     sha256=hashlib.sha256(b).digest()))
-                offset += len(b)
-        except StoreError as e:
-            _abort(context, e)
+        with self._call(context) as (owner, call):
+            chunk = request.chunk_bytes or DEFAULT_CHUNK_BYTES
+            chunk = min(max(chunk, 4096), MAX_MESSAGE_BYTES // 2)
+            try:
+                meta, data = self.store.chunks(request.name, owner, chunk)
+                yield pb.FetchMessage(info=dict_to_info(meta))
+                call.touch()
+                offset = 0
+                for b in data:
+                    yield pb.FetchMessage(chunk=pb.Chunk(offset=offset, data=b,
+                                                         sha256=hashlib.sha256(b).digest()))
+                    call.touch()  # the client took it (flow control)
+                    offset += len(b)
+            except StoreError as e:
+                _abort(context, e)
 
     def Stat(self, request, context):
-        owner = self._owner(context)
-        try:
-            return dict_to_info(self.store.require(request.name, owner))
-        except StoreError as e:
-            _abort(context, e)
+        with self._call(context) as (owner, _call):
+            try:
+                return dict_to_info(self.store.require(request.name, owner))
+            except StoreError as e:
+                _abort(context, e)
 
 
 class _ClientRoots:
@@ -348,30 +385,41 @@ def _read(path: str) -> bytes:
 
 def serve(role: str, port: int, cert_dir: str, store_dir: str, host: str = "127.0.0.1",
           ring_bits: int = 128, frac_bits: Optional[int] = None,
-          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, max_workers: int = 64):
+          max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+          limits: Optional[Limits] = None):
     """Starts S1's or S2's share service; returns (grpc.Server, bound port).
-    port 0 picks a free one. The caller stops it with server.stop(grace)."""
+    port 0 picks a free one. limits: calls at once, deadlines and per-owner
+    quotas (limits.Limits; its defaults when None). The caller stops it with
+    server.stop(grace)."""
     if role not in ca.SERVER_ROLES:
         raise ValueError(f"role must be one of {ca.SERVER_ROLES}, got {role!r}")
+    limits = Limits() if limits is None else limits
     frac_bits = _FRAC_BITS[ring_bits] if frac_bits is None else frac_bits
     # Key custody first: refuse a folder holding keys other machines use.
     ca.check_custody(cert_dir, role)
-    store = Store(store_dir, ring_bits, frac_bits, max_record_bytes)
+    store = Store(store_dir, ring_bits, frac_bits, max_record_bytes,
+                  quota_bytes=limits.quota_bytes, quota_records=limits.quota_records)
     auth = Authenticator(cert_dir)
     creds = grpc.dynamic_ssl_server_credentials(
         *_ClientRoots(cert_dir, role, auth.enrolment).initial(),
         require_client_authentication=True)
+    # A thread for every admitted call, and no queue: a call beyond
+    # max_calls is refused at once (RESOURCE_EXHAUSTED) rather than waiting
+    # behind calls that may never end.
     server = grpc.server(
-        concurrent.futures.ThreadPoolExecutor(max_workers=max_workers,
+        concurrent.futures.ThreadPoolExecutor(max_workers=limits.max_calls,
                                               thread_name_prefix=f"share-{role}"),
         interceptors=[AuthInterceptor(auth)],
         options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                  ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                 ("grpc.so_reuseport", 0)])
-    pb_grpc.add_ShareServiceServicer_to_server(ShareServicer(store, auth, role), server)
+                 ("grpc.so_reuseport", 0)],
+        maximum_concurrent_rpcs=limits.max_calls)
+    guard = CallGuard(limits, role)
+    pb_grpc.add_ShareServiceServicer_to_server(ShareServicer(store, auth, role, guard), server)
     bound = server.add_secure_port(f"{host}:{port}", creds)
     if bound == 0:
         raise OSError(f"cannot bind the share service to {host}:{port}")
+    guard.start()
     server.start()
     return server, bound
 
@@ -388,12 +436,18 @@ def main(argv=None) -> int:
     p.add_argument("--ring-bits", type=int, default=128, choices=(64, 128))
     p.add_argument("--frac-bits", type=int, default=None)
     p.add_argument("--max-record-bytes", type=int, default=DEFAULT_MAX_RECORD_BYTES)
+    add_limit_flags(lambda name, type_, default, help_: p.add_argument(
+        "--" + name.replace("_", "-"), type=type_, default=default,
+        help=f"{help_} Default {default}."))
     a = p.parse_args(argv)
     try:
         server, port = serve(a.role, a.port, a.cert_dir, a.store_dir, a.host, a.ring_bits,
-                             a.frac_bits, a.max_record_bytes)
+                             a.frac_bits, a.max_record_bytes, limits_from(a))
     except ca.CAError as e:
         print(f"share service {a.role}: error: {e}", file=sys.stderr, flush=True)
+        return 2
+    except (StoreError, ValueError) as e:
+        print(f"share service {a.role}: {e}", file=sys.stderr, flush=True)
         return 2
     got: list = []
     for sig in (signal.SIGTERM, signal.SIGINT):

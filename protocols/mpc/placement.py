@@ -234,6 +234,13 @@ def _taint_of(t, st: _GraphState) -> bool:
     return any(st.tainted.get(i.name, False) for i in op.inputs)
 
 
+def _captured_server_value(t, st: _GraphState) -> bool:
+    """Whether a Const is an eager tensor of a server captured by value."""
+    ext = _external(t.graph, t)
+    return ext is not None and isinstance(ext, ops.EagerTensor) and \
+        st.parties.of(ext.device) != CLIENT
+
+
 def _channel_dst(op) -> Optional[str]:
     """The receiving party of a channel copy (an IdentityN in the channel's
     name scope, channel.Channels.send), else None."""
@@ -305,6 +312,14 @@ def _check(op, st: _GraphState) -> None:
         return
     if op.type == "Placeholder":
         return  # a capture is registered after its placeholder: resolved lazily
+    for i in op.inputs:
+        if i.op.type == "Const" and _captured_server_value(i, st):
+            raise PlacementError(
+                f"op '{op.name}' ({op.type}) reads '{i.name}', a server's tensor (a share) that "
+                "TensorFlow captured into the traced function as a constant (it copies eager "
+                "tensors of up to 128 elements into the graph, reading them on the client). "
+                "Pass the PrivateTensor to the tf.function as an argument instead of "
+                "capturing it from outside, or keep it in a tp.Variable.")
     t_in = [i for i in op.inputs if tainted(i)]
     for o in op.outputs:
         st.tainted[o.name] = _taint_of(o, st)
@@ -323,12 +338,24 @@ def _check(op, st: _GraphState) -> None:
             f"AutoGraph turns into one) reads '{t_in[0].name}', a share or a value computed "
             f"from private data (op '{op.name}'): the servers cannot decide whether to loop "
             f"on a secret without revealing it. {LOOP_ADVICE}")
+    origin = t_in[0].op
+    while origin.type == "Identity" and not origin.device and origin.inputs:
+        origin = origin.inputs[0].op
+    if origin.type in COND_OPS:
+        raise PlacementError(
+            f"op '{op.name}' ({op.type}) reads '{t_in[0].name}', a PrivateTensor's share "
+            f"returned by {origin.type} '{origin.name}' (tf.cond, tf.case, tf.switch_case or an "
+            "AutoGraph `if` on a tensor): TensorFlow merges a conditional's outputs on one "
+            f"device, the client's, so both shares would meet there. {COND_ADVICE}")
+    held = (f"a share or protocol message held by {src}" if src != CLIENT else
+            "a value computed from a share or protocol message")
+    scope = (f"the holder's device scope (tf.device(tp.servers()['{src}']))" if src != CLIENT
+             else "the holder's device scope")
     raise PlacementError(
-        f"op '{op.name}' ({op.type}) reads '{t_in[0].name}', a share or protocol message "
-        f"held by {src}, but would run on the client (it has no device scope): in "
-        "distributed mode that sends it to the driver outside the channel. Build it under "
-        f"the holder's device scope (tf.device(tp.servers()['{src}'])), use the tp op for "
-        "it, or tp.reveal() the value first if it may be disclosed.")
+        f"op '{op.name}' ({op.type}) reads '{t_in[0].name}', {held}, but would run on the "
+        "client (it has no device scope): in distributed mode that sends it to the driver "
+        f"outside the channel. Build it under {scope}, use the tp op for it, or tp.reveal() "
+        "the value first if it may be disclosed.")
 
 
 def _check_while(op, st: _GraphState) -> None:
@@ -392,8 +419,29 @@ def install(graph=None) -> None:
         graph = getattr(graph, "outer_graph", None)
 
 
-#: the name the op registry calls (registry.accepting_variables)
-keep_returns_in_place = install
+def keep_returns_in_place() -> None:
+    """What every tp op calls while it is traced (registry.accepting_variables):
+    installs the device function and guard, and refuses to run inside
+    tf.vectorized_map, whose vectorizer copies ops without their devices."""
+    if not tf.inside_function():
+        return
+    graph = ops.get_default_graph()
+    install(graph)
+    scope = graph.get_name_scope().split("/")
+    if "loop_body" in scope:
+        # tf.vectorized_map (parallel_for.pfor) traces the body under
+        # "loop_body", its loop index a PlaceholderWithDefault in that scope
+        prefix = "/".join(scope[:scope.index("loop_body") + 1])
+        try:
+            graph.get_operation_by_name(prefix + "/PlaceholderWithDefault")
+        except KeyError:
+            return
+        raise TypeError(
+            "tf.vectorized_map cannot run tp ops: its vectorizer rebuilds the body's ops "
+            "without their devices, so shares would be computed on the client. Apply the tp "
+            "ops to the whole batch at once (they are elementwise or batched), or loop "
+            "explicitly: a Python loop over x[i] with tp.stack, or a `for i in tf.range(n)` "
+            "loop inside tf.function.")
 
 
 def tag_shares(share0, share1, holders) -> None:

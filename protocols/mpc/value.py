@@ -115,6 +115,15 @@ def _from_components(self, components):
     return value
 
 
+def _to_components(self, value):
+    """PrivateTensor.Spec._to_components: a PrivateTensor flattened inside a
+    traced function (returned, passed to a branch or loop) installs the
+    placement guard in that graph and the graphs around it."""
+    if tf.inside_function():
+        _placement.install()
+    return _base_to_components(self, value)
+
+
 def _refuse_batching(*_args, **_kwargs):
     raise TypeError(_BATCH_MESSAGE)
 
@@ -127,6 +136,8 @@ def _refuse_dataset(*_args, **_kwargs):
 # these names in a nested Spec): batching is refused with what to do instead.
 _base_from_components = PrivateTensor.Spec._from_components
 PrivateTensor.Spec._from_components = _from_components
+_base_to_components = PrivateTensor.Spec._to_components
+PrivateTensor.Spec._to_components = _to_components
 PrivateTensor.Spec._batch = _refuse_batching
 PrivateTensor.Spec._unbatch = _refuse_batching
 for _name in ("_to_legacy_output_types", "_to_legacy_output_shapes",

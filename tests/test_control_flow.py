@@ -3,14 +3,15 @@ either runs with each share on its holder or is refused with what to do.
 
 What runs is checked in the PARTITION graphs of a real run (run metadata):
 the client's partition receives no int64 tensor (a share or protocol
-message) from S1, S2, T1 or T2. On the code before this change
-(protocols/mpc/placement.py re-placing only the return Identity of a plain
-op) the reviewer's reproductions failed exactly here:
-  test_loops_keep_shares_on_their_holders[autograph_range]: the client
-    received 2 int64 tensors (while/exit/_30, while/exit/_31);
-  test_conditionals_returning_private_values_are_refused[tf_cond]: no error,
-    and the client received 4 int64 tensors (each branch's two shares).
-(run with `git stash` of protocols/ on 2026-11-27; see the commit message.)
+message) from S1, S2, T1 or T2. Run against the code before this change
+(commit 4e77c4b, where protocols/mpc/placement.py re-placed only the return
+Identity of a plain op), the reviewer's reproductions fail exactly here:
+  test_loops_keep_shares_on_their_holders[autograph_range], [tf_while_loop],
+    [autograph_while]: the client received 2 int64 tensors (while/exit/_30
+    and _31: both shares of the loop's result); [nested]: 4;
+  test_conditionals_returning_private_values_are_refused[*] (tf.cond, tf.case,
+    tf.switch_case, AutoGraph if, a returned capture): DID NOT RAISE, and a
+    run gave the client 4 int64 tensors (each branch's two shares).
 
 The trace-time guard (placement.py) refuses a graph that would put a share
 on the client, naming the op: test_guard_refuses_a_misplaced_op.
@@ -295,16 +296,16 @@ def _misplaced(x):
 
 def test_guard_refuses_a_misplaced_op():
     """Refused while tracing, naming the op and the holder, before any run:
-    an argument's share, a share computed inside, a small share captured by
-    value and a conditional over a PrivateTensor captured from outside (no
-    tp op in the function)."""
+    an argument's share, a share computed inside, and a conditional over a
+    PrivateTensor captured from outside (small: by value, large: by
+    placeholder; no tp op in the function)."""
     a = tp.share(A)
     with pytest.raises(tp.PlacementError, match=r"'Reshape.*' \(Reshape\) reads .* held by S1"):
         tf.function(_misplaced).get_concrete_function(a)
     with pytest.raises(tp.PlacementError, match=r"\(Neg\) reads .* held by S2"):
         tf.function(lambda x: tf.negative(x.share1)).get_concrete_function(a)
-    # a small share captured from outside: TF copies it into the graph as a
-    # constant, read on the client (and no tp op runs in the function)
+    # a small share captured from outside (TF copies it into the graph as a
+    # constant), and no tp op in the function
     with pytest.raises(tp.PlacementError, match="captured into the traced function"):
         tf.function(lambda p: tf.cond(p, lambda: a, lambda: a)).get_concrete_function(
             tf.TensorSpec([], tf.bool))

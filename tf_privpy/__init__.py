@@ -73,7 +73,8 @@ _dispatch.register()
 __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
-    "CheckpointError", "ClusterError", "Config", "PlacementError", "cond", "OpLibraryError", "Policy", "PrivateTensor",
+    "CheckpointError", "ClusterError", "Config", "PlacementError", "cond", "OpLibraryError",
+    "Policy", "PrivateTensor",
     "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
     "converters", "convert", "datasets",
     "federated", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",

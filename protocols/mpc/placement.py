@@ -30,8 +30,10 @@ scope overrides it) and of every graph it is nested in:
    placeholders it is rebuilt from (function arguments, loop variables) with
    their holder (`tag_shares`).
 
-Cost: one dictionary look-up per input of each traced op (taint is memoised
-per graph, on the graph object); tests/test_control_flow.py measures it.
+Cost: a few dictionary look-ups per input of each traced op (taint is
+memoised per graph, on the graph object): measured 4-9 % of the trace time
+(30-80 us per op; LeNet-5's converted predict: 137 ms of a 1.6 s trace),
+docs/control_flow.md.
 
 Example:
   >>> f = tf.function(lambda a, b: a * b)
@@ -58,6 +60,8 @@ CLIENT = "client"
 SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 WHILE_OPS = frozenset({"While", "StatelessWhile"})
 COND_OPS = frozenset({"If", "StatelessIf", "Case", "StatelessCase"})
+#: a nested tf.function's call: TF inlines it, its outputs are its body's
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 #: the name scope of every channel copy (channel.SCOPE): an IdentityN in it
 #: is the one allowed way across parties
 CHANNEL_SCOPE = "tp_channel_"
@@ -87,19 +91,19 @@ class _Parties:
     """Party of a device string, for the current runtime (memoised)."""
 
     def __init__(self, devices: Dict[str, str]):
-        self.by_device = {_canon(d): p for p, d in devices.items()}
+        self.by_device = {canon(d): p for p, d in devices.items()}
         self.client = devices.get(CLIENT, "")
         self._memo: Dict[str, str] = {"": CLIENT}
 
     def of(self, device: str) -> str:
         party = self._memo.get(device)
         if party is None:
-            party = self.by_device.get(_canon(device), device)
+            party = self.by_device.get(canon(device), device)
             self._memo[device] = party
         return party
 
 
-def _canon(device: str) -> str:
+def canon(device: str) -> str:
     """'/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' alike."""
     if not device:
         return ""
@@ -158,6 +162,11 @@ def home(t) -> str:
         holder = getattr(op, HOLDER_ATTR, None)
         if holder is not None:
             return holder
+        if op.type in CALL_OPS:
+            inner = _called_output(t)
+            if inner is not None:
+                t = inner
+                continue
         if op.type == "Placeholder":
             ext = _external(op.graph, t)
             if ext is not None:
@@ -202,7 +211,7 @@ def _taint_sources(t):
     op = t.op
     if op.type in WHILE_OPS:
         return [op.inputs[t.value_index]] if t.value_index < len(op.inputs) else []
-    if op.type in COND_OPS or op.type == "Placeholder":
+    if op.type in COND_OPS or op.type in ("Placeholder", "Const"):
         return []
     return list(op.inputs)
 
@@ -220,10 +229,20 @@ def _taint_of(t, st: _GraphState) -> bool:
             return st.parties.of(getattr(ext, "device", "") or "") != CLIENT
         return tainted(ext) or (ext.dtype == tf.resource and
                                 st.parties.of(home(ext)) != CLIENT)
+    if op.type == "Const" and _captured_server_value(t, st):
+        # TF captures an eager tensor of up to 128 elements by value, as a
+        # Const (capture_container.py): a server's share captured that way
+        # was read on the client while tracing (issue 24: not refused here,
+        # the converter's weights are captured so), and is still a share.
+        return True
     if op.type in WHILE_OPS:
         return t.value_index < len(op.inputs) and (
             st.tainted.get(op.inputs[t.value_index].name, False)
             or getattr(op, "_tp_tainted_outputs", {}).get(t.value_index, False))
+    if op.type in CALL_OPS:
+        inner = _called_output(t)
+        if inner is not None:
+            return tainted(inner) or any(tainted(i) for i in op.inputs)
     if op.type in COND_OPS:
         return any(tainted(g.outputs[t.value_index]) for g in _branch_graphs(op)
                    if t.value_index < len(g.outputs))
@@ -271,6 +290,15 @@ def _branch_graphs(op):
     return graphs
 
 
+def _called_output(t):
+    """The output of a nested tf.function's graph that a call op's output t is."""
+    fn = _find_function(t.op.graph, t.op.get_attr("f").name)
+    g = getattr(fn, "graph", None) if fn is not None else None
+    if g is None or t.value_index >= len(g.outputs):
+        return None
+    return g.outputs[t.value_index]
+
+
 def _find_function(graph, name: str):
     while graph is not None:
         fn = getattr(graph, "_functions", {}).get(name)
@@ -310,16 +338,8 @@ def _check(op, st: _GraphState) -> None:
     if op.type in WHILE_OPS:
         _check_while(op, st)
         return
-    if op.type == "Placeholder":
-        return  # a capture is registered after its placeholder: resolved lazily
-    for i in op.inputs:
-        if i.op.type == "Const" and _captured_server_value(i, st):
-            raise PlacementError(
-                f"op '{op.name}' ({op.type}) reads '{i.name}', a server's tensor (a share) that "
-                "TensorFlow captured into the traced function as a constant (it copies eager "
-                "tensors of up to 128 elements into the graph, reading them on the client). "
-                "Pass the PrivateTensor to the tf.function as an argument instead of "
-                "capturing it from outside, or keep it in a tp.Variable.")
+    if op.type in ("Placeholder", "Const"):
+        return  # a capture is registered after its op is made: resolved lazily
     t_in = [i for i in op.inputs if tainted(i)]
     for o in op.outputs:
         st.tainted[o.name] = _taint_of(o, st)
@@ -333,11 +353,7 @@ def _check(op, st: _GraphState) -> None:
         return
     src = parties.of(home(t_in[0]))
     if isinstance(op.graph, cf_graphs.WhileCondFuncGraph):
-        raise PlacementError(
-            f"the condition of a while loop (tf.while_loop, or a Python while/for that "
-            f"AutoGraph turns into one) reads '{t_in[0].name}', a share or a value computed "
-            f"from private data (op '{op.name}'): the servers cannot decide whether to loop "
-            f"on a secret without revealing it. {LOOP_ADVICE}")
+        raise PlacementError(_loop_condition_message(op, t_in[0]))
     origin = t_in[0].op
     while origin.type == "Identity" and not origin.device and origin.inputs:
         origin = origin.inputs[0].op
@@ -347,6 +363,13 @@ def _check(op, st: _GraphState) -> None:
             f"returned by {origin.type} '{origin.name}' (tf.cond, tf.case, tf.switch_case or an "
             "AutoGraph `if` on a tensor): TensorFlow merges a conditional's outputs on one "
             f"device, the client's, so both shares would meet there. {COND_ADVICE}")
+    if origin.type == "Const" and _captured_server_value(origin.outputs[0], st):
+        raise PlacementError(
+            f"op '{op.name}' ({op.type}) reads '{t_in[0].name}', a server's tensor (a share) "
+            "that TensorFlow captured into the traced function as a constant: it copies eager "
+            "tensors of up to 128 elements into the graph, on the client. Pass the "
+            "PrivateTensor to the tf.function as an argument instead of capturing it from "
+            "outside.")
     held = (f"a share or protocol message held by {src}" if src != CLIENT else
             "a value computed from a share or protocol message")
     scope = (f"the holder's device scope (tf.device(tp.servers()['{src}']))" if src != CLIENT
@@ -356,6 +379,13 @@ def _check(op, st: _GraphState) -> None:
         "client (it has no device scope): in distributed mode that sends it to the driver "
         f"outside the channel. Build it under {scope}, use the tp op for it, or tp.reveal() "
         "the value first if it may be disclosed.")
+
+
+def _loop_condition_message(op, t) -> str:
+    return (f"the condition of a while loop (tf.while_loop, or a Python while/for that "
+            f"AutoGraph turns into one) reads '{t.name}', a share or a value computed from "
+            f"private data (op '{op.name}'): the servers cannot decide whether to loop on a "
+            f"secret without revealing it. {LOOP_ADVICE}")
 
 
 def _check_while(op, st: _GraphState) -> None:
@@ -391,8 +421,11 @@ def _place_and_check(op) -> str:
     """Device function: places an unplaced return where its input lives, then
     runs the guard. Returns op's device."""
     st = _state(op.graph)
-    if not op.device and op.type == "Identity" and op.inputs and \
-            not isinstance(op.graph, cf_graphs.WhileCondFuncGraph):
+    if not op.device and op.type == "Identity" and op.inputs:
+        if st is not None and isinstance(op.graph, cf_graphs.WhileCondFuncGraph) and \
+                tainted(op.inputs[0]):
+            # the loop condition itself (its return) would be private
+            raise PlacementError(_loop_condition_message(op, op.inputs[0]))
         where = home(op.inputs[0])
         if where:
             op._set_device_from_string(where)  # pylint: disable=protected-access

@@ -31,8 +31,8 @@ scope overrides it) and of every graph it is nested in:
    their holder (`tag_shares`).
 
 Cost: a few dictionary look-ups per input of each traced op (taint is
-memoised per graph, on the graph object): measured 4-9 % of the trace time
-(30-80 us per op; LeNet-5's converted predict: 137 ms of a 1.6 s trace),
+memoised per graph, on the graph object): measured 4-8 % of the trace time
+(50-70 us per op; LeNet-5's converted predict: 126 ms of a 1.5 s trace),
 docs/control_flow.md.
 
 Example:

@@ -170,11 +170,14 @@ def analyse(traced: Traced, policy: Policy) -> List[Problem]:
         if n.op in _CONTROL_FLOW:
             problems.append(Problem(
                 n.name, n.op, layer,
-                "a loop or function call on a private value: a private loop condition "
-                "cannot steer the servers without revealing it",
-                "compute the condition from public values, reveal it yourself first "
-                "(tp.reveal: an explicit, visible declassification), write the branch as "
-                "a select (tf.where / tf.cond become selects), or make the input public "
+                "a loop or function call on a private value: the converter does not "
+                "rewrite loops, and a private loop condition cannot steer the servers "
+                "without revealing it",
+                "unroll the loop in the model, or write the loop with tp ops in your own "
+                "tf.function (a while loop whose condition is public runs on the share "
+                "holders there: docs/control_flow.md); reveal a private condition yourself "
+                "first (tp.reveal: an explicit, visible declassification), write a branch "
+                "as a select (tf.where / tf.cond become selects), or make the input public "
                 "(Policy(inputs='public'))"))
         elif n.op in _COND:
             continue  # evaluated as a select of both branches (_select_branches)

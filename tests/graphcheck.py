@@ -16,6 +16,11 @@ Identity ops by which tf.function returns its outputs included, see
 protocols/mpc/placement.py);
 `EagerRecorder` records the device each eager op actually ran on, through
 TF's op callbacks.
+
+The same rules run inside the library while a function is traced, one op at
+a time, as the trace-time guard (protocols/mpc/placement.py, which this
+module shares its constants and device names with); this walk checks whole
+graphs, following loop bodies, for the tests.
 """
 from __future__ import annotations
 
@@ -25,19 +30,10 @@ from typing import Dict, List, Sequence
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks
 
+from tf_privpy.protocols.mpc.placement import (CHANNEL_SCOPE, SHAPE_OPS,  # noqa: F401
+                                               WHILE_OPS, canon)
+
 SERVERS = ("S1", "S2", "T1", "T2")
-SHAPE_OPS = {"Shape", "ShapeN", "Size", "Rank"}
-CHANNEL_SCOPE = "tp_channel_"
-
-
-def canon(device: str) -> str:
-    """A device name with the defaults of a local process filled in, so that
-    '/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' match."""
-    if not device:
-        return ""
-    d = tf.DeviceSpec.from_string(device)
-    return tf.DeviceSpec(job=d.job or "localhost", replica=d.replica or 0, task=d.task or 0,
-                         device_type=d.device_type, device_index=d.device_index).to_string()
 
 
 class Parties:
@@ -88,8 +84,6 @@ def graph_violations(concrete, devices: Dict[str, str],
     _walk(graph.get_operations(), parties, party_of_tensor, tainted, library, bad)
     return bad
 
-
-WHILE_OPS = {"While", "StatelessWhile"}
 
 
 def _walk(ops, parties, party_of_tensor, tainted, library, bad, where_prefix=""):

@@ -69,7 +69,7 @@ def test_local_ops_stay_on_share_holders(ring):
 # (tests/graphcheck.py). tp.share has no private input and garbling ahead
 # creates TF variables eagerly: both are covered by the tests above.
 import graphcheck  # noqa: E402
-from tf_privpy.protocols.mpc import registry  # noqa: E402
+from tf_privpy.protocols.mpc import placement, registry  # noqa: E402
 
 NO_PRIVATE_INPUT = {"share", "garble_comparisons"}
 OPS = sorted(op.name for op in registry.ops() if op.name not in NO_PRIVATE_INPUT)
@@ -133,8 +133,13 @@ def _misplaced_reshape(x):
                             value_dtype=y.value_dtype, runtime_id=y.runtime_id)
 
 
-def test_the_check_catches_a_misplaced_reshape():
+def test_the_check_catches_a_misplaced_reshape(monkeypatch):
     x = tp.share(_A)
+    # The trace-time guard (protocols/mpc/placement.py) refuses it, naming the op...
+    with pytest.raises(tp.PlacementError, match="'Reshape.*' \\(Reshape\\) reads .* held by S1"):
+        tf.function(lambda a: _outputs(_misplaced_reshape(a))).get_concrete_function(x)
+    # ...and with the guard off, the full graph check finds it too.
+    monkeypatch.setattr(placement, "_check", lambda op, st: None)
     concrete = tf.function(lambda a: _outputs(_misplaced_reshape(a))).get_concrete_function(x)
     shares = graphcheck.share_inputs(concrete, 1)
     bad = graphcheck.graph_violations(concrete, tp.servers(), shares)

@@ -28,6 +28,8 @@ from tf_privpy import tp_math as math  # noqa: E402
 from tf_privpy.protocols import Config  # noqa: E402
 from tf_privpy.protocols.loader import OpLibraryError  # noqa: E402
 from tf_privpy.protocols.mpc.value import PrivateTensor  # noqa: E402
+from tf_privpy.protocols.mpc.control_flow import cond  # noqa: E402
+from tf_privpy.protocols.mpc.placement import PlacementError  # noqa: E402
 from tf_privpy.protocols.mpc.variable import PrivateVariable as Variable  # noqa: E402
 from tf_privpy.protocols.mpc.checkpoint import (CheckpointError, restore_variables,  # noqa: E402
                                                 save_variables)
@@ -71,7 +73,8 @@ _dispatch.register()
 __version__ = "0.1.0"
 
 __all__ = sorted(list(_registry.namespace("")) + [
-    "CheckpointError", "ClusterError", "Config", "OpLibraryError", "Policy", "PrivateTensor",
+    "CheckpointError", "ClusterError", "Config", "PlacementError", "cond", "OpLibraryError",
+    "Policy", "PrivateTensor",
     "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
     "converters", "convert", "datasets",
     "federated", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",

@@ -62,7 +62,30 @@ def tp_equivalent(name: str) -> Optional[OpDef]:
     return None
 
 
+_COND_ADVICE = ("use tp.cond(pred, true_fn, false_fn) (a private pred selects obliviously, "
+                "both branches run; nest tp.cond for several cases) or tp.where for an "
+                "elementwise choice")
+_SEQUENCE_ADVICE = ("apply the tp ops to the whole tensor at once (they are elementwise or "
+                    "batched), or loop explicitly: a Python loop over x[i], or a "
+                    "`for i in tf.range(n)` loop inside tf.function (a while loop with a "
+                    "public condition runs on the share holders)")
+#: what to do instead of a TF control-flow API given a PrivateTensor
+CONTROL_FLOW_ADVICE = {
+    "tf.cond": f"tf.cond cannot branch on a PrivateTensor: {_COND_ADVICE}",
+    "tf.case": f"tf.case cannot branch on a PrivateTensor: {_COND_ADVICE}",
+    "tf.switch_case": f"tf.switch_case cannot branch on a PrivateTensor: {_COND_ADVICE}",
+    "tf.keras.backend.switch": f"keras.backend.switch on a PrivateTensor: {_COND_ADVICE}",
+    "tensorflow.python.keras.backend.switch": f"keras.backend.switch on a PrivateTensor: "
+                                              f"{_COND_ADVICE}",
+    "tf.scan": f"tf.scan cannot carry a PrivateTensor: {_SEQUENCE_ADVICE}",
+    "tf.foldl": f"tf.foldl cannot carry a PrivateTensor: {_SEQUENCE_ADVICE}",
+    "tf.foldr": f"tf.foldr cannot carry a PrivateTensor: {_SEQUENCE_ADVICE}",
+}
+
+
 def unsupported_message(name: str) -> str:
+    if name in CONTROL_FLOW_ADVICE:
+        return CONTROL_FLOW_ADVICE[name]
     op = tp_equivalent(name)
     if op is not None:
         return (f"{name} does not accept PrivateTensors; use "
@@ -76,7 +99,9 @@ def unsupported_message(name: str) -> str:
 def _conversion_message(shape, what: str = "a PrivateTensor") -> str:
     return (f"{what} (shape {shape}) cannot be converted to a plaintext tf.Tensor: "
             "this TF function has no private implementation (docs/supported_ops.md). Use the "
-            "tp.* function, or tp.reveal() it first if the value may be disclosed")
+            "tp.* function, or tp.reveal() it first if the value may be disclosed. As the "
+            "predicate of tf.cond/tf.switch_case or a loop condition: choose with tp.cond or "
+            "tp.where instead")
 
 
 def _refuse(api: Callable) -> None:

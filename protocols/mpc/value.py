@@ -7,6 +7,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import context as _context
+from . import placement as _placement
 from . import shares as _sh
 
 
@@ -72,8 +73,11 @@ class PrivateTensor(tf.experimental.ExtensionType):
         return self.shape[0]
 
     def __bool__(self):
-        raise TypeError("a PrivateTensor has no truth value that the servers may learn; "
-                        "reveal it first (tp.reveal) if the value may be disclosed")
+        raise TypeError("a PrivateTensor has no truth value that the servers may learn, so "
+                        "a Python `if`/`while` (also under AutoGraph) cannot branch on it: "
+                        "choose with tp.cond(pred, true_fn, false_fn) or tp.where (both "
+                        "branches computed, an oblivious select), loop a public number of "
+                        "times, or reveal it first (tp.reveal) if the value may be disclosed")
 
     # The operators (+ - * / @ ** unary -, abs, comparisons, indexing) and
     # reveal() are attached by the op registry (registry.py) from the op
@@ -88,6 +92,57 @@ class PrivateTensor(tf.experimental.ExtensionType):
             return
         super().__setattr__(name, value)
 
+
+_BATCH_MESSAGE = (
+    "tf.map_fn, tf.vectorized_map and tf.data cannot carry a PrivateTensor (they batch and "
+    "unbatch values on the client, outside the servers): apply the tp ops to the whole batch "
+    "at once (they are elementwise or batched), or loop explicitly: a Python loop over "
+    "x[i] with tp.stack, or a `for i in tf.range(n)` loop inside tf.function.")
+_DATASET_MESSAGE = (
+    "a tf.data.Dataset cannot carry a PrivateTensor, and a loop over a dataset inside "
+    "tf.function cannot carry one either (tf.data runs the loop on the client): iterate the "
+    "dataset in Python and call your tf.function per element or batch, or loop with "
+    "`for i in tf.range(n)` over tp ops.")
+
+def _from_components(self, components):
+    """PrivateTensor.Spec._from_components: rebuilding a PrivateTensor from
+    placeholders (a tf.function's arguments, a loop's variables) tags each
+    share's placeholder with its holder, for the trace-time placement guard
+    (placement.py)."""
+    value = _base_from_components(self, components)
+    if _context.is_initialized() and tf.inside_function():
+        _placement.tag_shares(value.share0, value.share1, _context.get_handle().backend.holders)
+    return value
+
+
+def _to_components(self, value):
+    """PrivateTensor.Spec._to_components: a PrivateTensor flattened inside a
+    traced function (returned, passed to a branch or loop) installs the
+    placement guard in that graph and the graphs around it."""
+    if tf.inside_function():
+        _placement.install()
+    return _base_to_components(self, value)
+
+
+def _refuse_batching(*_args, **_kwargs):
+    raise TypeError(_BATCH_MESSAGE)
+
+
+def _refuse_dataset(*_args, **_kwargs):
+    raise TypeError(_DATASET_MESSAGE)
+
+
+# Set on the generated spec after the class is made (ExtensionType reserves
+# these names in a nested Spec): batching is refused with what to do instead.
+_base_from_components = PrivateTensor.Spec._from_components
+PrivateTensor.Spec._from_components = _from_components
+_base_to_components = PrivateTensor.Spec._to_components
+PrivateTensor.Spec._to_components = _to_components
+PrivateTensor.Spec._batch = _refuse_batching
+PrivateTensor.Spec._unbatch = _refuse_batching
+for _name in ("_to_legacy_output_types", "_to_legacy_output_shapes",
+              "_to_legacy_output_classes"):
+    setattr(PrivateTensor.Spec, _name, _refuse_dataset)
 
 #: attributes other libraries set on a tensor as a Python-side tag
 _TAG_ATTRIBUTES = frozenset({"_keras_logits", "_keras_mask", "_keras_history"})

@@ -14,6 +14,7 @@ private graph at that batch size (PrivateModel.concrete: nothing runs);
 
 Results go to benchmarks/results/converter.json and converter.png.
 """
+import contextlib
 import os
 import time
 
@@ -42,6 +43,26 @@ TARGETS = {("lenet5", 1): 40.0, ("lenet5", 100): 12.0}
 CRYPTEN_MS = {("lenet5", 1): 475.0, ("lenet5", 100): 55.0}
 
 
+@contextlib.contextmanager
+def _guard_timer():
+    """Seconds the trace-time placement guard (protocols/mpc/placement.py)
+    spends checking the ops of a trace: [total], filled in as it runs."""
+    from tf_privpy.protocols.mpc import placement
+    spent, check = [0.0], placement._check  # pylint: disable=protected-access
+
+    def timed(op, st):
+        t0 = time.perf_counter()
+        try:
+            return check(op, st)
+        finally:
+            spent[0] += time.perf_counter() - t0
+    placement._check = timed  # pylint: disable=protected-access
+    try:
+        yield spent
+    finally:
+        placement._check = check  # pylint: disable=protected-access
+
+
 def main(argv):
     del argv
     import numpy as np
@@ -61,7 +82,8 @@ def main(argv):
             for b in map(int, F.batches):
                 xb = xt[:b].reshape((-1,) + model.input_shape[1:])
                 t0 = time.perf_counter()
-                private.concrete(b)                   # the first trace
+                with _guard_timer() as guard:
+                    private.concrete(b)               # the first trace
                 t_build = t_convert + time.perf_counter() - t0
                 t0 = time.perf_counter()
                 private.predict(xb).share0.numpy()    # reuses that trace
@@ -83,7 +105,8 @@ def main(argv):
                     "privpy_ms_per_image": None if anchor is None else 1e3 * anchor,
                     "target_ms_per_image": TARGETS.get((name, b)) if bits == 128 else None,
                     "crypten_ms_per_image": CRYPTEN_MS.get((name, b)),
-                    "build_s": t_build, "first_run_s": t_first, "rounds": bill.rounds,
+                    "build_s": t_build, "guard_s": guard[0], "first_run_s": t_first,
+                    "rounds": bill.rounds,
                     "comparisons": bill.comparisons, "MB_between_servers": sum(
                         v[1] for k, v in bill.links.items() if "client" not in k) / 1e6})
                 print(f"  ring {bits} {name} batch {b}: {1e3 * t_priv / b:.1f} ms/image",
@@ -93,11 +116,13 @@ def main(argv):
              "-" if r["privpy_ms_per_image"] is None else f"{r['privpy_ms_per_image']:.0f}",
              "-" if r["crypten_ms_per_image"] is None else f"{r['crypten_ms_per_image']:.0f}",
              "-" if r["target_ms_per_image"] is None else f"{r['target_ms_per_image']:.0f}",
-             f"{r['build_s']:.1f}", f"{r['first_run_s']:.1f}", r["rounds"], r["comparisons"],
+             f"{r['build_s']:.1f}", f"{r['guard_s']:.2f}", f"{r['first_run_s']:.1f}",
+             r["rounds"], r["comparisons"],
              f"{r['MB_between_servers']:.1f}"] for r in res["rows"]]
     print_table("Private inference of converted models (embedded, ms per image)",
                 ["ring", "model", "batch", "private", "plaintext TF", "PrivPy", "CrypTen", "target",
-                 "build s", "first run s", "rounds", "comparisons", "MB between servers"], rows)
+                 "build s", "guard s", "first run s", "rounds", "comparisons",
+                 "MB between servers"], rows)
     write_json(os.path.join(F.out, "converter.json"), res)
     sel = [r for r in res["rows"] if r["ring"] == int(F.rings[0])]
     bar_png(os.path.join(F.out, "converter.png"),

@@ -62,6 +62,7 @@ def test_benchmark_runs(name, tmp_path):
         row = res["rows"][0]
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0
         assert row["rounds"] > 0 and row["build_s"] > 0
+        assert 0 < row["guard_s"] < row["build_s"]  # the placement guard ran in the trace
     if name == "training":
         assert res["lr_per_instance"][0]["ms_per_instance"] > 0
         assert res["per_step"][0]["rounds"] > 0

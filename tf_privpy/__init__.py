@@ -19,6 +19,7 @@ _loader.load_library()
 
 from tf_privpy.protocols.mpc import registry as _registry  # noqa: E402
 from tf_privpy.protocols.mpc import dispatch as _dispatch  # noqa: E402
+from tf_privpy.protocols.mpc import placement as _placement  # noqa: E402
 
 # Every op function (tp.matmul, tp.exp, ...) comes from the op registry.
 globals().update(_registry.namespace(""))
@@ -69,6 +70,8 @@ def __getattr__(name):
 
 
 _dispatch.register()
+# A small share captured by a tf.function must not be copied to the driver.
+_placement.capture_shares_by_reference()
 
 __version__ = "0.1.0"
 

@@ -490,3 +490,45 @@ def tag_shares(share0, share1, holders) -> None:
         if t.op.type == "Placeholder" and not t.op.device and party in devices:
             setattr(t.op, HOLDER_ATTR, devices[party])
             install(t.graph)
+
+
+# ------------------------------------------------------ captures by reference
+def _on_a_server(device: str) -> bool:
+    """Whether an eager tensor's device is a server's of the current runtime."""
+    if not device or not _context.is_initialized():
+        return False
+    return _Parties(_context.get_handle().runtime.devices).of(device) != CLIENT
+
+
+def capture_shares_by_reference() -> None:
+    """Makes a traced function capture a server's int64 eager tensor (a share)
+    through a placeholder, never by value.
+
+    TF 2.14 captures an eager tensor of up to 128 elements as a Const
+    (capture_container.FunctionCaptures.capture_by_value calls
+    `tensor_util.constant_value`, i.e. `.numpy()`): the value is copied to the
+    tracing process, the driver, at trace time, so a small PrivateTensor
+    captured from outside a tf.function (a tp.load'ed scalar, a converted
+    model's bias shares) would bring both shares to the driver in
+    distributed mode, before any guard could see an op. Through a placeholder
+    the function instead receives the tensor where it lives when it runs.
+    Only int64 tensors on a server's device are affected (shares and protocol
+    state); everything else keeps TF's behaviour. Idempotent; a no-op without
+    a runtime."""
+    from tensorflow.core.function.capture import capture_container as cc
+
+    cls = cc.FunctionCaptures
+    if getattr(cls.capture_by_value, _MARK, False):
+        return
+    by_value = cls.capture_by_value
+
+    def capture_by_value(self, graph, tensor, name=None):
+        if (isinstance(tensor, ops.EagerTensor) and tensor.dtype == tf.int64
+                and _on_a_server(tensor.device)):
+            return self._create_placeholder_helper(  # pylint: disable=protected-access
+                graph, tensor, name or f"tp_share_capture_{ops.uid()}")
+        return by_value(self, graph, tensor, name)
+
+    setattr(capture_by_value, _MARK, True)
+    capture_by_value.__doc__ = by_value.__doc__
+    cls.capture_by_value = capture_by_value

@@ -38,27 +38,27 @@ def certs(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="module")
-def default_pair(certs, tmp_path_factory):
-    pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp("stores"))).start()
+def _services(certs, tmp_path_factory, folder, extra_args=None):
+    """S1's and S2's services with their own stores, started; stopped after the module."""
+    kw = {"extra_args": extra_args} if extra_args else {}
+    pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp(folder)), **kw).start()
     yield pair
     pair.stop()
+
+
+@pytest.fixture(scope="module")
+def default_pair(certs, tmp_path_factory):
+    yield from _services(certs, tmp_path_factory, "stores")
 
 
 @pytest.fixture(scope="module")
 def limited(certs, tmp_path_factory):
-    pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp("limited")),
-                                    extra_args=LIMITED).start()
-    yield pair
-    pair.stop()
+    yield from _services(certs, tmp_path_factory, "limited", LIMITED)
 
 
 @pytest.fixture(scope="module")
 def deadlines(certs, tmp_path_factory):
-    pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp("deadlines")),
-                                    extra_args=DEADLINES).start()
-    yield pair
-    pair.stop()
+    yield from _services(certs, tmp_path_factory, "deadlines", DEADLINES)
 
 
 def _header(name, n_bytes, party=0, kind="upload"):

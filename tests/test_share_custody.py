@@ -140,7 +140,8 @@ def _self_signed(name, key):
 
 def _write_pair(folder, stem, cert, key):
     os.makedirs(folder, exist_ok=True)
-    paths = {"cert": os.path.join(folder, stem + ".pem"), "key": os.path.join(folder, stem + ".key")}
+    paths = {"cert": os.path.join(folder, stem + ".pem"),
+             "key": os.path.join(folder, stem + ".key")}
     with open(paths["cert"], "wb") as f:
         f.write(cert.public_bytes(serialization.Encoding.PEM))
     with open(paths["key"], "wb") as f:

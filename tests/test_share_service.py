@@ -277,8 +277,9 @@ def test_retry_after_a_partial_upload_never_reuses_a_mask(alice, services, monke
 
 def test_published_result_reaches_its_owner_only(alice, certs, services):
     """What tp.load and tp.publish do on S1 and S2 (store.read_share,
-    store.write_share; the ops themselves: tests/test_share_io.py): the servers read alice's upload as two shares, store
-    a result computed share-wise for bob, and bob fetches it; alice cannot."""
+    store.write_share; the ops themselves: tests/test_share_io.py): the servers
+    read alice's upload as two shares, store a result computed share-wise for
+    bob, and bob fetches it; alice cannot."""
     from tf_privpy.service.store import Store, read_share, write_share
     x = np.random.default_rng(3).normal(size=(4, 3))
     alice.upload("input-x", x)

@@ -366,7 +366,8 @@ def run_local(out: str, timeout_s: float, start_timeout_s: float, keep_logs: boo
     try:
         _say(f"starting S1, S2, T1, T2 (logs in {c.log_dir})")
         c.start()
-        where = ", ".join(f"{cf.party(r)} {a} (pid {c.pids[r]})" for r, a in c.cluster.servers.items())
+        where = ", ".join(f"{cf.party(r)} {a} (pid {c.pids[r]})"
+                          for r, a in c.cluster.servers.items())
         if c.share_ports:
             where += (f"; share services S1 {c.cluster.share_services['s1']}, S2 "
                       f"{c.cluster.share_services['s2']} (owners: python -m "

@@ -14,7 +14,8 @@ randomness, and the link key under which their channel messages are sealed
   its own identity key file, from its own process (`server_held_keys`: a
   function the server registered at start from its own copy of the cluster
   file), never from the driver's graph: TF's control plane is
-  unauthenticated, so a value the driver sends could have been replaced. A key confirmation follows: each side derives a confirmation
+  unauthenticated, so a value the driver sends could have been replaced.
+  A key confirmation follows: each side derives a confirmation
   value from its keys (HKDF-SHA256, one-way), one side sends its value to the
   other, which compares and tells the driver only whether they agree. They
   disagree exactly when a server does not hold the identity private key the

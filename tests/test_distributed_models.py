@@ -223,6 +223,7 @@ def test_lenet5_shares_stay_on_the_servers(driver, cluster, lenet):
     print("  captured tensors by holder:", r["captures"]["predict"])
     v = r["violations"]
     assert v["predict"] == [] and v["predict_reveal"] == [], v
+    assert r["guard_leaky"] and "(Sum) reads" in r["guard_leaky"], r["guard_leaky"]
     assert any("Sum (Sum) reads a share or protocol message but runs on client" in b
                for b in v["leaky"]), v["leaky"]
     assert any("crosses S1 -> client" in b and "outside the channel" in b

@@ -5,6 +5,7 @@ The value type only: its operators are attached by the op registry
 from __future__ import annotations
 
 import tensorflow as tf
+from tensorflow.python.framework import type_spec as _type_spec
 
 from . import context as _context
 from . import placement as _placement
@@ -140,6 +141,13 @@ _base_to_components = PrivateTensor.Spec._to_components
 PrivateTensor.Spec._to_components = _to_components
 PrivateTensor.Spec._batch = _refuse_batching
 PrivateTensor.Spec._unbatch = _refuse_batching
+PrivateTensor.Spec._to_batched_tensor_list = _refuse_batching
+PrivateTensor.Spec._to_tensor_list = _refuse_batching  # map_fn's outputs, tf.data
+# tf.map_fn and tf.vectorized_map test `isinstance(spec, BatchableTypeSpec)`
+# before anything else and would refuse with their own message, which says
+# nothing about what to do; registered as one (virtually: no behaviour is
+# inherited), they reach the refusals above.
+_type_spec.BatchableTypeSpec.register(PrivateTensor.Spec)
 for _name in ("_to_legacy_output_types", "_to_legacy_output_shapes",
               "_to_legacy_output_classes"):
     setattr(PrivateTensor.Spec, _name, _refuse_dataset)

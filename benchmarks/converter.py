@@ -14,7 +14,6 @@ private graph at that batch size (PrivateModel.concrete: nothing runs);
 
 Results go to benchmarks/results/converter.json and converter.png.
 """
-import contextlib
 import os
 import time
 
@@ -43,26 +42,6 @@ TARGETS = {("lenet5", 1): 40.0, ("lenet5", 100): 12.0}
 CRYPTEN_MS = {("lenet5", 1): 475.0, ("lenet5", 100): 55.0}
 
 
-@contextlib.contextmanager
-def _guard_timer():
-    """Seconds the trace-time placement guard (protocols/mpc/placement.py)
-    spends checking the ops of a trace: [total], filled in as it runs."""
-    from tf_privpy.protocols.mpc import placement
-    spent, check = [0.0], placement._check  # pylint: disable=protected-access
-
-    def timed(op, st):
-        t0 = time.perf_counter()
-        try:
-            return check(op, st)
-        finally:
-            spent[0] += time.perf_counter() - t0
-    placement._check = timed  # pylint: disable=protected-access
-    try:
-        yield spent
-    finally:
-        placement._check = check  # pylint: disable=protected-access
-
-
 def main(argv):
     del argv
     import numpy as np
@@ -82,7 +61,7 @@ def main(argv):
             for b in map(int, F.batches):
                 xb = xt[:b].reshape((-1,) + model.input_shape[1:])
                 t0 = time.perf_counter()
-                with _guard_timer() as guard:
+                with tp.profiling.guard_time() as guard:
                     private.concrete(b)               # the first trace
                 t_build = t_convert + time.perf_counter() - t0
                 t0 = time.perf_counter()

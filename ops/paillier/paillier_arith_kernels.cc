@@ -46,6 +46,7 @@ class PaillierAddOp : public OpKernel {
 };
 
 
+template <typename T>
 class PaillierMulPlainOp : public OpKernel {
  public:
   using OpKernel::OpKernel;

@@ -11,6 +11,7 @@ namespace tf_privpy {
 namespace paillier_kernels {
 namespace {
 
+template <typename T>
 class PaillierDecryptOp : public OpKernel {
  public:
   using OpKernel::OpKernel;

@@ -111,6 +111,7 @@ class PaillierNoiseOp : public OpKernel {
 };
 
 
+template <typename T>
 class PaillierEncryptWithNoiseOp : public OpKernel {
  public:
   using OpKernel::OpKernel;

@@ -13,6 +13,9 @@ tensors carry no key: a ciphertext of another key of the same size is
 usually, but NOT always, rejected by the kernels (about half of them are
 >= n^2), and may otherwise decrypt to a wrong number. Keep ciphertexts in
 EncryptedTensors (or serialized with `protocols.paillier_io`), never bare.
+
+The key types, the exceptions and the translation of kernel errors are in
+paillier_keys.py; this module re-exports them.
 """
 from __future__ import annotations
 

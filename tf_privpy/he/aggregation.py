@@ -13,6 +13,10 @@ ciphertexts between the clients and the aggregator:
 Clients' kernels run on the client devices of the runtime (`tp.init`), the
 aggregator's on the S1 device. Each aggregate() returns a report of bytes and
 seconds, which the federated process adds to its round metrics.
+
+This module is the API: the aggregators, their roles (what runs on a client,
+what on the aggregator) and their placement are protocols, in
+protocols/he/aggregation.py and protocols/he/he_aggregators.py.
 """
 from __future__ import annotations
 

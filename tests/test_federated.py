@@ -138,7 +138,7 @@ def test_batchcrypt_clipped_metric_is_the_sum_of_per_client_counts(monkeypatch):
     """With r = 8 and large layers dACIQ clips the tails (at r = 16 its
     threshold is the largest magnitude: nothing clips), so every client has
     its own nonzero count."""
-    from tf_privpy.he import _he_aggregators
+    from tf_privpy.protocols.he import he_aggregators
     m, r = 4, 8
     agg = aggregation.make_aggregator("batchcrypt", key_bits=2048, quant_bits=r, seed=3)
     ups = _updates(np.random.default_rng(5), m, shapes=((100, 100), (50,)))
@@ -157,7 +157,7 @@ def test_batchcrypt_clipped_metric_is_the_sum_of_per_client_counts(monkeypatch):
     assert seen == [want]                          # each client's own count, in order
     assert report.clipped == sum(want)
     # The client-side counter (TF ops on the client's device) on its own.
-    assert [_he_aggregators.clipped_count(s, alphas, "") for s in scaled] == want
+    assert [he_aggregators.clipped_count(s, alphas, "") for s in scaled] == want
 
 
 def _walk(obj):

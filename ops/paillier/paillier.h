@@ -1,5 +1,5 @@
 // Paillier encryption (Paillier, EUROCRYPT 1999) with g = n + 1, on GMP. No
-// TensorFlow here: the kernels (paillier_kernels.cc) call these functions on
+// TensorFlow here: the kernels (paillier_*_kernels.cc) call these functions on
 // one element at a time from TF's thread pool; the standalone test and bench
 // (paillier_test.cc, paillier_bench.cc) call them directly.
 //

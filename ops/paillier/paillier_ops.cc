@@ -1,5 +1,6 @@
 // Op registrations of the Paillier family (DESIGN §9). Kernels:
-// paillier_kernels.cc; math, conventions and side-channel notes: paillier.h.
+// paillier_{encrypt,arith,decrypt}_kernels.cc (helpers in
+// paillier_kernel_util.h); math, conventions and side-channel notes: paillier.h.
 //
 // Representation. A big integer is a tf.string element holding its
 // big-endian unsigned bytes:

@@ -1,4 +1,6 @@
-"""The encrypted aggregators of tf_privpy.he.aggregation.
+"""The encrypted aggregators of tf_privpy.he.aggregation: BatchCrypt and one
+Paillier ciphertext per value, each as the roles of a round (what runs on a
+client, what runs on the aggregator) and where they run.
 
 Each round follows BatchCrypt's Algorithm 1 (seed 003 §4.4):
   1. clients -> aggregator: per-layer min, max and size (plaintext metadata);
@@ -16,31 +18,41 @@ fingerprint and checksum included), not an estimate.
 The aggregator never receives a plaintext update: its methods
 (`_aggregator_thresholds`, `_aggregate_ciphertexts`) take per-client
 summaries and serialized ciphertexts only (DESIGN §9, §11).
+
+Placement (`place`): client i's kernels run on the runtime's client device
+i mod (number of client devices), the aggregator's on S1's device. The API
+layer hands in the runtime's devices as a callable read at each round, so
+this module does not depend on the runtime (protocols/he shares nothing with
+protocols/mpc but the kernel loader and the config).
 """
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.he import batchcrypt as _bc
-from tf_privpy.he import paillier as _pl
-from tf_privpy.he.aggregation import (AggregationReport, SecureAggregator, Update,
-                                      _check_updates, _scaled)
+from . import batchcrypt as _bc
+from . import paillier as _pl
+from . import paillier_io as _io
+from .aggregation import AggregationReport, SecureAggregator, Update, _check_updates, _scaled
 
 _METADATA_BYTES_PER_LAYER = 3 * 8   # min, max (float64) and size (int64)
+AGGREGATOR_PARTY = "S1"
+
+# The runtime's (client devices, {party: device}), or None without a runtime.
+RuntimeDevices = Callable[[], Optional[Tuple[Sequence[str], Mapping[str, str]]]]
 
 
-def _devices(m: int) -> Tuple[List[str], str]:
+def place(m: int, devices: Optional[RuntimeDevices]) -> Tuple[List[str], str]:
     """Client i's device (round-robin over the runtime's client devices) and
-    the aggregator's (S1's device); without tp.init, the default device."""
-    from tf_privpy import runtime
-    if not runtime.is_initialized():
+    the aggregator's (S1's device); without a runtime, the default device."""
+    placed = devices() if devices is not None else None
+    if placed is None:
         return [""] * m, ""
-    clients = runtime.client_devices()
-    return [clients[i % len(clients)] for i in range(m)], runtime.servers()["S1"]
+    clients, servers = placed
+    return [clients[i % len(clients)] for i in range(m)], servers[AGGREGATOR_PARTY]
 
 
 def clipped_count(update: Update, alphas: Sequence[float], device: str) -> int:
@@ -68,8 +80,9 @@ class _PaillierBase(SecureAggregator):
     check that they never receive a plaintext update.
     """
 
-    def __init__(self, key_bits: int):
+    def __init__(self, key_bits: int, devices: Optional[RuntimeDevices] = None):
         self.key_bits = key_bits
+        self._devices = devices                               # see place()
         self.public_key: Optional[_pl.PublicKey] = None
         self._private_key: Optional[_pl.PrivateKey] = None   # held by the clients only
 
@@ -81,7 +94,7 @@ class _PaillierBase(SecureAggregator):
         """Client: encrypts its plaintext with the clients' private key (CRT)
         on its own device and serializes it for the aggregator."""
         with tf.device(device):
-            return _pl.serialize(_pl.encrypt(self._private_key, plaintext))
+            return _io.serialize(_pl.encrypt(self._private_key, plaintext))
 
     def _aggregate_ciphertexts(self, uploads: Sequence[bytes], counts: Sequence[int],
                                device: str) -> Tuple[bytes, int]:
@@ -91,16 +104,16 @@ class _PaillierBase(SecureAggregator):
         summed count)."""
         pk = self.public_key
         with tf.device(device):
-            total = _pl.deserialize(uploads[0], pk)
+            total = _io.deserialize(uploads[0], pk)
             for blob in uploads[1:]:
-                total = total + _pl.deserialize(blob, pk)
-            download = _pl.serialize(total)
+                total = total + _io.deserialize(blob, pk)
+            download = _io.serialize(total)
         return download, int(sum(int(c) for c in counts))
 
     def _client_decrypt(self, download: bytes, device: str, out_type: tf.DType) -> tf.Tensor:
         """Client: checks and decrypts the aggregate (CRT) on its device."""
         with tf.device(device):
-            return _pl.decrypt(self._private_key, _pl.deserialize(download, self.public_key),
+            return _pl.decrypt(self._private_key, _io.deserialize(download, self.public_key),
                                out_type)
 
     def _round_trip(self, uploads: Sequence[bytes], counts: Sequence[int], agg_device: str,
@@ -122,8 +135,8 @@ class BatchCryptAggregator(_PaillierBase):
 
     def __init__(self, key_bits: int = 2048, quant_bits: int = 16,
                  max_clients: Optional[int] = None, on_overflow: str = "raise",
-                 seed: Optional[int] = None):
-        super().__init__(key_bits)
+                 seed: Optional[int] = None, devices: Optional[RuntimeDevices] = None):
+        super().__init__(key_bits, devices)
         self.quant_bits = quant_bits
         self.max_clients = max_clients
         self.on_overflow = on_overflow
@@ -145,7 +158,7 @@ class BatchCryptAggregator(_PaillierBase):
                              f"{self.max_clients}; build the process with a larger max_clients")
         self.setup()
         codec = _bc.BatchCryptCodec(self.quant_bits, self.max_clients or m, self.key_bits)
-        devices, agg_device = _devices(m)
+        devices, agg_device = place(m, self._devices)
         report = AggregationReport(values=int(sum(u.size for u in updates[0])))
         scaled = _scaled(updates, weights)   # each client scales its own update
         # 1-2: per-client metadata up, thresholds down.
@@ -189,8 +202,9 @@ class PaillierAggregator(_PaillierBase):
 
     name = "paillier"
 
-    def __init__(self, key_bits: int = 2048, fixed_point_bits: int = 24):
-        super().__init__(key_bits)
+    def __init__(self, key_bits: int = 2048, fixed_point_bits: int = 24,
+                 devices: Optional[RuntimeDevices] = None):
+        super().__init__(key_bits, devices)
         if not 1 <= fixed_point_bits <= 40:
             raise ValueError(f"fixed_point_bits must be in [1, 40], got {fixed_point_bits}")
         self.fixed_point_bits = fixed_point_bits
@@ -199,7 +213,7 @@ class PaillierAggregator(_PaillierBase):
         _check_updates(updates, weights)
         m = len(updates)
         self.setup()
-        devices, agg_device = _devices(m)
+        devices, agg_device = place(m, self._devices)
         report = AggregationReport(values=int(sum(u.size for u in updates[0])))
         scale = float(2 ** self.fixed_point_bits)
         t0 = time.perf_counter()

@@ -1,0 +1,117 @@
+"""The tables of benchmarks/distributed.py's report (printed, and written to
+results/distributed.md) from its results."""
+from _distributed_workloads import (NETWORKS, PROTOCOL_PAIRS, TARGET_RATIO, TFE_LR_MS,
+                                    chosen, label)
+
+
+# ---------------------------------------------------------------- report
+def med(ts):
+    ts = sorted(ts)
+    return ts[len(ts) // 2]
+
+
+def ms_range(ts) -> str:
+    if not ts:
+        return "-"
+    if len(ts) == 1:
+        return f"{1e3 * ts[0]:.1f} (1 call)"
+    return f"{1e3 * med(ts):.1f} [{1e3 * min(ts):.1f}-{1e3 * max(ts):.1f}]"
+
+
+def tables(res: dict) -> list:
+    """[(title, header, rows)] of the report."""
+    sizes, st = res["sizes"], res["settings"]
+    out = []
+    emb, loop = st.get("embedded"), st.get("loopback")
+    if emb or loop:
+        rows = []
+        for name in chosen():
+            e = emb["workloads"][name] if emb else None
+            lp = loop["workloads"][name] if loop else None
+            ratio = med(lp["times_s"]) / med(e["times_s"]) if e and lp else None
+            target = TARGET_RATIO.get(name)
+            rows.append([label(name, sizes),
+                         f"{1e3 * med(e['plaintext_times_s']):.2f}" if e else "-",
+                         ms_range(e["times_s"]) if e else "-",
+                         ms_range(lp["times_s"]) if lp else "-",
+                         f"{ratio:.2f}x" if ratio else "-",
+                         f"<= {target}x embedded" if target else "-",
+                         ("yes" if ratio <= target else "NO") if target and ratio else "-"])
+        out.append(("Loopback (four server processes) vs embedded, ms: median [min-max]",
+                    ["workload", "plaintext TF", "embedded", "loopback", "ratio", "target",
+                     "met"], rows))
+    lan, wan = st.get("lan"), st.get("wan")
+    if lan or wan:
+        from _netns import rate_bps
+        rtt = NETWORKS["wan"]["rtt_ms"]
+        rate = rate_bps(NETWORKS["wan"]["rate"])
+        rows = []
+        for name in chosen():
+            la = lan["workloads"][name] if lan else None
+            wa = wan["workloads"][name] if wan else None
+            any_ = la or wa
+            rounds = any_["rounds"]
+            uplink = {}
+            for k, v in any_["bill"]["links"].items():
+                uplink[k.split("->")[0]] = uplink.get(k.split("->")[0], 0) + v["bytes"]
+            bw_s = max(uplink.values()) * 8 / rate if uplink else 0.0
+            est = f"{1e3 * med(la['times_s']) + rounds * rtt:.0f}" if la else "-"
+            anchor = "-"
+            if name == "lr_step" and sizes[name] == 128:
+                anchor = (f"LAN {TFE_LR_MS['lan'][0]}-{TFE_LR_MS['lan'][1]}, "
+                          f"WAN {TFE_LR_MS['wan'][0]}-{TFE_LR_MS['wan'][1]}")
+            rows.append([label(name, sizes), ms_range(la["times_s"]) if la else "-",
+                         ms_range(wa["times_s"]) if wa else "-", rounds, est,
+                         f"{1e3 * bw_s:.0f}", anchor])
+        out.append((f"LAN ({NETWORKS['lan']['rate']}) and WAN ({NETWORKS['wan']['rate']}, "
+                    f"{rtt:.0f} ms RTT), ms: median [min-max]",
+                    ["workload", "LAN measured", "WAN measured", "rounds",
+                     f"LAN + rounds x {rtt:.0f} ms",
+                     f"busiest uplink at {NETWORKS['wan']['rate']}",
+                     "TF-Encrypted"], rows))
+    src = loop or emb
+    if src:
+        rows = []
+        for name in chosen():
+            w = src["workloads"][name]
+            bill = {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
+            wire = w.get("wire_bytes")
+            row = [label(name, sizes)]
+            for pair in PROTOCOL_PAIRS:
+                row.append(f"{_mb(bill.get(pair, 0))} / "
+                           + ("-" if wire is None else _mb(wire.get(pair, 0))))
+            # TCP on server pairs that carry no protocol message: TF's
+            # RecvTensor requests, which flow against the data
+            row.append("-" if wire is None else _mb(sum(
+                v for k, v in wire.items() if "client" not in k and k not in PROTOCOL_PAIRS)))
+            for side in (0, 1):  # the driver's links: inputs and control in, results out
+                b = sum(v for k, v in bill.items() if k.split("->")[side] == "client")
+                x = None if wire is None else sum(
+                    v for k, v in wire.items() if k.split("->")[side] == "client")
+                row.append(f"{_mb(b)} / " + ("-" if x is None else _mb(x)))
+            servers = sum(v for k, v in bill.items() if "client" not in k)
+            tcp = None if wire is None else sum(v for k, v in wire.items() if "client" not in k)
+            row.append("-" if tcp is None or not servers else f"{tcp / servers:.4f}")
+            row.append("yes" if w["channel_bytes"] == bill else "NO")
+            rows.append(row)
+        where = "loopback" if loop else "embedded"
+        out.append((f"MB (10^6 B) sent per pair in one call, {where}: declared cost bill / TCP "
+                    "payload measured with ss",
+                    ["workload"] + [p.replace("->", "→") for p in PROTOCOL_PAIRS]
+                    + ["other server pairs (TCP)", "client→servers", "servers→client",
+                       "TCP / bill between servers", "channel counters = bill"], rows))
+    return out
+
+
+def _mb(b) -> str:
+    """Bytes as MB; under 1 KB in bytes."""
+    if b < 1000:
+        return f"{b} B"
+    return f"{b / 1e6:.3f}" if b < 1e7 else f"{b / 1e6:.1f}"
+
+
+def markdown(title: str, header: list, rows: list) -> str:
+    lines = [f"**{title}**", "", "| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,117 @@
+"""The workloads of benchmarks/distributed.py: their sizes, names and the
+settings they run in (the constants the driver, the worker and the report
+share), and how one call of each is built and timed. The flags are
+distributed.py's (absl's FLAGS are process-wide).
+"""
+import time
+
+from absl import app, flags
+
+import tf_privpy as tp
+
+F = flags.FLAGS
+
+PARTS = ("embedded", "loopback", "lan", "wan")
+WORKLOADS = ("mul", "matmul", "less", "lenet5", "lr_step")
+FULL = {"mul": 10 ** 6, "matmul": 1024, "less": 10 ** 5, "lenet5": 100, "lr_step": 128}
+QUICK = {"mul": 1000, "matmul": 16, "less": 100, "lenet5": 2, "lr_step": 8}
+#: the network settings of TF-Encrypted's benchmarks (shared/ANCHORS.md)
+NETWORKS = {"lan": {"rate": "40gbit", "rtt_ms": 0.01}, "wan": {"rate": "352mbit", "rtt_ms": 20.0}}
+#: issue 11: distributed on loopback within 1.5x of embedded for these
+
+
+def chosen() -> tuple:
+    """The workloads --workloads selects, in the report's order."""
+    if not F.workloads:
+        return WORKLOADS
+    unknown = sorted(set(F.workloads) - set(WORKLOADS))
+    if unknown:
+        raise app.UsageError(f"--workloads: unknown {unknown}; choose from {list(WORKLOADS)}")
+    return tuple(w for w in WORKLOADS if w in F.workloads)
+
+
+TARGET_RATIO = {"lenet5": 1.5, "matmul": 1.5}
+#: TF-Encrypted's LR step at batch 128 on MNIST (ANCHORS.md), ms: LAN, WAN
+TFE_LR_MS = {"lan": (10, 12), "wan": (760, 840)}
+PORTS = {"client": 7100, "s1": 7101, "s2": 7102, "t1": 7103, "t2": 7104}
+ROLES = ("s1", "s2", "t1", "t2")
+#: the server pairs the protocols send on (DESIGN §5, §6)
+PROTOCOL_PAIRS = ("S1->T1", "S1->T2", "S2->T1", "S2->T2", "T1->S2", "T2->S1")
+
+
+def label(name: str, sizes: dict) -> str:
+    n = sizes[name]
+    return {"mul": f"mul {n:.0e}".replace("e+0", "e"), "matmul": f"matmul {n}x{n}",
+            "less": f"less {n:.0e}".replace("e+0", "e"), "lenet5": f"LeNet-5 b{n}",
+            "lr_step": f"LR step b{n}"}[name]
+
+
+def build_workloads(sizes: dict, quick: bool) -> dict:
+    """name -> (run, plaintext run, bill): run() does one timed call, bill()
+    the protocols' declared cost of one call (protocols/mpc/cost.py)."""
+    import numpy as np
+    import tensorflow as tf
+    from _report import plain_sgd_step
+    rng = np.random.default_rng(0)
+    out = {}
+
+    def elementwise(name, fn, plain_fn, a, b):
+        """fn on private a, b inside one tf.function; plain_fn on float32."""
+        pa, pb = tp.share(a), tp.share(b)
+        f, pf = tf.function(fn), tf.function(plain_fn)
+        ta, tb = tf.constant(a, tf.float32), tf.constant(b, tf.float32)
+        out[name] = (lambda: f(pa, pb).numpy(), lambda: pf(ta, tb).numpy(),
+                     lambda: tp.cost(fn, pa, pb))
+
+    n = sizes["mul"]
+    elementwise("mul", lambda a, b: tp.reveal((a * b)[:1]), lambda a, b: a * b,
+                rng.normal(0, 10, n), rng.normal(0, 10, n))
+    s = sizes["matmul"]
+    elementwise("matmul", lambda a, b: tp.reveal((a @ b)[:1, :1]), tf.matmul,
+                rng.normal(0, 1, (s, s)), rng.normal(0, 1, (s, s)))
+    n = sizes["less"]
+    elementwise("less", lambda a, b: tp.reveal(tp.less(a, b)[:1]), lambda a, b: a < b,
+                rng.uniform(-100, 100, n), rng.uniform(-100, 100, n))
+
+    # MNIST digits; --quick: random images and an untrained LeNet-5 (the
+    # time does not depend on the values; loading and training would dominate)
+    if quick:
+        x = rng.uniform(0, 1, (256, 28, 28, 1)).astype(np.float32)
+        y = rng.integers(0, 10, 256)
+        xt = x
+    else:
+        (x, y), (xt, _) = tp.datasets.load_mnist(flatten=False)
+    b = sizes["lenet5"]
+    model = tp.models.lenet5() if quick else tp.models.train("lenet5", x, y)
+    private = tp.keras.convert(model)
+    xb = xt[:b]
+    plain_model = tf.function(lambda v: model(v, training=False))
+    out["lenet5"] = (lambda: private.predict(xb, reveal=True).numpy(),
+                     lambda: plain_model(xb).numpy(),
+                     lambda b=b: private.cost(b) + tp.cost(tp.reveal, tp.share(np.zeros((b, 10)))))
+
+    # one LR step at batch 128 on MNIST 0-4 vs 5-9, as benchmarks/training.py
+    b = sizes["lr_step"]
+    xs, ys = tp.datasets.mnist_binary(x[:b].reshape(b, 784), y[:b])
+    bce = tf.keras.losses.BinaryCrossentropy()
+    tf.keras.utils.set_random_seed(0)
+    trainer = tp.keras.convert_training(tp.models.logistic_regression(784), bce,
+                                        tf.keras.optimizers.SGD(0.1))
+    plain_step = plain_sgd_step(tp.models.logistic_regression(784), bce,
+                                tf.keras.optimizers.SGD(0.1))
+    # the step returns nothing: TF's synchronous execution returns when the
+    # servers are done (the eager executor waits for every component function)
+    out["lr_step"] = (lambda: trainer.step(xs, ys), lambda: plain_step(xs, ys),
+                      lambda b=b: trainer.cost(b))
+    return out
+
+
+def repeat(fn, reps: int, budget_s: float) -> list:
+    """Times up to `reps` calls of fn, fewer once another call would take the
+    total past budget_s (at least one)."""
+    times = []
+    while len(times) < reps and (not times or sum(times) + times[-1] <= budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times

@@ -160,6 +160,6 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
 
 
 def supported_ops() -> List[str]:
-    """TF op types the converter rewrites when they see a private value."""
-    from .tf_ops import supported_op_types
-    return supported_op_types()
+    """TF op types the converter rewrites when they see a private value (the
+    op table's, protocols/mpc/registry.py)."""
+    return registry.tf_op_types()

@@ -33,7 +33,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
 
-from .trace import Traced
+from .trace import Traced, private_nodes, topo
 
 GRAPH_PASSES = ("owner_constants", "fold_batchnorm", "relu_after_maxpool", "public_products",
                 "factor_common", "sum_to_dot")
@@ -220,20 +220,7 @@ class _Graph:
         return {t.name: t.shape for op in g.get_operations() for t in op.outputs}
 
     def topo(self) -> List[object]:
-        from .rewrite import _topo
-        return _topo(self.gd)
-
-
-def private_nodes(traced: Traced, policy) -> Set[str]:
-    """Nodes that compute on a private value under `policy` (as analyse())."""
-    from .rewrite import _topo
-    private = set(traced.inputs) if policy.inputs == "private" else set()
-    if policy.weights == "private":
-        private.update(traced.weights)
-    for n in _topo(traced.graph_def):
-        if any(_node_of(i) in private for i in n.input if not i.startswith("^")):
-            private.add(n.name)
-    return private
+        return topo(self.gd)
 
 
 # ------------------------------------------------------------------ passes
@@ -344,7 +331,7 @@ def fold_batchnorm(g: _Graph, policy) -> int:
     owner holds: kernel·a (per output channel) and (bias - mean)·a + offset
     become the layer's new kernel and bias before anything is shared, so
     the BatchNorm costs nothing, not even the one private product of the
-    unfused fallback (tf_ops._batch_norm) (DESIGN §8)."""
+    unfused fallback (adapters.batch_norm) (DESIGN §8)."""
     count = 0
     for node in list(g.topo()):
         if node.name not in g.nodes:

@@ -6,7 +6,12 @@ private value (an input or a weight the policy makes private) and collects
 EVERY node that cannot be converted into one UnsupportedOpError. `evaluate`
 then replays the graph: nodes that see only public values run as the TF op
 they are (constants fold at conversion), nodes that see a private value run
-their registry implementation through the adapters of tf_ops.py.
+their registry implementation through the adapter their row of the op
+table names (protocols/mpc/registry.py, adapters.py): the converter has no
+op table of its own.
+
+The training half (training.py) reuses `topo`, `src`, `node_problem` and
+`eval_node` for its own walk over a training step.
 """
 from __future__ import annotations
 
@@ -17,15 +22,15 @@ import numpy as np
 import tensorflow as tf
 
 from tf_privpy.protocols.mpc import cost, registry
+from tf_privpy.protocols.mpc.adapters import Node, Unsupported, Weight  # noqa: F401
 from tf_privpy.protocols.mpc.value import PrivateTensor
 
-from . import tf_ops
-from .tf_ops import Node, Unsupported, Weight
-from .trace import Traced
+from .passes import LOCAL_OPS
+from .trace import Traced, private_nodes, src, topo
 
 #: control flow whose predicate or body would see a private value (tf.cond,
 #: which freezing lowers to Switch/Merge, becomes a select: _COND)
-_CONTROL_FLOW = {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
+CONTROL_FLOW = {"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
                  "PartitionedCall", "StatefulPartitionedCall",
                  # tf.while_loop as freezing lowers it
                  "Enter", "Exit", "NextIteration", "LoopCond"}
@@ -120,36 +125,45 @@ def decode_attr(v: tf.compat.v1.AttrValue) -> Any:
     return None
 
 
-def _src(name: str) -> Tuple[str, int]:
-    node, _, idx = name.lstrip("^").partition(":")
-    return node, int(idx or 0)
-
-
-def _topo(graph_def) -> List[Any]:
-    nodes = {n.name: n for n in graph_def.node}
-    order, state = [], {}
-    for start in graph_def.node:
-        stack = [(start.name, False)]
-        while stack:
-            name, done = stack.pop()
-            if done:
-                state[name] = 2
-                order.append(nodes[name])
-                continue
-            if state.get(name):
-                continue
-            state[name] = 1
-            stack.append((name, True))
-            for inp in nodes[name].input:
-                src = _src(inp)[0]
-                if not state.get(src):
-                    stack.append((src, False))
-    return order
-
-
-def _node(n, layer_of) -> Node:
+def node_of(n, layer_of: Dict[str, str]) -> Node:
+    """The adapters' view of a NodeDef: op type, decoded attributes, layer."""
     return Node(n.name, n.op, {k: decode_attr(v) for k, v in n.attr.items()},
                 layer_of.get(n.name, ""))
+
+
+def lookup(op_type: str):
+    """The converter adapter of a TF op type (its op-table row's), or None."""
+    row = registry.converter_row(op_type)
+    return row.adapter if row is not None else None
+
+
+def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
+    """Why a node that sees a private value cannot be converted, or None if
+    it can. A training step (training.py) converts no tf.cond (its Switch and
+    Merge have no select there) and gets training advice."""
+    if n.op in CONTROL_FLOW:
+        if training:
+            return Problem(n.name, n.op, layer, "control flow on a private value",
+                           "write the branch as a select (tf.where)")
+        return Problem(
+            n.name, n.op, layer,
+            "a loop or function call on a private value: the converter does not "
+            "rewrite loops, and a private loop condition cannot steer the servers "
+            "without revealing it",
+            "unroll the loop in the model, or write the loop with tp ops in your own "
+            "tf.function (a while loop whose condition is public runs on the share "
+            "holders there: docs/control_flow.md); reveal a private condition yourself "
+            "first (tp.reveal: an explicit, visible declassification), write a branch "
+            "as a select (tf.where / tf.cond become selects), or make the input public "
+            "(Policy(inputs='public'))")
+    if (n.op in _COND and not training) or lookup(n.op) is not None:
+        return None  # a Switch/Merge is evaluated as a select of both branches
+    op = registry.by_tf_op(n.op)
+    fix = ("use supported layers, losses and optimizers (tp.converters.supported_ops(); SGD "
+           "with or without momentum)" if training else
+           "rewrite the model with supported ops (tp.converters.supported_ops())")
+    return Problem(n.name, n.op, layer, "no private implementation of this TF op",
+                   f"call tp.{op.name} yourself" if op else fix)
 
 
 def analyse(traced: Traced, policy: Policy) -> List[Problem]:
@@ -161,32 +175,14 @@ def analyse(traced: Traced, policy: Policy) -> List[Problem]:
     if policy.weights == "private":
         private.update(traced.weights)
     problems = []
-    for n in _topo(traced.graph_def):
-        data_inputs = [_src(i)[0] for i in n.input if not i.startswith("^")]
+    for n in topo(traced.graph_def):
+        data_inputs = [src(i)[0] for i in n.input if not i.startswith("^")]
         if not any(s in private for s in data_inputs):
             continue
         private.add(n.name)
-        layer = traced.layer_of.get(n.name, "")
-        if n.op in _CONTROL_FLOW:
-            problems.append(Problem(
-                n.name, n.op, layer,
-                "a loop or function call on a private value: the converter does not "
-                "rewrite loops, and a private loop condition cannot steer the servers "
-                "without revealing it",
-                "unroll the loop in the model, or write the loop with tp ops in your own "
-                "tf.function (a while loop whose condition is public runs on the share "
-                "holders there: docs/control_flow.md); reveal a private condition yourself "
-                "first (tp.reveal: an explicit, visible declassification), write a branch "
-                "as a select (tf.where / tf.cond become selects), or make the input public "
-                "(Policy(inputs='public'))"))
-        elif n.op in _COND:
-            continue  # evaluated as a select of both branches (_select_branches)
-        elif tf_ops.lookup(n.op) is None:
-            op = registry.by_tf_op(n.op)
-            hint = (f"call tp.{op.name} yourself" if op else
-                    "rewrite the model with supported ops (tp.converters.supported_ops())")
-            problems.append(Problem(n.name, n.op, layer,
-                                    "no private implementation of this TF op", hint))
+        problem = node_problem(n, traced.layer_of.get(n.name, ""))
+        if problem is not None:
+            problems.append(problem)
     return problems
 
 
@@ -252,11 +248,10 @@ def _levels(traced: Traced, policy: Policy, order: List[Any]) -> List[List[Any]]
     both operands are private). Two communicating nodes of one depth never
     depend on each other, so they can share one protocol call; listing the
     levels in order, each in topological order, is a topological order."""
-    from .passes import LOCAL_OPS, private_nodes
     private = private_nodes(traced, policy)
     depth: Dict[str, int] = {}
     for n in order:
-        data = [_src(i)[0] for i in n.input if not i.startswith("^")]
+        data = [src(i)[0] for i in n.input if not i.startswith("^")]
         d = max((depth.get(s, 0) for s in data), default=0)
         talks = n.name in private and n.op not in LOCAL_OPS and not (
             n.op == "Mul" and not all(s in private for s in data))
@@ -282,7 +277,7 @@ def _batch_level(level: List[Any], values: Dict, env: Env) -> set:
         kind = _BATCHABLE.get(n.op)
         if kind is None:
             continue
-        keys = [_src(i) for i in n.input if not i.startswith("^")]
+        keys = [src(i) for i in n.input if not i.startswith("^")]
         if any(k not in values for k in keys):
             continue
         ops = [env.operand(values[k]) for k in keys]
@@ -317,7 +312,7 @@ def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
     values: Dict[Tuple[str, int], Any] = {}
     for name, x in zip(traced.inputs, inputs):
         values[(name, 0)] = x
-    order = _topo(traced.graph_def)
+    order = topo(traced.graph_def)
     env.branch_tags = _branch_tags(order)
     env.nodes = {n.name: n for n in order}
     levels = _levels(traced, env.policy, order) if env.batch else [order]
@@ -327,19 +322,22 @@ def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
         for n in level:
             if n.op in _SKIP or (n.name, 0) in values or n.name in done:
                 continue
-            _eval_node(n, traced, env, values)
-    results = [values[_src(o)] for o in traced.outputs]
+            eval_node(n, traced, env, values)
+    results = [values[src(o)] for o in traced.outputs]
     return [env.operand(r) if isinstance(r, Weight) else r for r in results]
 
 
-def _eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
-    node = _node(n, traced.layer_of)
+def eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
+    """Evaluates one node into `values` ((node, port) -> value): a constant,
+    a select of tf.cond's branches, a pass-through, the node's adapter when
+    it sees a private value, else the TF op itself on public values."""
+    node = node_of(n, traced.layer_of)
     if n.op == "Const":
         # a weight's exact value: the passes keep folded weights in float64
         values[(n.name, 0)] = (Weight(n.name, traced.weights[n.name])
                                if n.name in traced.weights else node.attr["value"])
         return
-    ins = [values[_src(i)] for i in n.input if not i.startswith("^")]
+    ins = [values[src(i)] for i in n.input if not i.startswith("^")]
     if n.op in _COND:
         outs = _select_branches(n, ins, env, values)
         for i, o in enumerate(outs):
@@ -350,7 +348,7 @@ def _eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
     if n.op in _PASS_THROUGH and len(ins) == 1:
         outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
     elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
-        fn = tf_ops.lookup(n.op)
+        fn = lookup(n.op)
         if fn is None:  # analyse() reported it; reaching here is a bug
             raise UnsupportedOpError([Problem(n.name, n.op, node.layer,
                                               "no private implementation", "")])
@@ -368,7 +366,7 @@ def _branch_tags(order) -> Dict[Tuple[str, int], Tuple]:
     and Merge; branch constants hang on the Switch by control edges."""
     tags: Dict[Tuple[str, int], Tuple] = {}
     for n in order:
-        ins = [tags.get(_src(i), ()) for i in n.input]
+        ins = [tags.get(src(i), ()) for i in n.input]
         tag = max(ins, key=len) if ins else ()
         if n.op == "Switch":
             tags[(n.name, 0)] = tag + ((n.name, 0),)
@@ -391,7 +389,7 @@ def _select_branches(n, ins, env: Env, values) -> List[Any]:
     data = [i for i in n.input if not i.startswith("^")]
     by_port = {}
     for name, v in zip(data, ins):
-        tag = env.branch_tags.get(_src(name), ())
+        tag = env.branch_tags.get(src(name), ())
         if tag:
             by_port[tag[-1]] = v
     switches = {sw for sw, _ in by_port}
@@ -400,7 +398,7 @@ def _select_branches(n, ins, env: Env, values) -> List[Any]:
                                           "tf.cond", "write the branch as tf.where")])
     (sw,) = switches
     switch = env.nodes[sw]
-    pred = values[_src(switch.input[1])]
+    pred = values[src(switch.input[1])]
     t, f = env.operand(by_port[(sw, 1)]), env.operand(by_port[(sw, 0)])
     if isinstance(pred, np.ndarray):
         chosen = t if bool(pred) else f

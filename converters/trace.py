@@ -9,7 +9,7 @@ the model owner's plaintext view of the model, before any rewriting.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -93,3 +93,44 @@ def trace(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = None
                if internal.op.name in weights}
     return Traced(graph_def, inputs, specs, outputs, weights, layer_of,
                   concrete.structured_outputs, handles)
+
+
+# ------------------------------------------------------------ graph walks
+def src(name: str) -> Tuple[str, int]:
+    """(node, output index) of an input name ("node:1", "^node", "node")."""
+    node, _, idx = name.lstrip("^").partition(":")
+    return node, int(idx or 0)
+
+
+def topo(graph_def) -> List[Any]:
+    """The GraphDef's nodes in a topological order (inputs first)."""
+    nodes = {n.name: n for n in graph_def.node}
+    order, state = [], {}
+    for start in graph_def.node:
+        stack = [(start.name, False)]
+        while stack:
+            name, done = stack.pop()
+            if done:
+                state[name] = 2
+                order.append(nodes[name])
+                continue
+            if state.get(name):
+                continue
+            state[name] = 1
+            stack.append((name, True))
+            for inp in nodes[name].input:
+                s = src(inp)[0]
+                if not state.get(s):
+                    stack.append((s, False))
+    return order
+
+
+def private_nodes(traced: Traced, policy) -> Set[str]:
+    """Nodes that compute on a private value under `policy` (as analyse())."""
+    private = set(traced.inputs) if policy.inputs == "private" else set()
+    if policy.weights == "private":
+        private.update(traced.weights)
+    for n in topo(traced.graph_def):
+        if any(src(i)[0] in private for i in n.input if not i.startswith("^")):
+            private.add(n.name)
+    return private

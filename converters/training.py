@@ -9,7 +9,8 @@ from step to step.
                Nothing is re-implemented in Python: the gradient ops are the
                ones TF's autodiff emits (MatMul with transposes, BiasAddGrad,
                ReluGrad, SigmoidGrad, SoftmaxCrossEntropyWithLogits, ...),
-               each converted by its adapter (tf_ops.py, grad_ops.py).
+               each converted by its op-table row's adapter
+               (protocols/mpc/registry.py).
   analyse_step every node that cannot be converted, in one
                UnsupportedOpError, before anything is shared or run; also a
                private value written into a public variable (e.g. the moving
@@ -20,7 +21,8 @@ from step to step.
                iteration counter), ReadVariableOp reads the current value,
                Assign*VariableOp / ResourceApply* update it in program
                order, and at the end each server assigns its own share.
-  PrivateTrainer the user-facing object (tp.keras.convert_training).
+  PrivateTrainer the user-facing object (tp.keras.convert_training),
+               in trainer.py.
 
 Two passes (trace level, `passes=` of convert_training, both on by
 default). `loss_scale`: the step differentiates N·loss (N the batch size)
@@ -54,12 +56,12 @@ import tensorflow as tf
 from tensorflow.python import pywrap_tfe
 
 from tf_privpy.protocols.mpc import cost, registry
+from tf_privpy.protocols.mpc.adapters import Unsupported
 from tf_privpy.protocols.mpc.value import PrivateTensor
 from tf_privpy.protocols.mpc.variable import PrivateVariable
 
-from . import grad_ops, rewrite, tf_ops
-from .rewrite import Env, Policy, Problem, UnsupportedOpError, _src, _topo
-from .trace import Traced, _layer_names
+from .rewrite import Env, Policy, Problem, UnsupportedOpError, eval_node, node_problem
+from .trace import Traced, _layer_names, src, topo
 
 #: the training half's passes (trace level), all on by default
 PASSES = ("loss_gradient_form", "loss_scale")
@@ -251,7 +253,7 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
     inputs = [t.op.name for t in concrete.inputs if t.dtype != tf.resource]
     updates = [n.name for n in graph_def.node if n.op in UPDATE_OPS]
     out = concrete.outputs[0].name
-    keep = updates + ([_src(out)[0]] if return_loss else [])
+    keep = updates + ([src(out)[0]] if return_loss else [])
     pruned = _prune(graph_def, keep)
     layers = _layer_names(model)
     layer_of = {}
@@ -274,7 +276,7 @@ def _prune(graph_def, keep: Sequence[str]):
         if name in need:
             continue
         need.add(name)
-        stack.extend(_src(i)[0] for i in nodes[name].input)
+        stack.extend(src(i)[0] for i in nodes[name].input)
     out = tf.compat.v1.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.node.extend(n for n in graph_def.node if n.name in need)
@@ -288,8 +290,8 @@ def analyse_step(ts: TracedStep, policy: Policy) -> List[Problem]:
     private = set(ts.inputs) if policy.inputs == "private" else set()
     private_res = {ph for ph, r in ts.resources.items() if r.is_private}
     problems = []
-    for n in _topo(ts.graph_def):
-        data = [_src(i)[0] for i in n.input if not i.startswith("^")]
+    for n in topo(ts.graph_def):
+        data = [src(i)[0] for i in n.input if not i.startswith("^")]
         layer = ts.layer_of.get(n.name, "")
         if n.op in READ_OPS:
             if data and data[0] in private_res:
@@ -310,17 +312,9 @@ def analyse_step(ts: TracedStep, policy: Policy) -> List[Problem]:
         if not any(s in private for s in data):
             continue
         private.add(n.name)
-        if n.op in rewrite._CONTROL_FLOW:
-            problems.append(Problem(
-                n.name, n.op, layer, "control flow on a private value",
-                "write the branch as a select (tf.where)"))
-        elif tf_ops.lookup(n.op) is None:
-            op = registry.by_tf_op(n.op)
-            hint = (f"call tp.{op.name} yourself" if op else
-                    "use supported layers, losses and optimizers "
-                    "(tp.converters.supported_ops(); SGD with or without momentum)")
-            problems.append(Problem(n.name, n.op, layer,
-                                    "no private implementation of this TF op", hint))
+        problem = node_problem(n, layer, training=True)
+        if problem is not None:
+            problems.append(problem)
     return problems
 
 
@@ -337,7 +331,7 @@ def _consumed(graph_def) -> set:
     for n in graph_def.node:
         for i in n.input:
             if not i.startswith("^"):
-                used.add(_src(i))
+                used.add(src(i))
     return used
 
 
@@ -358,7 +352,7 @@ def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
     current: Dict[str, Any] = {}
     written: set = set()
     poisoned: set = set()
-    env.consumed = _consumed(ts.graph_def) | {_src(o) for o in ts.outputs}
+    env.consumed = _consumed(ts.graph_def) | {src(o) for o in ts.outputs}
     env.relu_bits = {}
 
     def read(ph):
@@ -372,13 +366,13 @@ def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
                                else r.variable.read_value())
         return current[ph]
 
-    for n in _topo(ts.graph_def):
+    for n in topo(ts.graph_def):
         if n.op in _SKIP or (n.name, 0) in values:
             continue
         if n.name in ts.resources:
             values[(n.name, 0)] = _Ref(n.name)
             continue
-        srcs = [_src(i) for i in n.input if not i.startswith("^")]
+        srcs = [src(i) for i in n.input if not i.startswith("^")]
         if any(s[0] in poisoned or s not in values for s in srcs):
             # after an unconvertible node, when checking: zeros where the
             # traced shapes are known, so that later nodes are checked too
@@ -392,18 +386,12 @@ def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
                 values[(n.name, 0)] = read(ins[0].placeholder)
             elif n.op in UPDATE_OPS:
                 _update(n, ins, read, current, written, env)
-            elif n.op in grad_ops.TRAINING_ADAPTERS and any(isinstance(v, PrivateTensor)
-                                                           for v in ins):
-                outs = grad_ops.TRAINING_ADAPTERS[n.op](env, rewrite._node(n, ts.layer_of),
-                                                        ins)
-                for i, o in enumerate(outs):
-                    values[(n.name, i)] = o
-            else:
-                rewrite._eval_node(n, ts, env, values)
-        except (tf_ops.Unsupported, UnsupportedOpError) as e:
+            else:  # a ReLU keeps its private bit for ReluGrad (env.relu_bits)
+                eval_node(n, ts, env, values)
+        except (Unsupported, UnsupportedOpError) as e:
             if not checking:
                 raise
-            if isinstance(e, tf_ops.Unsupported):
+            if isinstance(e, Unsupported):
                 problems.append(Problem(n.name, n.op, ts.layer_of.get(n.name, ""),
                                         e.why, e.fix))
             # go on with private zeros of the node's traced shapes, so that
@@ -420,7 +408,7 @@ def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
             r.private.assign(new, read_value=False)
         else:
             r.variable.assign(current[ph], read_value=False)
-    return [values[_src(o)] for o in ts.outputs]
+    return [values[src(o)] for o in ts.outputs]
 
 
 def _zeros(ts: TracedStep, name: str, values: Dict) -> None:
@@ -500,247 +488,3 @@ def _add(op, a, b):
     if isinstance(a, PrivateTensor) or isinstance(b, PrivateTensor):
         return op("add")(a, b)
     return tf.add(a, tf.cast(b, tf.as_dtype(a.dtype)))
-
-
-# --------------------------------------------------------------- trainer
-def _var_name(v: tf.Variable) -> str:
-    return v.name.split(":")[0]
-
-
-class _VariableEnv(Env):
-    """An Env whose weights are the trainer's tp.Variables, read anew in
-    every traced predict (so the predictor sees the latest step)."""
-
-    def __init__(self, policy: Policy, by_const: Dict[str, PrivateVariable], batch: bool):
-        super().__init__(policy, batch=batch)
-        self._by_const = by_const
-
-    def operand(self, v):
-        if isinstance(v, tf_ops.Weight):
-            if v.name not in self._by_const:
-                raise ValueError(f"weight '{v.name}' is not one of the trainer's variables")
-            return self._by_const[v.name].read_value()
-        return v
-
-
-class PrivateTrainer:
-    """Private SGD training of a Keras model: one converted training step,
-    weights (and optimizer slots) kept in tp.Variables on S1 and S2.
-
-    Built by `tp.keras.convert_training(model, loss, optimizer)`. Each call
-    of `step(x, y)` runs one traced tf.function: the client shares the
-    batch, the servers run forward, loss gradient, backward pass and the
-    SGD update on shares, and each server assigns its own shares of the new
-    weights. Nothing is revealed until `weights(reveal=True)`.
-
-    Example:
-      >>> model = tp.models.logistic_regression(784)
-      >>> trainer = tp.keras.convert_training(
-      ...     model, tf.keras.losses.BinaryCrossentropy(), tf.keras.optimizers.SGD(0.1))
-      >>> for xb, yb in batches:                      # plain batches, shared per step
-      ...     trainer.step(xb, yb)
-      >>> w, b = trainer.weights(reveal=True)         # plaintext, at the end
-      >>> trainer.predictor().predict(x_test, reveal=True)
-      >>> print(trainer.cost(128))                    # the bill of one step
-      >>> tp.save_variables(trainer.variables, "/tmp/ckpt")
-    """
-
-    def __init__(self, model: tf.keras.Model, loss, optimizer,
-                 policy: Optional[Policy] = None, name: Optional[str] = None,
-                 passes: Optional[Sequence[str]] = None):
-        self.policy = policy or Policy()
-        if self.policy.weights != "private":
-            raise ValueError("convert_training keeps the weights private: the updates depend "
-                             "on the (private) data; use Policy(weights='private')")
-        self.name = name or model.name
-        self.model = model
-        self.loss = _resolve_loss(loss)
-        self.optimizer = optimizer
-        self.passes = PASSES if passes is None else tuple(passes)
-        unknown = set(self.passes) - set(PASSES)
-        if unknown:
-            raise ValueError(f"unknown pass(es) {sorted(unknown)}; passes are {list(PASSES)}")
-        self._traces: Dict[Tuple, TracedStep] = {}
-        self._env = Env(self.policy)
-        self._private: Dict[int, PrivateVariable] = {}   # id(tf variable) -> tp.Variable
-        self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
-        # trace once at the model's own shapes (batch 1), with a dry run of
-        # the private step, so that every unsupported node is reported now,
-        # before anything is shared
-        self._check = True
-        self._traced(self._specs(1), False)
-        self._check = False
-
-    # ------------------------------------------------------------ tracing
-    def _specs(self, batch_size: int, y_dtype=None, y_shape=None) -> List[tf.TensorSpec]:
-        x = self.model.inputs[0]
-        xs = tf.TensorSpec([batch_size] + x.shape.as_list()[1:], x.dtype, name="x")
-        if y_shape is None:
-            out = self.model.outputs[0].shape.as_list()[1:]
-            sparse = isinstance(self.loss, tf.keras.losses.SparseCategoricalCrossentropy)
-            y_shape = [batch_size] + ([] if sparse else out)
-            y_dtype = y_dtype or (tf.int32 if sparse else self.model.outputs[0].dtype)
-        return [xs, tf.TensorSpec(y_shape, y_dtype or tf.float32, name="y")]
-
-    def _traced(self, specs, return_loss: bool) -> TracedStep:
-        key = (tuple(specs[0].shape), tuple(specs[1].shape), specs[1].dtype, return_loss)
-        if key not in self._traces:
-            ts = trace_step(self.model, self.loss, self.optimizer, specs[0], specs[1],
-                            return_loss, self.passes)
-            problems = check_step(ts, self.policy) if self._check else \
-                analyse_step(ts, self.policy)
-            if problems:
-                raise UnsupportedOpError(problems)
-            self._bind(ts)
-            self._traces[key] = ts
-        return self._traces[key]
-
-    def _bind(self, ts: TracedStep) -> None:
-        """Shares each weight and optimizer slot once (eagerly, by the model
-        owner), the same tp.Variable for every traced shape."""
-        for r in ts.resources.values():
-            if not r.is_private:
-                continue
-            key = id(r.variable)
-            if key not in self._private:
-                with tf.init_scope(), cost.paused():
-                    self._private[key] = PrivateVariable(
-                        r.variable.numpy().astype(np.float64), name=_var_name(r.variable),
-                        dtype=tf.float64)
-            r.private = self._private[key]
-
-    # ------------------------------------------------------------ running
-    def _share(self, v, name):
-        if isinstance(v, (PrivateTensor, PrivateVariable)) or self.policy.inputs == "public":
-            return v.read_value() if isinstance(v, PrivateVariable) else v
-        return registry.get("share").impl(v, name=name)
-
-    def _run(self, x, y, return_loss=False):
-        ts = self._traced(self._specs(x.shape[0], y.dtype, y.shape.as_list()), return_loss)
-        outs = evaluate_step(ts, self._env, [self._share(x, "x"), self._share(y, "y")])
-        return outs[0] if outs else None
-
-    def _inputs(self, x, y):
-        def conv(v, dtype):
-            if isinstance(v, (PrivateTensor, PrivateVariable)):
-                return v
-            return tf.convert_to_tensor(v, dtype)
-        x = conv(x, self.model.inputs[0].dtype)
-        sparse = isinstance(self.loss, tf.keras.losses.SparseCategoricalCrossentropy)
-        y = conv(y, tf.int32 if sparse else self.model.outputs[0].dtype)
-        if x.shape.rank is None or x.shape[0] is None or x.shape[0] != y.shape[0]:
-            raise ValueError(f"x and y need one static batch size, got {x.shape} and {y.shape}")
-        return x, y
-
-    def step(self, x, y, return_loss: bool = False):
-        """One private SGD step on the batch (x, y), as one traced tf.function.
-
-        Args:
-          x, y: plain data (shared by the client inside the step) or
-            PrivateTensors already shared; y in the loss' label format
-            (one-hot or [0, 1] targets; integer labels for
-            SparseCategoricalCrossentropy). Each new batch shape traces the
-            step once more.
-          return_loss: also compute the loss (a PrivateTensor): costs the
-            private logarithms the gradient form avoids.
-        """
-        x, y = self._inputs(x, y)
-        out = self._fn(x, y, bool(return_loss))
-        return out if return_loss else None
-
-    __call__ = step
-
-    # ---------------------------------------------------------- inspecting
-    @property
-    def variables(self) -> List[PrivateVariable]:
-        """The private weights (model.trainable_variables' order), then the
-        optimizer's private slots (momentum): what tp.save_variables saves."""
-        weights = [self._private[id(v)] for v in self.model.trainable_variables]
-        slots = [p for k, p in self._private.items() if p not in weights]
-        return weights + slots
-
-    @property
-    def trainable_variables(self) -> List[PrivateVariable]:
-        """The private weights, in model.trainable_variables' order."""
-        return [self._private[id(v)] for v in self.model.trainable_variables]
-
-    def weights(self, reveal: bool = True):
-        """The current weights in model.trainable_variables' order: plaintext
-        numpy arrays (revealed to the client, e.g. to the model owner at the
-        end of training) or, with reveal=False, PrivateTensors."""
-        vals = [v.read_value() for v in self.trainable_variables]
-        return [v.reveal().numpy() for v in vals] if reveal else vals
-
-    def assign_to(self, model: Optional[tf.keras.Model] = None) -> tf.keras.Model:
-        """Reveals the weights into a Keras model (default: the trained one)."""
-        model = model or self.model
-        for v, w in zip(model.trainable_variables, self.weights(reveal=True)):
-            v.assign(w.astype(v.dtype.as_numpy_dtype))
-        return model
-
-    def cost(self, batch_size: int = 1) -> cost.Cost:
-        """The bill of one step on a batch, from the protocols' declarations,
-        computed by tracing (nothing runs): rounds, multiplications,
-        comparisons, messages and bytes per server pair, sharing the batch
-        included (sharing the weights happened once, at conversion)."""
-        specs = self._specs(batch_size)
-        fn = tf.function(self._run, autograph=False)
-        with cost.record() as bill:
-            fn.get_concrete_function(*specs)
-        return bill
-
-    def graph(self, batch_size: int = 1) -> tf.compat.v1.GraphDef:
-        """The rewritten training step (GraphDef), every op on its party."""
-        return self.concrete(batch_size).graph.as_graph_def()
-
-    def concrete(self, batch_size: int = 1):
-        """The converted step's ConcreteFunction (x, y plain) at a batch size."""
-        return self._fn.get_concrete_function(*self._specs(batch_size), False)
-
-    def traced_step(self, batch_size: int = 1) -> TracedStep:
-        """The traced (plaintext) training step the trainer converts."""
-        return self._traced(self._specs(batch_size), False)
-
-    def summary(self, batch_size: int = 1) -> str:
-        ts = self.traced_step(batch_size)
-        import collections
-        ops = collections.Counter(n.op for n in ts.graph_def.node
-                                  if n.op not in ("Const", "NoOp", "Placeholder", "Identity"))
-        bill = self.cost(batch_size)
-        return "\n".join([
-            f"private trainer '{self.name}': {len(self.trainable_variables)} private weights, "
-            f"optimizer {type(self.optimizer).__name__}",
-            "  passes: " + (", ".join(f"{k} x{v}" for k, v in ts.pass_report.items()) or "-"),
-            "  TF ops of the step: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())),
-            f"  cost of one step (batch {batch_size}): {bill.rounds} rounds, "
-            f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
-            f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"])
-
-    def predictor(self, name: Optional[str] = None):
-        """A PrivateModel (predict, cost, graph, summary) of the trained model
-        whose weights are the trainer's tp.Variables, read at every predict:
-        it follows later steps, and nothing is revealed or re-shared."""
-        from .model import PrivateModel
-        from .trace import trace
-        traced = trace(self.model)
-        by_handle = {id(v.handle): v for v in self.model.variables}
-        by_const = {}
-        for const, handle in traced.handles.items():
-            v = by_handle.get(id(handle))
-            if v is None or id(v) not in self._private:
-                raise ValueError(f"the model's variable '{const}' is not trained privately "
-                                 "(non-trainable state cannot be used by the predictor)")
-            by_const[const] = self._private[id(v)]
-        pm = PrivateModel(traced, self.policy, name or f"{self.name}_private",
-                          ("batch_same_depth",), {})
-        pm._env = _VariableEnv(self.policy, by_const, batch=True)
-        return pm
-
-
-def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Policy] = None,
-                     name: Optional[str] = None,
-                     passes: Optional[Sequence[str]] = None) -> PrivateTrainer:
-    """A PrivateTrainer for `model` (see tp.keras.convert_training)."""
-    if not isinstance(model, tf.keras.Model):
-        raise TypeError(f"convert_training takes a tf.keras.Model, got {type(model).__name__}")
-    return PrivateTrainer(model, loss, optimizer, policy, name, passes)

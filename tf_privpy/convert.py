@@ -47,3 +47,12 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+else:
+    # Imported (`import tf_privpy.convert`): the import system binds the
+    # package's attribute `convert` to sys.modules[__name__] once this module
+    # has run, which would replace the function tp.convert by this module.
+    # Binding that entry to the function keeps tp.convert the function; the
+    # command line is `python -m tf_privpy.convert`, which runs this file as
+    # __main__ and never reaches here.
+    import tf_privpy as _tp
+    sys.modules[__name__] = _tp.convert

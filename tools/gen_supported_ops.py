@@ -1,8 +1,11 @@
 """Generates docs/supported_ops.md, and the short table in README.md, from the
 op registry (protocols/mpc/registry.py): tp name, the TF Python APIs that
-dispatch to it, the TF op types the converter maps to it, its doc line and
-the declared cost of its example (rounds, multiplications, comparisons) in
-the default config (128-bit ring, privpy backend).
+dispatch to it, the TF op types the converter maps to it, its doc line, its
+domain and tolerance, and the declared cost of its example (rounds,
+multiplications, comparisons) in the default config (128-bit ring, privpy
+backend); then the converter-only rows (TF op types with no tp function:
+gradients, fused and composite ops). Every TF op type the converter accepts
+is in one of the two tables (tests/test_op_table.py).
 
     python tools/gen_supported_ops.py            # writes both files
     python tools/gen_supported_ops.py --check    # exits 1 if either is stale
@@ -79,18 +82,46 @@ def render_doc(table) -> str:
         "cost nothing. Derived functions' methods, critical-path rounds and errors: "
         "[numerics.md](numerics.md).",
         "",
-        "| tp | TF APIs | TF op types | what | example | rounds | mults | comps |",
-        "|---|---|---|---|---|---:|---:|---:|",
+        "Domain: the inputs the op is computed for (\"any\": every value the fixed-point "
+        "encoding holds). Max error: the row's tolerance, the largest absolute error against "
+        "TF in float64 for operands in [-2, 2) (the domain's where narrower), 128-bit ring; "
+        "\"exact\": exact on the encoded inputs. tests/test_op_table.py converts every TF op "
+        "type below and checks it.",
+        "",
+        "| tp | TF APIs | TF op types | what | domain | max error | example | rounds | mults "
+        "| comps |",
+        "|---|---|---|---|---|---|---|---:|---:|---:|",
     ]
     for op, c in table:
         names = ", ".join(f"`tp.{n}`" for n in op.names)
         apis = ", ".join(f"`{a.name}`" for a in op.tf_apis) or "—"
         tf_ops = ", ".join(f"`{t}`" for t in op.tf_ops) or "—"
-        lines.append(f"| {names} | {apis} | {tf_ops} | {_cell(op.doc)} | {_example(op)} | "
-                     f"{c.rounds} | {c.multiplications} | {c.comparisons} |")
+        lines.append(f"| {names} | {apis} | {tf_ops} | {_cell(op.doc)} | {_domain(op)} | "
+                     f"{_tol(op)} | {_example(op)} | {c.rounds} | {c.multiplications} | "
+                     f"{c.comparisons} |")
     n_apis = sum(len(op.tf_apis) for op, _ in table)
-    lines += ["", f"{len(table)} ops, {n_apis} TF APIs.", ""]
+    lines += ["", f"{len(table)} ops, {n_apis} TF APIs.", "",
+              "## Converter-only TF op types", "",
+              "TF op types the converter accepts that have no tp function of their own: the "
+              "gradient, loss and bookkeeping ops of a traced training step "
+              "(`tp.keras.convert_training`) and fused or composite forward ops, each through "
+              "its adapter (protocols/mpc/adapters.py, grad_adapters.py).", "",
+              "| TF op types | what | domain | max error |", "|---|---|---|---|"]
+    for op in registry.converter_rows():
+        tf_ops = ", ".join(f"`{t}`" for t in op.tf_ops)
+        lines.append(f"| {tf_ops} | {_cell(op.doc)} | {_domain(op)} | {_tol(op)} |")
+    n_types = len(registry.tf_op_types())
+    lines += ["", f"{len(registry.converter_rows())} converter-only rows; the converter accepts "
+              f"{n_types} TF op types in all (`tp.converters.supported_ops()`).", ""]
     return "\n".join(lines)
+
+
+def _domain(op: registry.OpDef) -> str:
+    return _cell(op.domain) if op.domain else "any"
+
+
+def _tol(op: registry.OpDef) -> str:
+    return "exact" if op.tolerance == 0 else f"{op.tolerance:g}"
 
 
 def render_readme_section(table) -> str:

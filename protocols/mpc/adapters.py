@@ -1,24 +1,36 @@
-"""TF op type -> private implementation, with each node's attributes mapped
-to the registry op's arguments (DESIGN §8).
+"""The converter's adapters: TF graph node -> private op, each node's
+attributes mapped to the op's arguments (DESIGN §8). Each row of the op
+table (registry.py) names its adapter; the converter (converters/rewrite.py)
+reads them there and nowhere else.
 
-Every adapter calls the op registry (protocols/mpc/registry.py): nothing
-here re-implements an op. An adapter gets the conversion environment, the
-node (op type, decoded attributes, name) and its input values, each a
+An adapter is a function (env, node, ins) -> outputs. `node` is a Node (op
+type, decoded attributes, name); `ins` its input values, each a
 PrivateTensor, a `Weight` (a frozen variable the model owner still holds in
-plaintext) or a public numpy/tf value, and returns the node's outputs.
-Adapters that can use the model owner's plaintext weights do so before they
-are shared: BatchNorm folds its four vectors into one scale and one offset,
+plaintext) or a public numpy/tf value. Of the conversion env it uses only:
+  env.operand(v)    v as an operand (a Weight shared once, or its value
+                    under a public-weights policy);
+  env.public(v)     v's plaintext (a Weight's value);
+  env.policy.numerics()  the numerics mode's keyword arguments;
+  env.consumed      (training) the (node, output) pairs the step uses;
+  env.relu_bits     (training) id(ReLU output) -> its private bit.
+An adapter composes registry ops only, re-implementing nothing, and raises
+Unsupported (why, what to do) for what it cannot convert exactly. Adapters
+that can use the model owner's plaintext weights do so before they are
+shared: BatchNorm folds its four vectors into one scale and one offset,
 depthwise convolution builds its block-diagonal filter.
+
+A unary function with a fast mode needs no code here: its row says
+`adapter=unary("name", moded=True)`.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc import registry
+from . import opdef
 
 
 @dataclasses.dataclass
@@ -46,20 +58,9 @@ class Unsupported(Exception):
         self.why, self.fix = why, fix
 
 
-Adapter = Callable[[Any, Node, List[Any]], List[Any]]
-ADAPTERS: Dict[str, Adapter] = {}
-
-
-def adapter(*op_types: str):
-    def deco(fn: Adapter) -> Adapter:
-        for t in op_types:
-            ADAPTERS[t] = fn
-        return fn
-    return deco
-
-
-def impl(name: str):
-    return registry.get(name).impl
+def impl(name: str) -> Callable:
+    """The registered implementation of a tp op (accepting tp.Variables)."""
+    return opdef.get(name).impl
 
 
 def static(env, v, what: str) -> np.ndarray:
@@ -72,7 +73,7 @@ def static(env, v, what: str) -> np.ndarray:
     return np.asarray(s)
 
 
-def _fmt(node: Node) -> str:
+def fmt(node: Node) -> str:
     df = node.attr.get("data_format", "NHWC") or "NHWC"
     if df not in ("NHWC", "NCHW"):
         raise Unsupported(f"data_format {df} is not supported", "use channels-last (NHWC)")
@@ -86,91 +87,89 @@ def numerics(env) -> Dict[str, str]:
     return env.policy.numerics()
 
 
-def _registry_unary(op_type: str, name: str, moded: bool = False):
-    @adapter(op_type)
+def unary(name: str, moded: bool = False) -> Callable:
+    """The adapter of a one-input op: tp.`name`(x); with `moded`, in the
+    policy's numerics mode (the functions of protocols/mpc/fast_numerics.py)."""
     def fn(env, node, ins):
         return [impl(name)(env.operand(ins[0]), **(numerics(env) if moded else {}))]
+    fn.__name__ = f"unary_{name}"
     return fn
 
 
-for _t, _n in (("Relu", "nn.relu"), ("Sqrt", "sqrt"), ("Rsqrt", "math.rsqrt"),
-               ("Neg", "negative"), ("Abs", "abs"), ("Sign", "sign"), ("Square", "square"),
-               ("Softplus", "nn.softplus"), ("LogicalNot", "logical_not")):
-    _registry_unary(_t, _n)
-# the functions with a fast mode (protocols/mpc/fast_numerics.py) follow the policy's
-for _t, _n in (("Sigmoid", "sigmoid"), ("Tanh", "tanh"), ("Exp", "exp"), ("Log", "math.log"),
-               ("Reciprocal", "math.reciprocal"), ("Inv", "math.reciprocal")):
-    _registry_unary(_t, _n, moded=True)
-
-_BINARY = {"Add": "add", "AddV2": "add", "Sub": "subtract", "Mul": "multiply",
-           "RealDiv": "divide", "Maximum": "maximum", "Minimum": "minimum", "Less": "less",
-           "Greater": "greater", "LessEqual": "less_equal", "GreaterEqual": "greater_equal",
-           "Equal": "equal", "NotEqual": "not_equal", "Pow": "pow"}
+def binary(name: str, moded: bool = False) -> Callable:
+    """The adapter of a two-input op: tp.`name`(x, y)."""
+    def fn(env, node, ins):
+        return [impl(name)(env.operand(ins[0]), env.operand(ins[1]),
+                           **(numerics(env) if moded else {}))]
+    fn.__name__ = f"binary_{name}"
+    return fn
 
 
-@adapter(*_BINARY)
-def _binary(env, node, ins):
-    a, b = env.operand(ins[0]), env.operand(ins[1])
-    if node.op == "Pow":
-        b = static(env, b, "exponent").item()
-    if node.op == "RealDiv":
-        return [impl("divide")(a, b, **numerics(env))]
-    return [impl(_BINARY[node.op])(a, b)]
+def operands(name: str) -> Callable:
+    """The adapter of an op taking every input as it comes (tp.where)."""
+    def fn(env, node, ins):
+        return [impl(name)(*[env.operand(v) for v in ins])]
+    fn.__name__ = f"operands_{name}"
+    return fn
 
 
-@adapter("Relu6")
-def _relu6(env, node, ins):
+def power(env, node, ins):
+    """Pow by a public exponent known when converting."""
+    return [impl("pow")(env.operand(ins[0]), static(env, ins[1], "exponent").item())]
+
+
+def relu(env, node, ins):
+    """ReLU. In a training step (env.relu_bits) y = x·[x > 0] keeps its private
+    bit, so that ReluGrad(dy, y) = dy·[y > 0] = dy·[x > 0] reuses it: one
+    comparison per element per step instead of two (same multiplications,
+    same rounds)."""
+    x = env.operand(ins[0])
+    bits = getattr(env, "relu_bits", None)
+    if bits is None:
+        return [impl("nn.relu")(x)]
+    bit = impl("greater")(x, 0.0)
+    y = impl("multiply")(x, bit)
+    bits[id(y)] = bit
+    return [y]
+
+
+def relu6(env, node, ins):
     return [impl("clip_by_value")(env.operand(ins[0]), 0.0, 6.0)]
 
 
-@adapter("LeakyRelu")
-def _leaky(env, node, ins):
+def leaky_relu(env, node, ins):
     x, alpha = env.operand(ins[0]), float(node.attr.get("alpha", 0.2))
-    # max(x, alpha x) for 0 < alpha < 1: x - (1 - alpha)·min(x, 0), one ReLU's comparisons
+    # x for x > 0, alpha·x otherwise: x - (1 - alpha)·min(x, 0), one ReLU's comparisons
     return [impl("subtract")(x, impl("multiply")(impl("minimum")(x, 0.0), 1.0 - alpha))]
 
 
-@adapter("Select", "SelectV2")
-def _select(env, node, ins):
-    return [impl("where")(*[env.operand(v) for v in ins])]
-
-
-@adapter("ClipByValue")
-def _clip(env, node, ins):
-    return [impl("clip_by_value")(*[env.operand(v) for v in ins])]
-
-
-@adapter("Identity", "StopGradient", "PreventGradient", "Snapshot")
-def _identity(env, node, ins):
+def identity(env, node, ins):
     return [ins[0]]
 
 
-@adapter("IdentityN")
-def _identity_n(env, node, ins):
+def identity_n(env, node, ins):
     return list(ins)
 
 
 # ------------------------------------------------------------- products
-@adapter("MatMul", "BatchMatMul", "BatchMatMulV2")
-def _matmul(env, node, ins):
+def matmul(env, node, ins):
     ta = bool(node.attr.get("transpose_a", node.attr.get("adj_x", False)))
     tb = bool(node.attr.get("transpose_b", node.attr.get("adj_y", False)))
     return [impl("matmul")(env.operand(ins[0]), env.operand(ins[1]), transpose_a=ta,
                            transpose_b=tb)]
 
 
-@adapter("BiasAdd", "BiasAddV1")
-def _bias_add(env, node, ins):
+def bias_add(env, node, ins):
     return [impl("nn.bias_add")(env.operand(ins[0]), env.operand(ins[1]),
-                                data_format=_fmt(node))]
+                                data_format=fmt(node))]
 
 
-def _hw(node: Node, key: str) -> List[int]:
+def hw(node: Node, key: str) -> List[int]:
     v = list(node.attr.get(key) or [1, 1, 1, 1])
-    return [v[1], v[2]] if _fmt(node) == "NHWC" else [v[2], v[3]]
+    return [v[1], v[2]] if fmt(node) == "NHWC" else [v[2], v[3]]
 
 
-def _padding(node: Node):
+def padding(node: Node):
     pad = node.attr.get("padding", "VALID")
     if pad == "EXPLICIT":
         p = list(node.attr.get("explicit_paddings"))
@@ -178,22 +177,20 @@ def _padding(node: Node):
     return pad
 
 
-@adapter("Conv2D")
-def _conv2d(env, node, ins):
-    if _hw(node, "dilations") != [1, 1]:
+def conv2d(env, node, ins):
+    if hw(node, "dilations") != [1, 1]:
         raise Unsupported("dilated convolution is not supported", "use dilation_rate=1")
     return [impl("nn.conv2d")(env.operand(ins[0]), env.operand(ins[1]),
-                              strides=_hw(node, "strides"), padding=_padding(node),
-                              data_format=_fmt(node))]
+                              strides=hw(node, "strides"), padding=padding(node),
+                              data_format=fmt(node))]
 
 
-@adapter("DepthwiseConv2dNative")
-def _depthwise(env, node, ins):
+def depthwise_conv2d(env, node, ins):
     """Depthwise convolution as one ordinary convolution with a block-diagonal
     filter [kh, kw, C, C·m] built by the model owner in plaintext: one
     protocol call instead of one per channel (the zeros cost local ring
     arithmetic only, no messages)."""
-    if _fmt(node) != "NHWC" or _hw(node, "dilations") != [1, 1]:
+    if fmt(node) != "NHWC" or hw(node, "dilations") != [1, 1]:
         raise Unsupported("only NHWC depthwise convolution without dilation is supported",
                           "use data_format channels_last and dilation_rate=1")
     w = ins[1]
@@ -205,12 +202,11 @@ def _depthwise(env, node, ins):
     for ch in range(c):
         full[:, :, ch, ch * m:(ch + 1) * m] = w.value[:, :, ch, :]
     filt = env.operand(Weight(w.name + "/block_diagonal", full))
-    return [impl("nn.conv2d")(env.operand(ins[0]), filt, strides=_hw(node, "strides"),
-                              padding=_padding(node), data_format="NHWC")]
+    return [impl("nn.conv2d")(env.operand(ins[0]), filt, strides=hw(node, "strides"),
+                              padding=padding(node), data_format="NHWC")]
 
 
-@adapter("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
-def _batch_norm(env, node, ins):
+def batch_norm(env, node, ins):
     """Inference BatchNorm: y = x·a + b with a = scale / sqrt(var + eps) and
     b = offset - mean·a, folded by the model owner, who holds all four
     vectors, before anything is shared: one product instead of a private
@@ -226,7 +222,7 @@ def _batch_norm(env, node, ins):
     eps = float(node.attr.get("epsilon", 1e-3))
     a = (scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps))
     b = offset.astype(np.float64) - mean.astype(np.float64) * a
-    if _fmt(node) == "NCHW":
+    if fmt(node) == "NCHW":
         a, b = a.reshape(-1, 1, 1), b.reshape(-1, 1, 1)
     x = env.operand(ins[0])
     y = impl("add")(impl("multiply")(x, env.operand(Weight(node.name + "/folded_scale", a))),
@@ -235,116 +231,98 @@ def _batch_norm(env, node, ins):
 
 
 # -------------------------------------------------------------- pooling
-def _pool(name):
+def pool(name: str) -> Callable:
+    """The adapter of MaxPool / AvgPool: tp.`name` with the node's window."""
     def fn(env, node, ins):
         k = list(node.attr["ksize"])
         s = list(node.attr["strides"])
-        kk, ss = ([k[1], k[2]], [s[1], s[2]]) if _fmt(node) == "NHWC" else ([k[2], k[3]],
+        kk, ss = ([k[1], k[2]], [s[1], s[2]]) if fmt(node) == "NHWC" else ([k[2], k[3]],
                                                                              [s[2], s[3]])
-        return [impl(name)(env.operand(ins[0]), kk, ss, padding=_padding(node),
-                           data_format=_fmt(node))]
+        return [impl(name)(env.operand(ins[0]), kk, ss, padding=padding(node),
+                           data_format=fmt(node))]
     return fn
 
 
-adapter("MaxPool")(_pool("nn.max_pool2d"))
-adapter("AvgPool")(_pool("nn.avg_pool2d"))
-
-
 # ----------------------------------------------------------- reductions
-def _reduction(name):
+def reduction(name: str) -> Callable:
+    """The adapter of a reduction over static axes: tp.`name`."""
     def fn(env, node, ins):
         axis = static(env, ins[1], "axis").tolist()
         return [impl(name)(env.operand(ins[0]), axis, bool(node.attr.get("keep_dims", False)))]
     return fn
 
 
-for _t, _n in (("Sum", "reduce_sum"), ("Mean", "reduce_mean"), ("Max", "reduce_max"),
-               ("Min", "reduce_min")):
-    adapter(_t)(_reduction(_n))
-
-
-@adapter("ArgMax", "ArgMin")
-def _arg(env, node, ins):
+def arg(env, node, ins):
+    """ArgMax / ArgMin along a static axis."""
     axis = int(static(env, ins[1], "axis"))
     name = "argmax" if node.op == "ArgMax" else "argmin"
     return [impl(name)(env.operand(ins[0]), axis)]
 
 
-@adapter("Softmax", "LogSoftmax")
-def _softmax(env, node, ins):
+def softmax(env, node, ins):
+    """Softmax / LogSoftmax along the last axis, in the policy's numerics mode."""
     return [impl("nn.softmax" if node.op == "Softmax" else "nn.log_softmax")(
         env.operand(ins[0]), -1, **numerics(env))]
 
 
 # --------------------------------------------------------------- shapes
-@adapter("Reshape")
-def _reshape(env, node, ins):
+def reshape(env, node, ins):
     return [impl("reshape")(env.operand(ins[0]), static(env, ins[1], "shape").tolist())]
 
 
-@adapter("Transpose")
-def _transpose(env, node, ins):
+def transpose(env, node, ins):
     return [impl("transpose")(env.operand(ins[0]), static(env, ins[1], "perm").tolist())]
 
 
-@adapter("ExpandDims")
-def _expand(env, node, ins):
+def expand_dims(env, node, ins):
     return [impl("expand_dims")(env.operand(ins[0]), int(static(env, ins[1], "axis")))]
 
 
-@adapter("Squeeze")
-def _squeeze(env, node, ins):
+def squeeze(env, node, ins):
     dims = list(node.attr.get("squeeze_dims") or []) or None
     return [impl("squeeze")(env.operand(ins[0]), dims)]
 
 
-@adapter("Pad", "PadV2")
-def _pad(env, node, ins):
+def pad(env, node, ins):
     value = 0.0 if len(ins) < 3 else float(static(env, ins[2], "padding value"))
     if value != 0.0:
         raise Unsupported("padding with a non-zero value", "pad with zeros")
     return [impl("pad")(env.operand(ins[0]), static(env, ins[1], "paddings").tolist())]
 
 
-@adapter("ConcatV2")
-def _concat(env, node, ins):
+def concat(env, node, ins):
     axis = int(static(env, ins[-1], "axis"))
     return [impl("concat")([env.operand(v) for v in ins[:-1]], axis)]
 
 
-@adapter("Pack")
-def _pack(env, node, ins):
+def stack(env, node, ins):
     return [impl("stack")([env.operand(v) for v in ins], int(node.attr.get("axis", 0)))]
 
 
-@adapter("Tile")
-def _tile(env, node, ins):
+def tile(env, node, ins):
     return [impl("tile")(env.operand(ins[0]), static(env, ins[1], "multiples").tolist())]
 
 
-@adapter("GatherV2")
-def _gather(env, node, ins):
+def gather(env, node, ins):
     return [impl("gather")(env.operand(ins[0]), static(env, ins[1], "indices"),
                            int(static(env, ins[2], "axis")))]
 
 
-@adapter("BroadcastTo")
-def _broadcast(env, node, ins):
+def broadcast_to(env, node, ins):
     return [impl("broadcast_to")(env.operand(ins[0]), static(env, ins[1], "shape").tolist())]
 
 
-@adapter("Shape")
-def _shape(env, node, ins):
-    shape = ins[0].shape
-    if not shape.is_fully_defined():
+def shape(env, node, ins):
+    """The (public) static shape of a private value."""
+    s = ins[0].shape
+    if not s.is_fully_defined():
         raise Unsupported("the shape of a private value is not known when converting",
                           "give the input signature a fixed batch size")
     dtype = node.attr.get("out_type") or tf.int32
-    return [np.asarray(shape.as_list(), dtype.as_numpy_dtype)]
+    return [np.asarray(s.as_list(), dtype.as_numpy_dtype)]
 
 
-@adapter("StridedSlice")
-def _strided_slice(env, node, ins):
+def strided_slice(env, node, ins):
     begin, end, strides = (static(env, v, "slice bound").tolist() for v in ins[1:4])
     masks = {k: int(node.attr.get(k, 0) or 0) for k in
              ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
@@ -363,14 +341,10 @@ def _strided_slice(env, node, ins):
     return [impl("getitem")(env.operand(ins[0]), tuple(key))]
 
 
-# the training half's gradient, loss and bookkeeping ops register here too
-from . import grad_ops  # noqa: E402,F401
-
-
-def supported_op_types() -> List[str]:
-    """TF op types the converter rewrites when a private value reaches them."""
-    return sorted(ADAPTERS)
-
-
-def lookup(op_type: str) -> Optional[Adapter]:
-    return ADAPTERS.get(op_type)
+def top_k(env, node, ins):
+    """TopKV2: (values, indices) of the k largest entries along the last
+    axis, both private (Batcher's network, as tp.math.top_k), k static."""
+    k = int(static(env, ins[1], "k"))
+    values, indices = impl("math.top_k")(env.operand(ins[0]), k,
+                                         bool(node.attr.get("sorted", True)))
+    return [values, indices]

@@ -5,13 +5,14 @@ TanhGrad, Conv2DBackpropInput/Filter), the fused losses
 SquaredDifference) and the bookkeeping ops of tf.GradientTape (AddN, Cast,
 DivNoNan, Slice, ZerosLike, OnesLike).
 
-They register into tf_ops.ADAPTERS beside the inference adapters, so the
-converter's analysis, tp.converters.supported_ops() and every converted
-graph see them; like those, each one composes registry ops only
-(protocols/mpc/registry.py) and re-implements nothing. The resource ops of
-the optimizer update (ReadVariableOp, Assign*VariableOp,
+The op table's converter-only rows (registry.py) name them, beside the
+inference adapters (adapters.py), so the converter's analysis,
+tp.converters.supported_ops() and every converted graph see them; like
+those, each one composes registry ops only and re-implements nothing. The
+resource ops of the optimizer update (ReadVariableOp, Assign*VariableOp,
 ResourceApplyGradientDescent, ...) are stateful and handled by the
-training evaluator (converters/training.py), not here.
+training evaluator (converters/training.py), not here. ReLU's training form
+(keeping its private bit for ReluGrad) is adapters.relu.
 
 Cost notes: ReluGrad is one comparison and one multiplication per element
 (dy·[y > 0]); SigmoidGrad two multiplications (dy·y·(1 − y)); TanhGrad two
@@ -27,10 +28,9 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc.ops import _common as C
-from tf_privpy.protocols.mpc.value import PrivateTensor
-
-from .tf_ops import Unsupported, _fmt, _hw, _padding, adapter, impl, numerics, static
+from .adapters import Unsupported, fmt, hw, impl, numerics, padding, static
+from .ops import _common as C
+from .value import PrivateTensor
 
 
 def _consumed(env, node, index: int) -> bool:
@@ -45,8 +45,7 @@ def _private(v) -> bool:
 
 
 # ------------------------------------------------------------ activations
-@adapter("ReluGrad")
-def _relu_grad(env, node, ins):
+def relu_grad(env, node, ins):
     """dy·[features > 0]: TF passes ReLU's output (or input) as features;
     one private comparison, then a product by the private bit."""
     dy, feat = env.operand(ins[0]), env.operand(ins[1])
@@ -57,33 +56,29 @@ def _relu_grad(env, node, ins):
     return [impl("multiply")(dy, bit)]
 
 
-@adapter("SigmoidGrad")
-def _sigmoid_grad(env, node, ins):
+def sigmoid_grad(env, node, ins):
     """dy·y·(1 − y), y = sigmoid(x) the forward output."""
     y, dy = env.operand(ins[0]), env.operand(ins[1])
     return [impl("multiply")(dy, impl("multiply")(y, impl("subtract")(1.0, y)))]
 
 
-@adapter("TanhGrad")
-def _tanh_grad(env, node, ins):
+def tanh_grad(env, node, ins):
     """dy·(1 − y²), y = tanh(x) the forward output."""
     y, dy = env.operand(ins[0]), env.operand(ins[1])
     return [impl("multiply")(dy, impl("subtract")(1.0, impl("square")(y)))]
 
 
-@adapter("BiasAddGrad")
-def _bias_add_grad(env, node, ins):
+def bias_add_grad(env, node, ins):
     """The bias gradient: dy summed over every axis but the channel axis
     (local)."""
     dy = env.operand(ins[0])
     rank = dy.shape.rank
-    channel = rank - 1 if _fmt(node) == "NHWC" else 1
+    channel = rank - 1 if fmt(node) == "NHWC" else 1
     return [impl("reduce_sum")(dy, [a for a in range(rank) if a != channel], False)]
 
 
 # ----------------------------------------------------------------- losses
-@adapter("SoftmaxCrossEntropyWithLogits")
-def _softmax_xent(env, node, ins):
+def softmax_xent(env, node, ins):
     """Outputs (loss, backprop): backprop = softmax(logits) − labels (the
     gradient of the loss with respect to the logits), loss =
     −Σ labels·log_softmax(logits), computed only when the step uses it."""
@@ -101,8 +96,7 @@ def _xent(env, node, logits, labels):
     return [loss, backprop]
 
 
-@adapter("SparseSoftmaxCrossEntropyWithLogits")
-def _sparse_softmax_xent(env, node, ins):
+def sparse_softmax_xent(env, node, ins):
     """As SoftmaxCrossEntropyWithLogits with integer labels: public labels
     are one-hot encoded in the clear; private labels by one private equality
     per class ([label == c], two comparisons each)."""
@@ -119,15 +113,13 @@ def _sparse_softmax_xent(env, node, ins):
     return _xent(env, node, logits, onehot)
 
 
-@adapter("SquaredDifference")
-def _squared_difference(env, node, ins):
+def squared_difference(env, node, ins):
     """(x − y)²: one private multiplication."""
     return [impl("square")(impl("subtract")(env.operand(ins[0]), env.operand(ins[1])))]
 
 
 # ------------------------------------------------------------ bookkeeping
-@adapter("AddN")
-def _add_n(env, node, ins):
+def add_n(env, node, ins):
     """Gradient accumulation: a sum (local)."""
     out = env.operand(ins[0])
     for v in ins[1:]:
@@ -135,8 +127,7 @@ def _add_n(env, node, ins):
     return [out]
 
 
-@adapter("Cast")
-def _cast(env, node, ins):
+def cast(env, node, ins):
     """The ring encoding does not depend on the dtype (it only says what
     reveal() returns), so casts between float types, between integer types
     and from integers to floats only retag the value (integer labels of a
@@ -151,8 +142,7 @@ def _cast(env, node, ins):
                       "keep private values in float")
 
 
-@adapter("DivNoNan")
-def _div_no_nan(env, node, ins):
+def div_no_nan(env, node, ins):
     """x / y, 0 where y == 0, for a public divisor (the loss reduction's
     division by the batch size): a product by the public 1/y."""
     x, y = env.operand(ins[0]), ins[1]
@@ -164,16 +154,14 @@ def _div_no_nan(env, node, ins):
     return [impl("multiply")(x, inv)]
 
 
-@adapter("Slice")
-def _slice(env, node, ins):
+def slice_(env, node, ins):
     begin = static(env, ins[1], "slice begin").tolist()
     size = static(env, ins[2], "slice size").tolist()
     key = tuple(slice(b, None if s == -1 else b + s) for b, s in zip(begin, size))
     return [impl("getitem")(env.operand(ins[0]), key)]
 
 
-@adapter("ShapeN")
-def _shape_n(env, node, ins):
+def shape_n(env, node, ins):
     """The (public) shapes of several values, as Shape does for one."""
     out = []
     dtype = node.attr.get("out_type") or tf.int32
@@ -186,8 +174,7 @@ def _shape_n(env, node, ins):
     return out
 
 
-@adapter("ZerosLike", "OnesLike")
-def _like(env, node, ins):
+def fill_like(env, node, ins):
     """Public zeros or ones of a private value's (public) shape."""
     x = env.operand(ins[0])
     fill = np.zeros if node.op == "ZerosLike" else np.ones
@@ -197,19 +184,19 @@ def _like(env, node, ins):
 # ----------------------------------------------------------- convolutions
 def _conv_strides(node, what) -> List[int]:
     """The forward convolution's [sh, sw] (any stride; no dilation, NHWC)."""
-    if _hw(node, "dilations") != [1, 1]:
+    if hw(node, "dilations") != [1, 1]:
         raise Unsupported(f"{what} of a dilated convolution",
                           "use dilation_rate=1 in trained convolutions")
-    if _fmt(node) != "NHWC":
+    if fmt(node) != "NHWC":
         raise Unsupported(f"{what} in NCHW", "use channels-last (NHWC)")
-    return _hw(node, "strides")
+    return hw(node, "strides")
 
 
 def _forward_pads(node, in_hw: List[int], k_hw: List[int], strides: List[int]
                   ) -> List[List[int]]:
     """[[top, bottom], [left, right]] of the forward convolution, as TF pads
     SAME: total max((ceil(n/s) - 1)·s + k - n, 0), the smaller half on top."""
-    pad = _padding(node)
+    pad = padding(node)
     if pad == "VALID":
         return [[0, 0], [0, 0]]
     if pad == "SAME":
@@ -242,8 +229,7 @@ def _dilate(dy, strides: List[int]):
     return dy
 
 
-@adapter("Conv2DBackpropInput")
-def _conv_backprop_input(env, node, ins):
+def conv2d_backprop_input(env, node, ins):
     """dx = conv2d(dy dilated by the stride and padded by (k − 1 − forward
     pad), plus the rows no window reached, the filter flipped in space with
     in/out channels swapped), VALID: one private product, the registry's
@@ -267,8 +253,7 @@ def _conv_backprop_input(env, node, ins):
                               data_format="NHWC")]
 
 
-@adapter("Conv2DBackpropFilter")
-def _conv_backprop_filter(env, node, ins):
+def conv2d_backprop_filter(env, node, ins):
     """dW[i, j, c, o] = Σ_n,h,w x_pad[n, s·h+i, s·w+j, c]·dy[n, h, w, o]: a
     VALID conv2d of x_pad (cropped to the windows' reach) as [C, H, W, N]
     with the stride-dilated dy as the filter [Ho', Wo', N, O], transposed
@@ -290,23 +275,7 @@ def _conv_backprop_filter(env, node, ins):
     return [impl("transpose")(out, [1, 2, 0, 3])]
 
 
-def relu_keeping_bit(env, node, ins):
-    """Training-time ReLU (converters/training.py uses it instead of the
-    inference adapter): y = x·[x > 0] with the private bit kept, so that
-    ReluGrad(dy, y) = dy·[y > 0] = dy·[x > 0] reuses it: one comparison per
-    element per step instead of two (same multiplications, same rounds)."""
-    x = env.operand(ins[0])
-    bit = impl("greater")(x, 0.0)
-    y = impl("multiply")(x, bit)
-    env.relu_bits[id(y)] = bit
-    return [y]
-
-
-#: adapters the training evaluator uses in place of the inference ones
-TRAINING_ADAPTERS = {"Relu": relu_keeping_bit}
-
-@adapter("MaxPoolGrad")
-def _max_pool_grad(env, node, ins):
+def max_pool_grad(env, node, ins):
     """The gradient of non-overlapping max pooling (window = stride, VALID,
     sizes divisible, NHWC): each window's gradient goes to the entries equal
     to its maximum, [x >= max] = [x == max] (one comparison per input
@@ -314,13 +283,13 @@ def _max_pool_grad(env, node, ins):
     gradient (one multiplication). Ties share the gradient (TF gives it to
     the first maximum only); after a ReLU, all-zero windows get a zero
     gradient from the ReLU anyway."""
-    if _fmt(node) != "NHWC":
+    if fmt(node) != "NHWC":
         raise Unsupported("MaxPoolGrad in NCHW", "use channels-last (NHWC)")
     k, st = list(node.attr["ksize"]), list(node.attr["strides"])
     x, m, g = (env.operand(v) for v in ins)
     n, h, w, c = x.shape.as_list()
     kh, kw = k[1], k[2]
-    if k != st or _padding(node) not in ("VALID", "SAME") or h % kh or w % kw:
+    if k != st or padding(node) not in ("VALID", "SAME") or h % kh or w % kw:
         raise Unsupported("the gradient of overlapping or padded max pooling",
                           "use pool_size == strides dividing the input size")
     six = [n, h // kh, kh, w // kw, kw, c]
@@ -330,10 +299,3 @@ def _max_pool_grad(env, node, ins):
     up = impl("broadcast_to")(impl("reshape")(g, small), six) if _private(g) else \
         np.broadcast_to(np.reshape(np.asarray(g), small), six)
     return [impl("reshape")(impl("multiply")(bits, up), [n, h, w, c])]
-
-
-GRAD_OPS = ("MaxPoolGrad", "ReluGrad", "SigmoidGrad", "TanhGrad", "BiasAddGrad",
-            "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
-            "SquaredDifference", "AddN", "Cast", "DivNoNan", "Slice", "ShapeN", "ZerosLike",
-            "OnesLike",
-            "Conv2DBackpropInput", "Conv2DBackpropFilter")

@@ -360,7 +360,7 @@ _TABLE = [
           "Independent private products in one protocol call.", _ex([(X23, Y23), (X23, Y23)])),
     OpDef("square", math_ops.square, "x * x (one multiplication).", _ex(X23), ("Square",),
           (_unary(tf.math.square),), ("math.square",)),
-    OpDef("pow", math_ops.pow, "x ** n for a public integer n, by square-and-multiply.",
+    OpDef("pow", math_fns.pow, "x ** n for a public integer n, by square-and-multiply.",
           _ex(X23, 3), ("Pow",), (_binary(tf.math.pow),), ("math.pow",)),
     OpDef("matmul", math_ops.matmul, "Matrix product (batch dimensions broadcast).",
           _ex(Private((2, 3)), Private((3, 4))), ("MatMul", "BatchMatMul", "BatchMatMulV2"),

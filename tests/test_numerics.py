@@ -21,6 +21,7 @@ from conftest import run
 from tf_privpy.protocols.mpc.ops import math_fns as M
 from tf_privpy.protocols.mpc import lifted as L
 from tf_privpy.protocols.mpc import numerics as N
+from tf_privpy.protocols.mpc import series as S
 from tf_privpy.protocols.mpc import range_reduction as R
 from tolerances import ulp
 
@@ -446,7 +447,7 @@ def test_terms_schedule_and_values():
             el, sl = ctx.lift(e), ctx.lift(s)
             if lag:
                 sl = be.mul(sl, o)                      # the scale one round late
-            terms = N._terms(ctx, el, degree, scale=sl if scaled else None, lag=lag)
+            terms = S.power_terms(ctx, el, degree, scale=sl if scaled else None, lag=lag)
             run_terms.out = [None if t is None else ctx.lower(t) for t in terms]
             z = run_terms.out[-1]
             for t in run_terms.out[:-1]:

@@ -58,7 +58,7 @@ import numpy as np
 from numpy.polynomial import chebyshev as Ch, polynomial as P
 
 from . import compare
-from . import numerics as N
+from . import series as S
 from . import shares as sh
 from ..config import DEFAULTS
 from .backend import Backend, Shares
@@ -115,7 +115,7 @@ def exp_limit(ctx: Ctx, x: Shares, n: int) -> Shares:
     return y
 
 
-@N._elementwise
+@S.elementwise
 def _exp(ctx: Ctx, x: Shares, iterations: Optional[int] = None) -> Shares:
     n = int(setting(ctx.b, "exp", "iterations", iterations))
     return ctx.lower(exp_limit(ctx, x, n))
@@ -171,7 +171,7 @@ def _poly_guess(ctx: Ctx, y: Shares, coeffs: Sequence[float], c: float, h: float
     else:
         z = ctx.lift(ctx.scale(y, 1.0 / h))
     z = ctx.add_const(z, -ctx.lconst(c / h))
-    terms = N._terms(ctx, z, len(coeffs) - 1)
+    terms = S.power_terms(ctx, z, len(coeffs) - 1)
     return ctx.combine([ctx.ones(z)] + terms[1:], [coeffs[0] * 2.0 ** ctx.E] + list(coeffs[1:]))
 
 
@@ -191,10 +191,10 @@ def divide(backend: Backend, x: Optional[Shares], y: Shares, fn: str = "divide",
         # Goldschmidt's truncation errors add up (its products are not
         # self-correcting): about 5 ulps in the 64-bit ring; Newton steps
         # r(2 - y·r) from its result leave about 3 (then x·r for a division).
-        r = N._goldschmidt(ctx, None, yf, g, k)
-        out = N._newton_recip(ctx, xf, yf, ctx.lift(r), polish)
+        r = S.goldschmidt(ctx, None, yf, g, k)
+        out = S.newton_recip(ctx, xf, yf, ctx.lift(r), polish)
     else:
-        out = N._goldschmidt(ctx, xf, yf, g, k)
+        out = S.goldschmidt(ctx, xf, yf, g, k)
     return backend.map_shares(lambda s: sh.reshape(s, shape, ctx.limbs), out)
 
 
@@ -273,13 +273,13 @@ def _root_settings(backend, fn, domain, rel_error):
     return float(lo), float(hi), float(setting(backend, fn, "rel_error", rel_error))
 
 
-@N._elementwise
+@S.elementwise
 def _sqrt(ctx, x, domain=None, rel_error=None):
     return _root_flat(ctx, x, True, *_root_settings(ctx.b, "sqrt", domain, rel_error),
                       polish=int(setting(ctx.b, "sqrt", "newton_polish")))
 
 
-@N._elementwise
+@S.elementwise
 def _rsqrt(ctx, x, domain=None, rel_error=None):
     return _root_flat(ctx, x, False, *_root_settings(ctx.b, "rsqrt", domain, rel_error))
 
@@ -308,7 +308,7 @@ def _sigmoid_flat(ctx: Ctx, x: Shares, n: int, iterations: int) -> Shares:
     e = exp_limit(ctx, b.neg(mag), n)                             # lifted, (0, 1]
     d = ctx.add_const(e, ctx.lconst(1.0))                         # lifted, [1, 2]
     g = ctx.add_const(ctx.scale(d, -8 / 17), ctx.lconst(24 / 17))  # |1 - d·g| <= 1/17
-    q = N._goldschmidt(ctx, sgn, ctx.lower(d), g, iterations)     # s / d
+    q = S.goldschmidt(ctx, sgn, ctx.lower(d), g, iterations)     # s / d
     return b.add(q, beta_fp)
 
 
@@ -317,12 +317,12 @@ def _sig_settings(backend, fn, exp_iterations, iterations):
             int(setting(backend, fn, "iterations", iterations)))
 
 
-@N._elementwise
+@S.elementwise
 def _sigmoid(ctx, x, exp_iterations=None, iterations=None):
     return _sigmoid_flat(ctx, x, *_sig_settings(ctx.b, "sigmoid", exp_iterations, iterations))
 
 
-@N._elementwise
+@S.elementwise
 def _tanh(ctx, x, exp_iterations=None, iterations=None):
     n, k = _sig_settings(ctx.b, "tanh", exp_iterations, iterations)
     s = _sigmoid_flat(ctx, ctx.b.add(x, x), n, k)
@@ -351,7 +351,7 @@ def _log_flat(ctx: Ctx, x: Shares, n: int, n_init: int, iterations: int,
     for _ in range(iterations):
         xe = b.mul(x, exp_limit(ctx, b.neg(y), n))                # lifted x·e^-y
         h = b.public_sub(ctx.fill(x, ctx.lconst(1.0)), xe)
-        terms = N._terms(ctx, h, order)[1:]
+        terms = S.power_terms(ctx, h, order)[1:]
         y = b.sub(y, ctx.lower(ctx.combine(terms, [1.0 / i for i in range(1, order + 1)])))
     return y
 
@@ -361,7 +361,7 @@ def _log_settings(backend, fn):
                  ("exp_iterations", "init_exp_iterations", "iterations", "order"))
 
 
-@N._elementwise
+@S.elementwise
 def _log(ctx, x):
     return _log_flat(ctx, x, *_log_settings(ctx.b, "log"))
 
@@ -376,7 +376,7 @@ def _shifted_exp(ctx: Ctx, x: Shares, axis: int, n: int):
     """d = x - max (exact mode's comparison tree) and e = e^d <= 1 by the
     limit (d in [-1.8·2^n, 0]), flat, with the row sums s [R]."""
     b = ctx.b
-    x2, rows, cols, back = N._rows(b, x, axis)
+    x2, rows, cols, back = S.to_rows(b, x, axis)
     m = compare.reduce_max_last(b, x2, cols)
 
     def expand(v: Shares) -> Shares:                              # [R] -> flat [R·n]
@@ -398,7 +398,7 @@ def softmax(backend: Backend, x: Shares, axis: int = -1) -> Shares:
     _, e, s, cols, expand, out = _shifted_exp(ctx, x, axis, n)
     err = float(setting(backend, "softmax", "rel_error"))
     g, k = recip_guess(ctx, s, 1.0, float(max(cols, 2)), err)     # s in [1, n]
-    return out(N._goldschmidt(ctx, e, s, g, k, expand=expand))
+    return out(S.goldschmidt(ctx, e, s, g, k, expand=expand))
 
 
 def log_softmax(backend: Backend, x: Shares, axis: int = -1) -> Shares:

@@ -14,7 +14,7 @@ Building blocks (all on `Shares`, through the Backend API only):
   lifted arithmetic with 8 more fractional bits in the 128-bit ring.
 - Products of independent values are batched: a tree of powers of degree d
   costs ceil(log2 d) multiplication rounds (ceil(log2(d+1)) with a scale);
-  `_terms` schedules it by depth when the scale arrives a round late.
+  `power_terms` schedules it by depth when the scale arrives a round late.
 
 Rounds are sequential communication rounds: a batched private multiplication
 = 1, a batched comparison (`ltz`) = 1. `CostTracker` measures the critical
@@ -29,94 +29,19 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from . import compare
+from . import compare, fast_numerics
 from . import shares as sh
 from .backend import Backend, Shares
 from .lifted import Ctx
+from .series import (FUNCS, cheb_fit, elementwise, goldschmidt, newton_recip, to_rows,
+                     power_terms)
 from .range_reduction import Geo, Lin, Plan, octave_plan, octaves, reduce_range
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)
 
 
-def _terms(ctx: Ctx, e: Shares, degree: int, scale: Optional[Shares] = None,
-           lag: int = 0) -> List[Optional[Shares]]:
-    """Lifted terms t_i = scale·e^i for i = 0..degree (t_0 = scale), or
-    t_i = e^i without a scale (t_0 = None), by a product tree scheduled by
-    depth, one batched multiplication per round.
 
-    Pure powers e^i are ready ceil(log2 i) rounds after e; a scaled term is
-    (scale·e^a)·e^b for the split that finishes first, the scale arriving
-    `lag` rounds after e. On time (lag 0) that is ceil(log2(degree + 1))
-    rounds (ceil(log2 degree) without a scale); a round late (lag 1), a
-    degree up to 6 still needs only 2 rounds after the scale."""
-    def pure_depth(i):
-        return (i - 1).bit_length()                       # ceil(log2 i)
-
-    sdepth, srecipe = {0: lag}, {}
-    if scale is not None:
-        for i in range(1, degree + 1):
-            best = None
-            for bb in range(i, 0, -1):                    # larger pure factors first
-                d = max(sdepth[i - bb], pure_depth(bb)) + 1
-                key = (d, bb & (bb - 1) != 0)             # then prefer powers of two
-                if best is None or key < best[0]:
-                    best = (key, bb)
-            sdepth[i], srecipe[i] = best[0][0], best[1]
-    need = set(srecipe.values()) if scale is not None else set(range(1, degree + 1))
-    stack = list(need)
-    while stack:                                          # e^i = e^(2^k)·e^(i - 2^k)
-        i = stack.pop()
-        if i > 1:
-            p = 1 << (pure_depth(i) - 1)
-            for j in (p, i - p):
-                if j not in need:
-                    need.add(j)
-                    stack.append(j)
-    pw: Dict[int, Shares] = {1: e}
-    st: Dict[int, Shares] = {0: scale}
-    top = max([pure_depth(i) for i in need] + (list(sdepth.values()) if srecipe else []) + [0])
-    for depth in range(1, top + 1):
-        jobs = []                                         # (table, index, left, right)
-        for i in sorted(need):
-            if i > 1 and pure_depth(i) == depth:
-                p = 1 << (depth - 1)
-                jobs.append((pw, i, pw[p], pw[i - p]))
-        for i in sorted(srecipe):
-            if sdepth[i] == depth:
-                jobs.append((st, i, st[i - srecipe[i]], pw[srecipe[i]]))
-        for (table, i, _, _), z in zip(jobs, ctx.lmul_many([(j[2], j[3]) for j in jobs])):
-            table[i] = z
-    if scale is None:
-        return [None] + [pw[i] for i in range(1, degree + 1)]
-    return [st[i] for i in range(degree + 1)]
-
-
-@functools.lru_cache(maxsize=None)
-def _cheb_fit(name: str, a: float, b: float, degree: int, scale: float = 1.0) -> Tuple:
-    """Near-minimax (Chebyshev least squares) monomial coefficients of fn
-    on [a, b] in the variable z = x / scale."""
-    from numpy.polynomial import chebyshev as Ch, polynomial as P
-    fn = _FUNCS[name]
-    n = 4000
-    t = np.cos(np.pi * (np.arange(n) + 0.5) / n)
-    za, zb = a / scale, b / scale
-    m, h = (za + zb) / 2, (zb - za) / 2
-    pc = Ch.cheb2poly(Ch.chebfit(t, fn((m + h * t) * scale), degree))
-    out, acc, lin = np.zeros(degree + 1), np.array([1.0]), np.array([-m / h, 1 / h])
-    for k in range(degree + 1):
-        out[:len(acc)] += pc[k] * acc
-        acc = P.polymul(acc, lin)
-    return tuple(out)
-
-
-_FUNCS = {
-    "rsqrt1m": lambda e: (1.0 - e) ** -0.5,
-    "sqrt1m": lambda e: (1.0 - e) ** 0.5,
-    "log1p": np.log1p,
-    "sigmoid": lambda x: 0.5 * (1 + np.tanh(x / 2)),
-    "tanh": np.tanh,
-}
 
 
 def _setting(backend: Backend, fn: str, key: str, override=None):
@@ -126,19 +51,7 @@ def _setting(backend: Backend, fn: str, key: str, override=None):
 def _fast(backend: Backend, fn: str, mode: Optional[str]):
     """protocols/mpc/fast_numerics.py when fn's numerics mode (per call,
     config, defaults.json) is "fast", else None (the exact methods below)."""
-    from . import fast_numerics  # here: it builds on this module
     return fast_numerics if fast_numerics.mode(backend, fn, mode) == "fast" else None
-
-
-def _elementwise(fn):
-    """Runs fn(ctx, flat x, **kw) on the flattened input, restores the shape."""
-    @functools.wraps(fn)
-    def wrapper(backend: Backend, x: Shares, **kw) -> Shares:
-        ctx = Ctx(backend)
-        shape = ctx.shape(x)
-        out = fn(ctx, ctx.flat(x), **kw)
-        return backend.map_shares(lambda s: sh.reshape(s, shape, ctx.limbs), out)
-    return wrapper
 
 
 # ---------------------------------------------------------------------- exp
@@ -166,9 +79,9 @@ def _exp_flat(ctx: Ctx, x: Shares, degree: int, rr: str, h: int,
     res = reduce_range(ctx, t, plan, feats, rr)
     w = b.sub(tl, res["k"])                                   # lifted, in [-h/2, h/2)
     name = f"exp2_{h}"
-    _FUNCS.setdefault(name, lambda v, c=h / 2 - h // 2: 2.0 ** (v + c))
-    coeffs = _cheb_fit(name, -h / 2, h / 2, degree)
-    terms = _terms(ctx, w, degree, scale=res["S"], lag=1 if res["levels"] > 1 else 0)
+    FUNCS.setdefault(name, lambda v, c=h / 2 - h // 2: 2.0 ** (v + c))
+    coeffs = cheb_fit(name, -h / 2, h / 2, degree)
+    terms = power_terms(ctx, w, degree, scale=res["S"], lag=1 if res["levels"] > 1 else 0)
     y = ctx.combine(terms, coeffs)
     if not nonpositive:
         y = b.add(y, res["sat"])
@@ -181,7 +94,7 @@ def _exp_settings(backend: Backend, fn: str, degree, range_reduction):
             int(_setting(backend, fn, "piece_octaves")))
 
 
-@_elementwise
+@elementwise
 def _exp(ctx: Ctx, x: Shares, degree: Optional[int] = None,
          range_reduction: Optional[str] = None) -> Shares:
     d, rr, h = _exp_settings(ctx.b, "exp", degree, range_reduction)
@@ -207,52 +120,13 @@ def _recip_guess(ctx: Ctx, y: Shares, signed: bool, rr: str) -> Shares:
     return reduce_range(ctx, y, plan, {"g": g}, rr)["g"]
 
 
-def _goldschmidt(ctx: Ctx, x: Optional[Shares], y: Shares, g: Shares, iterations: int,
-                 expand=None):
-    """q = x·g·Π(1 + e^(2^i)), e = 1 - y·g: Newton-Raphson's iterates for
-    x/y (y_{i+1} = y_i(2 - y·y_i) has error e^(2^i)) with the error term
-    squared instead of recomputed, so the two chains run in parallel: one
-    round per iteration plus one for e (and x·g). With `expand`, y and g are
-    per-row values broadcast to x's (larger) shape by expand. The guess g
-    only has to satisfy |e| <= 1/3: its rounding (or a range reduction's
-    truncation errors) enters e, not the result."""
-    b = ctx.b
-    ex = expand or (lambda v: v)
-    pairs = [(y, g)] + ([(x, ex(g))] if x is not None else [])
-    prods = b.mul_many(pairs)                                 # lifted (y, x unlifted)
-    e = b.public_sub(ctx.fill(y, ctx.lconst(1.0)), prods[0])
-    q = prods[1] if x is not None else g
-    for i in range(iterations):
-        one_e = ctx.add_const(e, ctx.lconst(1.0))
-        pairs = [(q, ex(one_e))] + ([(e, e)] if i < iterations - 1 else [])
-        out = ctx.lmul_many(pairs)
-        q = out[0]
-        if i < iterations - 1:
-            e = out[1]
-    return ctx.lower(q)
-
-
-def _newton_recip(ctx: Ctx, x: Optional[Shares], y: Shares, g: Shares, iterations: int):
-    """Classic Newton-Raphson r <- r(2 - y·r): two rounds per iteration,
-    self-correcting; then x·r (one more round) for a division."""
-    b = ctx.b
-    r = g
-    for _ in range(iterations):
-        yr = b.mul(y, r)                                      # lifted
-        two = b.public_sub(ctx.fill(y, ctx.lconst(2.0)), yr)
-        r = ctx.lmul_many([(r, two)])[0]
-    if x is not None:
-        r = b.mul(x, r)
-    return ctx.lower(r)
-
-
 def _divide_flat(ctx, x, y, method, iterations, signed, rr):
     if method not in ("goldschmidt", "newton"):
         raise ValueError(f"unknown reciprocal method {method!r} (goldschmidt, newton)")
     g = _recip_guess(ctx, y, signed, rr)
     if method == "goldschmidt":
-        return _goldschmidt(ctx, x, y, g, iterations)
-    return _newton_recip(ctx, x, y, g, iterations)
+        return goldschmidt(ctx, x, y, g, iterations)
+    return newton_recip(ctx, x, y, g, iterations)
 
 
 def reciprocal(backend: Backend, x: Shares, method: Optional[str] = None,
@@ -298,8 +172,8 @@ def _root_flat(ctx: Ctx, x: Shares, degree: int, want_sqrt: bool, rr: str) -> Sh
         G, fit = Geo(math.sqrt(2 / 3) * 2.0 ** (-plan.jlo / 2), math.sqrt(0.5)), "rsqrt1m"
     res = reduce_range(ctx, x, plan, {"G": G}, rr, want_z=True)
     e = b.public_sub(ctx.fill(x, ctx.lconst(1.0)), ctx.scale(res["z"], 2 / 3))
-    terms = _terms(ctx, e, degree, scale=res["G"])
-    return ctx.lower(ctx.combine(terms, _cheb_fit(fit, -1 / 3, 1 / 3, degree)))
+    terms = power_terms(ctx, e, degree, scale=res["G"])
+    return ctx.lower(ctx.combine(terms, cheb_fit(fit, -1 / 3, 1 / 3, degree)))
 
 
 def _root_settings(backend, fn, degree, range_reduction):
@@ -307,13 +181,13 @@ def _root_settings(backend, fn, degree, range_reduction):
             _setting(backend, fn, "range_reduction", range_reduction))
 
 
-@_elementwise
+@elementwise
 def _rsqrt(ctx, x, degree=None, range_reduction=None):
     d, rr = _root_settings(ctx.b, "rsqrt", degree, range_reduction)
     return _root_flat(ctx, x, d, False, rr)
 
 
-@_elementwise
+@elementwise
 def _sqrt(ctx, x, degree=None, range_reduction=None):
     d, rr = _root_settings(ctx.b, "sqrt", degree, range_reduction)
     return _root_flat(ctx, x, d, True, rr)
@@ -352,7 +226,7 @@ def _log_flat(ctx: Ctx, x: Shares, degree: int, rr: str,
     if js is None:
         jlo, _ = octaves(ctx)
         js = list(range(jlo, int(math.floor(math.log2(b.cfg.bound) + 0.5)) + 1))
-    coeffs = _cheb_fit("log1p", 2 ** -0.5 - 1, 2 ** 0.5 - 1, degree)
+    coeffs = cheb_fit("log1p", 2 ** -0.5 - 1, 2 ** 0.5 - 1, degree)
     p_at_m1 = float(np.polynomial.polynomial.polyval(-1.0, coeffs))
     bad = -(ctx.f + 1) * LN2 - p_at_m1                        # x <= 0: z = -1
     plan = Plan("mul", K=len(js), jlo=js[0], delta=-0.5,
@@ -360,13 +234,13 @@ def _log_flat(ctx: Ctx, x: Shares, degree: int, rr: str,
     res = reduce_range(ctx, x, plan, {"m": Lin(js[0] * LN2, LN2, below=bad)}, rr,
                        want_z=True)
     z = ctx.add_const(res["z"], -ctx.lconst(1.0))
-    terms = _terms(ctx, z, degree)
+    terms = power_terms(ctx, z, degree)
     poly = ctx.combine([ctx.ones(z) if t is None else t for t in terms],
                        [coeffs[0] * 2.0 ** ctx.E] + list(coeffs[1:]))
     return ctx.lower(b.add(poly, res["m"]))
 
 
-@_elementwise
+@elementwise
 def _log(ctx, x, degree=None, range_reduction=None):
     d, rr = _root_settings(ctx.b, "log", degree, range_reduction)
     return _log_flat(ctx, x, d, rr)
@@ -395,11 +269,11 @@ def _piecewise_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float]
     s = max(abs(bps[0]), abs(bps[-1]))
     rows = [[lo] + [0.0] * degree]
     for a, c in zip(bps[:-1], bps[1:]):
-        rows.append(list(_cheb_fit(name, a, c, degree, s)))
+        rows.append(list(cheb_fit(name, a, c, degree, s)))
     rows.append([hi] + [0.0] * degree)
     coef = ctx.bits_table(x, bps, np.array(rows))             # [N, d+1] lifted
     z = ctx.lscale(x, 1.0 / s)
-    pw = _terms(ctx, z, degree)[1:]
+    pw = power_terms(ctx, z, degree)[1:]
     prods = b.mul_many([(ctx.column(coef, j + 1), pw[j]) for j in range(degree)])
     acc = ctx.column(coef, 0)
     for p in prods:
@@ -426,13 +300,13 @@ def _folded_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
     A = (lo + hi) / 2
     rows = []
     for a, c in zip([0.0] + pos[:-1], pos):
-        co = list(_cheb_fit(name, a, c, degree, S))
+        co = list(cheb_fit(name, a, c, degree, S))
         rows.append([co[0] - A] + co[1:])
     rows.append([hi - A] + [0.0] * degree)
     sigma = b.ltz(x)
     sgn = b.public_sub(ctx.fill(x, 1.0), b.add(sigma, sigma))     # ±1, exact
     w = ctx.lscale(x, 1.0 / S)
-    pw = _terms(ctx, w, degree)
+    pw = power_terms(ctx, w, degree)
     mag = b.mul(x, sgn)                                           # |x|, exact
     even = [k for k in range(2, degree + 1, 2)]
     sw = dict(zip(even, ctx.lmul_many([(ctx.lift(sgn), pw[k]) for k in even])))
@@ -456,13 +330,13 @@ def _pw_setting(backend, name, breakpoints, degree, method=None):
     return list(bp), int(_setting(backend, name, "degree", degree)), _PIECEWISE[m]
 
 
-@_elementwise
+@elementwise
 def _sigmoid(ctx, x, breakpoints=None, degree=None, method=None):
     bp, d, fn = _pw_setting(ctx.b, "sigmoid", breakpoints, degree, method)
     return fn(ctx, x, "sigmoid", bp, d, 0.0, 1.0)
 
 
-@_elementwise
+@elementwise
 def _tanh(ctx, x, breakpoints=None, degree=None, method=None):
     bp, d, fn = _pw_setting(ctx.b, "tanh", breakpoints, degree, method)
     return fn(ctx, x, "tanh", bp, d, -1.0, 1.0)
@@ -492,33 +366,11 @@ def tanh(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None
 
 
 # ------------------------------------------------------ softmax, log_softmax
-def _rows(backend: Backend, x: Shares, axis: int):
-    """x with `axis` moved last and flattened to [R, n]; and the inverse."""
-    limbs = backend.limbs
-    shape = sh.logical_shape(x[0], limbs)
-    if not shape.is_fully_defined():
-        raise ValueError("softmax needs a fully known shape")
-    r = shape.rank
-    axis = sh.norm_axis(axis, r)
-    perm = [i for i in range(r) if i != axis] + [axis]
-    inv = list(np.argsort(perm))
-    tshape = [shape[i] for i in perm]
-    n = int(shape[axis])
-    rows = int(np.prod(tshape[:-1], dtype=np.int64))
-    x2 = backend.map_shares(lambda s: sh.reshape(sh.transpose(s, perm, limbs), [rows, n], limbs),
-                            x)
-
-    def back(y: Shares) -> Shares:
-        return backend.map_shares(
-            lambda s: sh.transpose(sh.reshape(s, tshape, limbs), inv, limbs), y)
-    return x2, rows, n, back
-
-
 def _shifted_exp(ctx: Ctx, x: Shares, axis: int, degree: int, rr: str):
     """d = x - max along axis (a comparison tree), e = exp(d) <= 1 and the row
     sums s in [1, n], in the [R, n] layout."""
     b = ctx.b
-    x2, rows, n, back = _rows(b, x, axis)
+    x2, rows, n, back = to_rows(b, x, axis)
     m = compare.reduce_max_last(b, x2, n)                      # [R]
 
     def expand(v: Shares) -> Shares:                          # [R] -> flat [R·n]
@@ -550,7 +402,7 @@ def softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[int] =
     c = int(math.ceil(math.log2(max(n, 2))))
     plan = Plan("mul", K=c + 1, jlo=0)                       # s in [1, 2^(c+1))
     g = reduce_range(ctx, s, plan, {"g": Geo(2 / 3, 0.5)}, rr)["g"]
-    out = _goldschmidt(ctx, e, s, g, iterations, expand=expand)
+    out = goldschmidt(ctx, e, s, g, iterations, expand=expand)
     return back(backend.map_shares(lambda v: sh.reshape(v, [rows, n], ctx.limbs), out))
 
 

@@ -127,7 +127,7 @@ _TABLE = [
     OpDef("square", math_ops.square, "x * x (one multiplication).", _ex(X23), ("Square",),
           (_unary(tf.math.square),), ("math.square",),
           adapter=A.unary("square"), tolerance=1e-5),
-    OpDef("pow", math_ops.pow, "x ** n for a public integer n, by square-and-multiply.",
+    OpDef("pow", math_fns.pow, "x ** n for a public integer n, by square-and-multiply.",
           _ex(X23, 3), ("Pow",), (_binary(tf.math.pow),), ("math.pow",),
           adapter=A.power, domain='public integer n >= 0', tolerance=5e-5),
     OpDef("matmul", math_ops.matmul, "Matrix product (batch dimensions broadcast).",

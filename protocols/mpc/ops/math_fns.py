@@ -42,10 +42,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from . import _common as C
-from . import math_ops
+from . import array_ops, math_ops
 from ..value import PrivateTensor
 from .. import numerics as N
 
@@ -237,3 +238,59 @@ def log_softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = N
 
 __all__ = ["divide", "exp", "log", "log_softmax", "reciprocal", "rsqrt", "sigmoid", "softmax",
            "sqrt", "tanh"]
+
+
+# ------------------------------------------------------------------ pow
+# Here, beside reciprocal, which a negative exponent needs (math_ops.py
+# would otherwise import this module back).
+def _integer_exponent(y) -> int:
+    """The exponent as a Python int, or a ValueError saying what to use."""
+    v = tf.get_static_value(y) if isinstance(y, (tf.Tensor, tf.Variable)) else y
+    if v is None:
+        raise ValueError("tp.pow needs an exponent known when the graph is built (a Python "
+                         "number or a constant), got a tensor without a static value")
+    arr = np.asarray(v)
+    if arr.size != 1 or arr.dtype == bool:
+        raise ValueError(f"tp.pow takes one scalar integer exponent, got {v!r}")
+    f = float(arr.reshape(()))
+    if not np.isfinite(f) or f != np.round(f):
+        hint = {0.5: "tp.sqrt(x)", -0.5: "tp.math.rsqrt(x)"}.get(f, "tp.sqrt, tp.math.rsqrt "
+                                                                   "or tp.exp(y * tp.math.log(x))")
+        raise ValueError(f"tp.pow supports integer exponents only (repeated multiplication), "
+                         f"got {f}; use {hint}")
+    return int(f)
+
+
+def pow(x: math_ops.TensorLike, y, name: Optional[str] = None) -> PrivateTensor:  # noqa: A001
+    """x ** y for a private x and a public integer y (tf.math.pow semantics).
+
+    Square-and-multiply with each round's square and product batched into
+    one protocol call: about log2(|y|) rounds of multiplication. A negative
+    y takes the private reciprocal of x ** |y| (x ** -n = 0 where x = 0, as
+    tp.math.reciprocal). Non-integer exponents raise: use tp.sqrt,
+    tp.math.rsqrt, or tp.exp(y * tp.math.log(x)).
+
+    Example:
+      >>> (tp.share([1.5, -2.0]) ** 3).reveal()   # [3.375, -8.]
+    """
+    if C.is_private(y):
+        raise TypeError("tp.pow: a private exponent is not supported; for a public base "
+                        "c > 0 use tp.exp(y * math.log(c))")
+    if not C.is_private(x):
+        return tf.math.pow(x, y, name=name)
+    n = _integer_exponent(y)
+    if n < 0:
+        return reciprocal(pow(x, -n))
+    if n == 0:
+        h = C.handle_of(x)
+        return array_ops._public_as_private(h, tf.ones(x.shape, x.dtype))
+    acc, p = None, x
+    while True:
+        bit, n = n & 1, n >> 1
+        pairs = ([(acc, p)] if bit and acc is not None else []) + ([(p, p)] if n else [])
+        outs = math_ops.multiply_many(pairs)
+        if bit:
+            acc = p if acc is None else outs.pop(0)
+        if not n:
+            return acc
+        p = outs.pop(0)

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import _common as C
+from . import array_ops
 from ..value import PrivateTensor
 from .. import shares as sh
 
@@ -204,7 +205,6 @@ def divide(x: PrivateTensor, y, name: Optional[str] = None) -> PrivateTensor:
 
 
 def _transpose_last2(v):
-    from . import array_ops
     r = C.static_shape(v).rank
     perm = list(range(r - 2)) + [r - 1, r - 2]
     return array_ops.transpose(v, perm) if C.is_private(v) else tf.transpose(v, perm)
@@ -288,7 +288,6 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
 def tensordot(a: TensorLike, b: TensorLike, axes, name: Optional[str] = None):
     """Sum over the given axes of a and b (numpy.tensordot semantics), as one
     matrix product."""
-    from . import array_ops
     if not (C.is_private(a) or C.is_private(b)):
         return tf.tensordot(a, b, axes, name=name)
     a = a if C.is_private(a) else C.public(a)
@@ -336,7 +335,6 @@ def dot(a: TensorLike, b: TensorLike) -> PrivateTensor:
 def outer(a: TensorLike, b: TensorLike) -> PrivateTensor:
     """Outer product of the flattened operands, as one [n,1] @ [1,m] matmul
     (masks of n + m elements instead of n * m)."""
-    from . import array_ops
 
     def col(v, shape):
         return array_ops.reshape(v, shape) if C.is_private(v) else tf.reshape(C.public(v), shape)
@@ -376,58 +374,3 @@ def square(x: TensorLike, name: Optional[str] = None) -> PrivateTensor:
     if not C.is_private(x):
         return tf.math.square(x, name=name)
     return multiply(x, x, name=name)
-
-
-def _integer_exponent(y) -> int:
-    """The exponent as a Python int, or a ValueError saying what to use."""
-    v = tf.get_static_value(y) if isinstance(y, (tf.Tensor, tf.Variable)) else y
-    if v is None:
-        raise ValueError("tp.pow needs an exponent known when the graph is built (a Python "
-                         "number or a constant), got a tensor without a static value")
-    arr = np.asarray(v)
-    if arr.size != 1 or arr.dtype == bool:
-        raise ValueError(f"tp.pow takes one scalar integer exponent, got {v!r}")
-    f = float(arr.reshape(()))
-    if not np.isfinite(f) or f != np.round(f):
-        hint = {0.5: "tp.sqrt(x)", -0.5: "tp.math.rsqrt(x)"}.get(f, "tp.sqrt, tp.math.rsqrt "
-                                                                   "or tp.exp(y * tp.math.log(x))")
-        raise ValueError(f"tp.pow supports integer exponents only (repeated multiplication), "
-                         f"got {f}; use {hint}")
-    return int(f)
-
-
-def pow(x: TensorLike, y, name: Optional[str] = None) -> PrivateTensor:  # noqa: A001
-    """x ** y for a private x and a public integer y (tf.math.pow semantics).
-
-    Square-and-multiply with each round's square and product batched into
-    one protocol call: about log2(|y|) rounds of multiplication. A negative
-    y takes the private reciprocal of x ** |y| (x ** -n = 0 where x = 0, as
-    tp.math.reciprocal). Non-integer exponents raise: use tp.sqrt,
-    tp.math.rsqrt, or tp.exp(y * tp.math.log(x)).
-
-    Example:
-      >>> (tp.share([1.5, -2.0]) ** 3).reveal()   # [3.375, -8.]
-    """
-    if C.is_private(y):
-        raise TypeError("tp.pow: a private exponent is not supported; for a public base "
-                        "c > 0 use tp.exp(y * math.log(c))")
-    if not C.is_private(x):
-        return tf.math.pow(x, y, name=name)
-    n = _integer_exponent(y)
-    if n < 0:
-        from . import math_fns
-        return math_fns.reciprocal(pow(x, -n))
-    if n == 0:
-        from . import array_ops
-        h = C.handle_of(x)
-        return array_ops._public_as_private(h, tf.ones(x.shape, x.dtype))
-    acc, p = None, x
-    while True:
-        bit, n = n & 1, n >> 1
-        pairs = ([(acc, p)] if bit and acc is not None else []) + ([(p, p)] if n else [])
-        outs = multiply_many(pairs)
-        if bit:
-            acc = p if acc is None else outs.pop(0)
-        if not n:
-            return acc
-        p = outs.pop(0)

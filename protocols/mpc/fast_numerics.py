@@ -19,7 +19,7 @@ protocols/mpc/lifted.py):
   (softmax) needs no comparison. Beyond -2N the base exceeds 1 and the result
   is wrong (large); above ln B it overflows the ring.
 - reciprocal, divide: Newton-Raphson in Goldschmidt's form
-  (numerics._goldschmidt) from a public polynomial guess g on the domain
+  (series.goldschmidt) from a public polynomial guess g on the domain
   [lo, hi]: 1 - x·g(x) is the scaled Chebyshev polynomial T_m((lo + hi -
   2x)/(hi - lo)) / T_m((hi + lo)/(hi - lo)), the smallest on [lo, hi] of all
   degree-m polynomials that are 1 at 0 (Rivlin, "Chebyshev polynomials",

@@ -17,9 +17,13 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from . import circuits
 from . import cost as C
 from . import kernels
+from . import leading_one as lo
 from . import shares as sh
+from . import thresholds as th
+from .assist import PAIRS, SERVERS, send_to_assistant
 from .garbled import Pregarbled
 from .runtime import CLIENT, Runtime, canonical_device
 
@@ -225,14 +229,15 @@ class Backend(abc.ABC):
         <= 64. With a public int64 `table` [K + 1, J] (K = len(columns)):
         shares [N, J] of bits @ table[:K] + table[K] instead, fused into the
         protocol's last step (no [N, K] ring tensor of the bits), exact."""
-        from . import leading_one as lo
         w = lo.default_width(self.cfg) if width is None else int(width)
         if not 3 <= w <= 64:
             raise ValueError(f"leading_one width must be in [3, 64], got {w}")
-        if self.name == "privpy":
-            return lo.privpy_leading_one(self, x, columns, magnitude, w, table=table)
-        bits = lo.plaintext_leading_one(self, x, columns, magnitude, w)
-        return bits if table is None else lo.apply_table(self, bits, table)
+        return self._leading_one(x, columns, magnitude, w, table)
+
+    @abc.abstractmethod
+    def _leading_one(self, x: Shares, columns: Sequence[int], magnitude: bool, width: int,
+                     table) -> Shares:
+        """This backend's protocol for `leading_one` (arguments checked)."""
 
     def thresholds(self, x: Shares, points: Sequence[int], integer: bool = False,
                    width: Optional[int] = None, table=None) -> Shares:
@@ -251,17 +256,17 @@ class Backend(abc.ABC):
           >>> f = backend.cfg.frac_bits
           >>> bits = backend.thresholds(x, [-(3 << f), 0, 3 << f])  # [x < -3], [x < 0], [x < 3]
         """
-        from . import leading_one as lo
-        from . import thresholds as th
         w = lo.default_width(self.cfg) if width is None else int(width)
         if not 3 <= w <= 64:
             raise ValueError(f"thresholds width must be in [3, 64], got {w}")
         if table is not None and not integer:
             raise ValueError("a fused table takes integer bits: pass integer=True")
-        if self.name == "privpy":
-            return th.privpy_thresholds(self, x, points, w, integer, table=table)
-        bits = th.plaintext_thresholds(self, x, points, w, integer)
-        return bits if table is None else lo.apply_table(self, bits, table)
+        return self._thresholds(x, points, integer, w, table)
+
+    @abc.abstractmethod
+    def _thresholds(self, x: Shares, points: Sequence[int], integer: bool, width: int,
+                    table) -> Shares:
+        """This backend's protocol for `thresholds` (arguments checked)."""
 
     def fixed_from_bits(self, c: Shares) -> Shares:
         """Fixed-point shares c·2^f from integer bit shares c: a local
@@ -340,7 +345,7 @@ class PrivPyBackend(Backend):
         # server also takes its stream with its assistant (S1-T1, S2-T2) now,
         # so the nonce can travel with its first message for the check.
         k12, n12, kt_own, nt_own, masked = {}, {}, {}, {}, {}
-        for p, (party, t) in enumerate(_PAIRS):
+        for p, (party, t) in enumerate(PAIRS):
             k12[p], n12[p] = rt.key_material("S1", "S2", party)
             kt_own[p], nt_own[p] = rt.key_material(party, t, party)
             with tf.device(rt.device(party)):
@@ -348,24 +353,20 @@ class PrivPyBackend(Backend):
         # T1 gets a = x0 + rx0 (from S1), b = y1 + ry1 (from S2);
         # T2 gets a' = x1 + rx1 (from S2), b' = y0 + ry0 (from S1).
         msgs = {}
-        for own, (server, t) in enumerate(_PAIRS):
+        for own, (server, t) in enumerate(PAIRS):
             other = 1 - own
-            (left,), (n12_own, n_st) = rt.send(server, t, masked[own][0],
-                                               headers=(n12[own], nt_own[own]))
-            (right,), (n12_other,) = rt.send(_SERVERS[other], t, masked[other][1],
-                                             headers=(n12[other],))
-            kt, nt = rt.key_material(server, t, t)  # T1 shares its mask u with S1, T2 with S2
-            left = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], left)
-            left = rt.check_stream(server, t, t, nt, n_st, server, left)
+            # kt: T1 shares its mask u with S1, T2 with S2
+            left, right, kt, nt = send_to_assistant(rt, own, masked[own][0], masked[other][1],
+                                                    n12, nt_own[own])
             with tf.device(rt.device(t)):
                 msg = kernels.mul_assist(left, right, kt, nt, bits, **geo)
             if kind == "mul" and msg.shape.rank is None:
                 # the kernel's shape function gives up on unknown dims (a
                 # sort's loop body); a sealed link needs the rank
                 msg.set_shape(tf.broadcast_static_shape(left.shape, right.shape))
-            msgs[other] = rt.send1(t, _SERVERS[other], msg)  # T1 -> S2, T2 -> S1
+            msgs[other] = rt.send1(t, SERVERS[other], msg)  # T1 -> S2, T2 -> S1
         z = []
-        for p, party in enumerate(_SERVERS):
+        for p, party in enumerate(SERVERS):
             with tf.device(rt.device(party)):
                 z.append(kernels.mul_finish(x[p], y[p], masked[p][0], msgs[p], k12[p], n12[p],
                                             kt_own[p], nt_own[p], bits, party=p, frac_bits=f,
@@ -390,125 +391,20 @@ class PrivPyBackend(Backend):
         (of 0/1 with integer=True, of 0/2^f otherwise).
 
         With `pregarbled` (from `garble_ahead`), the garbled tables are
-        already at T1 and T2 and only input labels travel online."""
-        limbs = self.limbs
+        already at T1 and T2 and only input labels travel online. The
+        protocol is circuits.run's, with the comparator circuit."""
+        shape = self.local(lambda s, party: sh.dynamic_shape(s, self.limbs), x)
+        out = circuits.run(
+            self, x, circuits.comparison(), 0 if integer else self.cfg.frac_bits,
+            lambda n, chunk: self.ltz_bill(n, pregarbled is not None),
+            chunk=int(self.cfg.comparison_batch), pregarbled=pregarbled)
+        return self.local(lambda s, shp, party: sh.reshape(s, shp, self.limbs), out, shape)
 
-        def low_half(s, party):
-            flat = sh.reshape(s, [-1], limbs)
-            return flat[:, 0] if limbs == 2 else flat  # mod 2^64 is a ring homomorphism
+    def _leading_one(self, x, columns, magnitude, width, table):
+        return lo.privpy_leading_one(self, x, columns, magnitude, width, table=table)
 
-        low = self.local(low_half, x)
-        shape = self.local(lambda s, party: sh.dynamic_shape(s, limbs), x)
-        n_static = low[0].shape[0]
-        chunk = int(self.cfg.comparison_batch)
-        if C.active():
-            C.declare(self.ltz_bill(n_static, pregarbled is not None))
-        if pregarbled is None and n_static is not None and n_static > chunk:
-            # Bounded memory: garbled tables take 2 KB per comparison, so big
-            # batches go in chunks, S1 garbling each after it finished the last.
-            outs, after = [], None
-            for b in range(0, n_static, chunk):
-                part = self.map_shares(lambda s, b=b: s[b:b + chunk], low)
-                outs.append(self._ltz_flat(part, None, after=after, integer=integer))
-                after = outs[-1][0]
-            out = self.map_many(lambda p: tf.concat(p, 0), outs)
-        else:
-            out = self._ltz_flat(low, pregarbled, integer=integer)
-        return self.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
-
-    def _ltz_flat(self, low, pregarbled, after=None, integer: bool = False) -> Shares:
-        """ltz of flat int64 low halves [n] of the shares: flat ring shares.
-        S1's garbling waits for `after` (an S1 tensor) when given."""
-        rt, bits = self.rt, self.bits
-        # the scale of the re-shared bit: 2^f (fixed point) or 1 (integer)
-        f = 0 if integer else self.cfg.frac_bits
-        # Each server sizes the batch from its own share: T1 evaluates
-        # [0, n // 2), T2 [n // 2, n).
-        n, parts = {}, {}
-        for p, party in enumerate(_SERVERS):
-            with tf.device(rt.device(party)):
-                n[p] = tf.shape(low[p], out_type=tf.int64)[0]
-                parts[p] = halves(n[p])
-        if pregarbled is None:
-            key, nonce = self._take_gc_stream()
-            at_t = self._garble_and_ship(
-                lambda first, count: kernels.gc_garble(key[0], nonce[0], n[0], first, count),
-                nonce[0], n[0], after)
-        else:
-            key, nonce, at_t = pregarbled.consume(low[0].shape, 1)
-        # A run refused for a used batch must advance no stream counter: one
-        # side of a pair advancing alone would desynchronise its nonces.
-        taken = [] if pregarbled is None else [nonce[0], nonce[1]]
-        labels, mask = {}, {}
-        for p, (party, role) in enumerate(zip(_SERVERS, ("y", "x"))):
-            with tf.device(rt.device(party)):
-                v = low[0] if p == 0 else kernels.ring_neg(low[1], 64)
-                # T1's and T2's parts encoded apart: no copy of [n, 64, 2] labels
-                labels[p] = [kernels.gc_encode_input(key[p], nonce[p], v[first:first + count],
-                                                     role, n[p], first)
-                             for first, count in parts[p]]
-                mask[p] = kernels.gc_output_mask(key[p], nonce[p], n[p])
-        # Each assistant shares its bits b' with its own server (beta, from
-        # their stream) and sends b'·2^f - beta (b' - beta if integer) to the
-        # other server.
-        own_share, msg = {}, {}
-        for own, (server, t) in enumerate(_PAIRS):
-            other = 1 - own
-            with tf.control_dependencies(taken):
-                ks, ns = rt.key_material(server, t, server)
-            (l_own,), (n12_own, n_st) = rt.send(server, t, labels[own][own],
-                                                headers=(nonce[own], ns))
-            (l_other,), (n12_other,) = rt.send(_SERVERS[other], t, labels[other][own],
-                                               headers=(nonce[other],))
-            lx, ly = (l_other, l_own) if own == 0 else (l_own, l_other)  # x from S2, y from S1
-            tables_t, decode_t, nonce_t, first_t = at_t[t]
-            with tf.control_dependencies(taken):
-                kt, nt = rt.key_material(server, t, t)
-            lx = rt.check_stream("S1", "S2", t, n12_own, n12_other, _SERVERS[other], lx)
-            lx = rt.check_stream(server, t, t, nt, n_st, server, lx)
-            with tf.device(rt.device(t)):
-                b = kernels.gc_evaluate(tables_t, decode_t, lx, ly, nonce_t, first_t)
-                m = kernels.bit_share_assist(b, kt, nt, bits, f)
-            msg[other] = rt.send1(t, _SERVERS[other], m)
-            with tf.device(rt.device(server)):
-                own_share[own] = kernels.prg_ring(ks, ns, tf.reshape(parts[own][own][1], [1]),
-                                                  bits)
-        out = []
-        for p, party in enumerate(_SERVERS):
-            first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
-            with tf.device(rt.device(party)):
-                out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask[p], bits, f,
-                                              party=p))
-        with tf.device(rt.device("S1")):
-            rt.count(rounds=2, comparisons=n[0])
-        return out[0], out[1]
-
-    def _take_gc_stream(self):
-        """(key, nonce) of a fresh S1-S2 stream on each server, per party index."""
-        key, nonce = {}, {}
-        for p, party in enumerate(_SERVERS):
-            key[p], nonce[p] = self.rt.key_material("S1", "S2", party)
-        return key, nonce
-
-    def _garble_and_ship(self, garble, nonce, n, after=None):
-        """S1 garbles T1's part [0, n // 2) and T2's part [n // 2, n) of a
-        batch with garble(first, count) -> (tables, decode), after `after`
-        (an S1 tensor) if given, and sends each assistant its part in one
-        message, with the stream nonce and the part's first index as headers
-        (public: together they fix the hash tweaks). Garbling the parts apart
-        instead of slicing one batch saves copying the tables (2-4 KB per
-        element). Returns {T: (tables, decode, nonce, first)} on T."""
-        at_t = {}
-        with tf.device(self.rt.device("S1")):
-            parts = halves(n)
-        for t, (first, count) in zip(("T1", "T2"), parts):
-            with tf.device(self.rt.device("S1")), tf.control_dependencies(
-                    [after] if after is not None else []):
-                tab, dec = garble(first, count)
-            (tab_t, dec_t), (nonce_t, first_t) = self.rt.send("S1", t, tab, dec,
-                                                              headers=(nonce, first))
-            at_t[t] = (tab_t, dec_t, nonce_t, first_t)
-        return at_t
+    def _thresholds(self, x, points, integer, width, table):
+        return th.privpy_thresholds(self, x, points, width, integer, table=table)
 
     def garble_ahead(self, shape) -> Pregarbled:
         """Garbles comparators for one later comparison of `shape` now, and
@@ -516,20 +412,6 @@ class PrivPyBackend(Backend):
         DESIGN §6. The result is single-use, enforced in TF state by each
         server, so a traced function cannot replay it."""
         return Pregarbled(self, tf.TensorShape(shape))
-
-
-_SERVERS = ("S1", "S2")
-#: each server and the assistant it shares a stream with for re-sharing
-_PAIRS = (("S1", "T1"), ("S2", "T2"))
-
-
-def halves(n):
-    """((first, count) of T1's part, (first, count) of T2's) of a garbled
-    batch of n elements (an int64 scalar; public): T1 evaluates [0, n // 2),
-    T2 the rest (DESIGN §6). Call under the device of the party that uses it."""
-    n = tf.cast(n, tf.int64)
-    half = n // 2
-    return (tf.zeros_like(half), half), (half, n - half)
 
 
 class PlaintextBackend(Backend):
@@ -564,6 +446,14 @@ class PlaintextBackend(Backend):
             bit = tf.cast(v < 0, tf.int64)
             z = kernels.ring_encode(bit, self.bits, 0 if integer else self.cfg.frac_bits, 2.0)
             return z, tf.zeros_like(z)
+
+    def _leading_one(self, x, columns, magnitude, width, table):
+        bits = lo.plaintext_leading_one(self, x, columns, magnitude, width)
+        return bits if table is None else lo.apply_table(self, bits, table)
+
+    def _thresholds(self, x, points, integer, width, table):
+        bits = th.plaintext_thresholds(self, x, points, width, integer)
+        return bits if table is None else lo.apply_table(self, bits, table)
 
 
 BACKENDS = {"privpy": PrivPyBackend, "plaintext": PlaintextBackend}

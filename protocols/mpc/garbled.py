@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from . import kernels
+from . import circuits, kernels
 
 ALREADY_USED = ("tf_privpy: these pregarbled comparators were already used; garble new ones "
                 "(tp.garble_comparisons) for every comparison")
@@ -26,9 +26,10 @@ class Pregarbled:
         rt = backend.rt
         n = shape.num_elements()
         with tf.init_scope():  # variables and garbling happen once, eagerly
-            key, nonce = backend._take_gc_stream()
-            shipped = backend._garble_and_ship(
-                lambda first, count: kernels.gc_garble(key[0], nonce[0], n, first, count),
+            key, nonce = circuits.take_stream(rt)
+            garble = circuits.comparison().garble
+            shipped = circuits.garble_and_ship(
+                rt, lambda first, count: garble(key[0], nonce[0], n, first, count),
                 nonce[0], tf.constant(n, tf.int64))
             self._nonce, self._fresh, self._at_t = {}, {}, {}
             for p, party in enumerate(("S1", "S2")):
@@ -60,7 +61,7 @@ class Pregarbled:
                 nonce[p] = kernels.take_once(self._fresh[p], self._nonce[p], ALREADY_USED)
                 after = [nonce[p]]
                 with tf.control_dependencies(after):
-                    key[p] = rt._keys[rt._pair("S1", "S2")][party].read_value()
+                    key[p] = rt.key("S1", "S2", party)
         at_t = {}
         for t, vs in self._at_t.items():
             with tf.device(rt.device(t)):  # each assistant reads its own tables

@@ -57,8 +57,9 @@ def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, widt
     bits @ table[:K] + table[K] ([N, J])."""
     cols = check_columns(columns, width)
     table = circuits.check_table(table, len(cols))
+    circuits.require_static(backend, x)
     circuit = circuits.Circuit(
-        width=width, gates=C.leading_one_gates(width, magnitude),
+        width=width, gates=C.leading_one_gates(width, magnitude), outputs=len(cols),
         garble=lambda key, nonce, n, first, count: kernels.gc_leading_one_garble(
             key, nonce, n, first, count, width, magnitude, cols),
         evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_leading_one_evaluate(

@@ -25,9 +25,9 @@ from . import cost as C
 from . import kernels
 from .leading_one import plain_low_signed
 
-#: AND gates of one garbled comparator (ops/gc/garble.h): the circuit is used
-#: only where it is smaller than the comparators it replaces
-COMPARATOR_GATES = 64
+#: AND gates of one garbled comparator: the circuit is used only where it is
+#: smaller than the comparators it replaces
+COMPARATOR_GATES = circuits.COMPARATOR_GATES
 
 
 def window(points: Sequence[int], width: int) -> Optional[Tuple[int, int]]:
@@ -72,8 +72,9 @@ def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bo
     (integer bits) the fused bits @ table[:K] + table[K] ([N, J])."""
     lo, m, cs = _spec(points, width)
     table = circuits.check_table(table, len(cs))
+    circuits.require_static(backend, x)
     circuit = circuits.Circuit(
-        width=width, gates=C.thresholds_gates(width, lo, m, cs),
+        width=width, gates=C.thresholds_gates(width, lo, m, cs), outputs=len(cs),
         garble=lambda key, nonce, n, first, count: kernels.gc_thresholds_garble(
             key, nonce, n, first, count, width, lo, m, cs),
         evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_thresholds_evaluate(

@@ -11,7 +11,17 @@ import tensorflow as tf  # noqa: E402
 
 import tf_privpy as tp  # noqa: E402
 
+import durations  # noqa: E402
+
 tp.init()
+
+
+def pytest_addoption(parser):
+    durations.add_option(parser)
+
+
+def pytest_configure(config):
+    durations.configure(config)
 
 RINGS = [128, 64]
 

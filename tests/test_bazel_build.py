@@ -108,8 +108,9 @@ def bazel_lib(tmp_path_factory):
     prebuilt = os.environ.get("TF_PRIVPY_TEST_BAZEL_LIB")
     if prebuilt:
         lib = pathlib.Path(prebuilt)
-        assert lib.is_file(), (f"{lib} is missing: run `make bazel` "
-                               "(or unset TF_PRIVPY_TEST_BAZEL_LIB)")
+        assert lib.is_file(), (f"{lib} is missing: `make bazel` failed (its output is above "
+                               "pytest's in `make test`) or did not run; unset "
+                               "TF_PRIVPY_TEST_BAZEL_LIB to build it in the test")
         return lib
     out = tmp_path_factory.mktemp("bazel_build") / "_tf_privpy_ops.so"
     env = dict(os.environ, PYTHON=_python())

@@ -105,8 +105,9 @@ def built(out: Path) -> Tuple[Path, Path]:
     """(wheel path, install dir) of a completed `build(out)`."""
     stamp = out / STAMP
     if not stamp.is_file():
-        raise WheelBuildError(f"{out} holds no completed wheel build: run `make wheel` "
-                              f"(or unset TF_PRIVPY_TEST_WHEEL_DIR to build one in the test)")
+        raise WheelBuildError(f"{out} holds no completed wheel build: `make wheel` failed "
+                              "(its output is above pytest's in `make test`) or did not run; "
+                              "unset TF_PRIVPY_TEST_WHEEL_DIR to build one in the test")
     return out / "dist" / stamp.read_text().strip(), out / "site"
 
 

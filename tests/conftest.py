@@ -17,11 +17,11 @@ tp.init()
 
 
 def pytest_addoption(parser):
-    durations.add_option(parser)
+    durations.pytest_addoption(parser)
 
 
 def pytest_configure(config):
-    durations.configure(config)
+    durations.pytest_configure(config)
 
 
 RINGS = [128, 64]

@@ -65,3 +65,13 @@ def configure(config) -> None:
     path = config.getoption("--durations-file")
     if path and not hasattr(config, "workerinput"):
         config.pluginmanager.register(Recorder(path), "tf_privpy_durations")
+
+
+# Also a plugin of its own (`pytest -p durations`, with tests/ on the path):
+# tests/test_durations_file.py runs it on a scratch suite.
+def pytest_addoption(parser) -> None:
+    add_option(parser)
+
+
+def pytest_configure(config) -> None:
+    configure(config)

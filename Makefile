@@ -17,7 +17,7 @@ LIB := tf_privpy/_tf_privpy_ops.so
 PROTO := tf_privpy/service/share_service.proto
 PROTO_STUBS := tf_privpy/service/share_service_pb2.py tf_privpy/service/share_service_pb2_grpc.py
 
-.PHONY: all setup build demo test test-fast bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
+.PHONY: all setup build demo test test-fast cc-tests wheel bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
 
 all: build
 
@@ -44,15 +44,70 @@ build: $(LIB) $(PROTO_STUBS)
 demo: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) examples/lenet5_private_inference.py
 
-# Two workers, a test file each at a time (module fixtures stay per worker): most
-# of a test's time is single-threaded Python (tracing, graph rewriting), so one
-# process leaves a core idle. TEST_ARGS="-n 0" runs it in one process.
+# `make test`: the builds the suite checks run first as make steps of their
+# own, each rebuilt only when its inputs changed (make's dependencies), then
+# pytest; tools/timed.sh writes each step's seconds to build/test-phases.txt,
+# printed at the end with the setup steps apart from pytest. A step that fails
+# does not stop the others: its tests fail saying so (a failed C++ build shows
+# its compiler errors in the test that runs that program; a failed Bazel or
+# wheel build removes its output, and the test names the step). Steps:
+#   cc-tests  the standalone C++ test programs of ops/*/Makefile.standalone,
+#             into build/cc-tests/<family>/ (tests/test_cc_programs.py and the
+#             kernels' tests run them from there);
+#   bazel     the Bazel build of the op library (tests/test_bazel_build.py
+#             loads it: TF_PRIVPY_TEST_BAZEL_LIB);
+#   wheel     `pip wheel` of a copy of the sources, installed into
+#             build/wheel/site (tests/test_packaging.py: TF_PRIVPY_TEST_WHEEL_DIR);
+#   chromium  Debian's chromium for tests/test_tensorboard_page.py, installed
+#             with apt-get when missing and this user may (root or passwordless
+#             sudo); otherwise a message says what to install and that test fails.
+# pytest: two workers, a test file each at a time (module fixtures stay per
+# worker): most of a test's time is single-threaded Python (tracing, graph
+# rewriting), so one process leaves a core idle. TEST_ARGS="-n 0" runs it in
+# one process. Every test's setup/call/teardown seconds go to
+# build/test-durations.json and build/test-durations.txt (slowest first).
 TEST_ARGS ?= -n 2 --dist loadfile
+TEST_ENV = TF_PRIVPY_TEST_BAZEL_LIB=$(CURDIR)/$(BAZEL_LIB) \
+           TF_PRIVPY_TEST_WHEEL_DIR=$(CURDIR)/$(WHEEL_DIR)
+TIMED := bash tools/timed.sh
 test: build
-	$(PY) -m pytest -q $(TEST_ARGS) --durations=25
+	@mkdir -p build && rm -f build/test-phases.txt
+	-$(TIMED) cc-tests $(MAKE) --no-print-directory cc-tests
+	$(TIMED) bazel $(MAKE) --no-print-directory bazel || rm -f $(BAZEL_LIB)
+	$(TIMED) wheel $(MAKE) --no-print-directory wheel || rm -f $(WHEEL_DIR)/.built
+	$(TIMED) chromium bash tools/ensure_chromium.sh
+	$(TEST_ENV) $(TIMED) pytest $(PY) -m pytest -q $(TEST_ARGS) --durations=25 \
+	  --durations-file=build/test-durations.json; status=$$?; \
+	  echo "make test: seconds per step (build/test-phases.txt;" \
+	       "every test's: build/test-durations.txt):"; \
+	  cat build/test-phases.txt; exit $$status
 
-test-fast: build
-	$(PY) -m pytest -q $(TEST_ARGS) -m "not slow"
+test-fast: build cc-tests
+	$(PY) -m pytest -q $(TEST_ARGS) -m "not slow" --durations-file=build/test-durations.json
+
+# Standalone C++ test programs (no TensorFlow), one sub-make per family so that
+# `make -j2 cc-tests` builds two at a time; each Makefile.standalone knows its
+# sources and headers, so a program is rebuilt only when one of them changed.
+CC_TESTS_DIR := build/cc-tests
+CC_FAMILIES := ring prg aead kex gc batchcrypt paillier
+cc_test_bins = $(patsubst ops/$(1)/%.cc,$(CURDIR)/$(CC_TESTS_DIR)/$(1)/%,\
+                 $(wildcard ops/$(1)/*_test.cc))
+# paillier's bench has built-in checks that tests/test_paillier_kernels.py runs
+CC_EXTRA_paillier := $(CURDIR)/$(CC_TESTS_DIR)/paillier/paillier_bench
+cc-tests: $(addprefix cc-tests-,$(CC_FAMILIES))
+cc-tests-%:
+	$(MAKE) --no-print-directory -s -f ops/$*/Makefile.standalone OUT=$(CURDIR)/$(CC_TESTS_DIR)/$* \
+	  $(call cc_test_bins,$*) $(CC_EXTRA_$*)
+
+# The wheel's inputs: every file git lists (tracked or new), minus what is
+# never packaged.
+WHEEL_DIR := build/wheel
+WHEEL_SRCS = $(filter-out .venv% tests/% docs/% benchmarks/% examples/% .ci/%,\
+  $(wildcard $(shell git ls-files --cached --others --exclude-standard 2>/dev/null)))
+$(WHEEL_DIR)/.built: $(VENV)/.installed $(WHEEL_SRCS)
+	$(PY) tools/build_test_wheel.py $(WHEEL_DIR)
+
+wheel: $(WHEEL_DIR)/.built
 
 # Every benchmark program in turn ("[3/11] benchmarks/functions.py ..."), going on
 # past a failing one, then one report: benchmarks/REPORT.md and benchmarks/report/*.png
@@ -122,8 +177,14 @@ docs: build
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tools/gen_numerics_doc.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) tools/gen_supported_ops.py
 
-bazel: setup
-	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh build/bazel/_tf_privpy_ops.so
+# The Bazel build of the op library (rebuilt when ops/ or the Bazel files change;
+# Bazel's own cache in ~/.cache/bazel makes a rebuild incremental).
+BAZEL_LIB := build/bazel/_tf_privpy_ops.so
+$(BAZEL_LIB): $(VENV)/.installed $(OPS_SRCS) BUILD WORKSPACE build_defs.bzl .bazelrc configure.sh \
+              tools/bazel_build.sh
+	PYTHON=$(CURDIR)/$(PY) bash tools/bazel_build.sh $@
+
+bazel: $(BAZEL_LIB)
 
 clean:
 	rm -rf build $(LIB) tf_privpy/_build_info.json .pytest_cache $(PROTO_STUBS)

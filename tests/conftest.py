@@ -11,17 +11,46 @@ import tensorflow as tf  # noqa: E402
 
 import tf_privpy as tp  # noqa: E402
 
+import durations  # noqa: E402
+
 tp.init()
 
+
+def pytest_addoption(parser):
+    durations.pytest_addoption(parser)
+
+
+def pytest_configure(config):
+    durations.pytest_configure(config)
+
+
 RINGS = [128, 64]
+#: a `ring` case ran since the default runtime was last started (config.stash:
+#: per session, no module global)
+_AFTER_RING = pytest.StashKey[bool]()
 
 
 @pytest.fixture(params=RINGS, ids=lambda b: f"ring{b}")
 def ring(request):
-    """A fresh privpy runtime in each ring."""
+    """A fresh privpy runtime in each ring: one tp.init() per case. The
+    default runtime comes back (pytest_runtest_setup below) before the next
+    test that does not ask for a ring, not after every case: a run of ring
+    cases re-inits once per case instead of twice (the default runtime the old
+    teardown made between two ring cases was dropped unused)."""
     tp.reset()
     tp.init(tp.Config(ring_bits=request.param))
+    request.config.stash[_AFTER_RING] = True
     yield request.param
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the first test without `ring` after ring cases, and before any
+    of its fixtures (module ones included): a fresh default runtime, as the
+    ring fixture's teardown used to start after every case."""
+    if "ring" in item.fixturenames or not item.config.stash.get(_AFTER_RING, False):
+        return
+    item.config.stash[_AFTER_RING] = False
     tp.reset()
     tp.init()
 

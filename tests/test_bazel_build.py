@@ -1,7 +1,8 @@
 """The Bazel build of the op library (tools/bazel_build.sh) against TF 2.14.
 
 Runs tools/bazel_build.sh (Debian's bazel-bootstrap, offline) into a temporary
-directory, loads the result with tf.load_op_library in a fresh interpreter and
+directory (`make test` runs it as a make step before pytest instead, `make
+bazel` into build/bazel/, and passes the result in), loads the result with tf.load_op_library in a fresh interpreter and
 checks that it registers the same ops and kernels (and so generates the same
 Python wrappers) as the setup.py build, tf_privpy/_tf_privpy_ops.so.
 
@@ -101,6 +102,16 @@ def _ops_in_sources():
 
 @pytest.fixture(scope="module")
 def bazel_lib(tmp_path_factory):
+    """The Bazel-built library: `make test` builds it before pytest (`make
+    bazel`, into build/bazel/, rebuilt when a source changed) and names it in
+    TF_PRIVPY_TEST_BAZEL_LIB; pytest alone builds it here."""
+    prebuilt = os.environ.get("TF_PRIVPY_TEST_BAZEL_LIB")
+    if prebuilt:
+        lib = pathlib.Path(prebuilt)
+        assert lib.is_file(), (f"{lib} is missing: `make bazel` failed (its output is above "
+                               "pytest's in `make test`) or did not run; unset "
+                               "TF_PRIVPY_TEST_BAZEL_LIB to build it in the test")
+        return lib
     out = tmp_path_factory.mktemp("bazel_build") / "_tf_privpy_ops.so"
     env = dict(os.environ, PYTHON=_python())
     proc = subprocess.run(

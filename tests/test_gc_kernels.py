@@ -192,12 +192,14 @@ def test_split_evaluation_across_assistants():
     np.testing.assert_array_equal(halves(t, d, lx, ly).numpy() ^ m, (y < x).astype(np.uint8))
 
 
-def test_standalone_cc_program(tmp_path):
+def test_standalone_cc_program():
     """ops/gc/garble_test.cc, leading_one_test.cc and thresholds_test.cc (no
-    TensorFlow, system OpenSSL: each circuit against a plain reference) pass."""
+    TensorFlow, system OpenSSL: each circuit against a plain reference) pass.
+    Built once into build/cc-tests/gc (`make cc-tests`); make rebuilds on change."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = os.path.join(root, "build", "cc-tests", "gc")
     r = subprocess.run(["make", "-s", "-f", "ops/gc/Makefile.standalone", "test",
-                        f"OUT={tmp_path}"], cwd=root, capture_output=True, text=True)
+                        f"OUT={out}"], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     summaries = [ln for ln in r.stdout.splitlines() if " passed, " in ln]
     assert len(summaries) == 3, r.stdout

@@ -4,94 +4,53 @@ and its _build_info.json, declares the he / federated / all extras, and runs
 `tp.share` / `tp.reveal` from an install directory, with the source tree
 nowhere on the path.
 
-The wheel is built once per session from a copy of the source files (git's
-list), so the build writes nothing into the checkout; the C++ build takes a
-few minutes on two cores, hence `slow`. Installing uses --no-deps --target:
-the venv's TensorFlow is reused, nothing is downloaded.
+The wheel is built once (tools/build_test_wheel.py) from a copy of the source
+files (git's list), so the build writes nothing into the checkout; the C++
+build takes a few minutes on two cores, so `make test` runs it as a make step
+before pytest (`make wheel`, rebuilt only when a tracked file changed), and
+pytest alone builds it in the session (`slow`). Installing uses --no-deps
+--target: the venv's TensorFlow is reused, nothing is downloaded.
 """
 from __future__ import annotations
 
 import email.parser
+import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Dict, List
 
 import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
-BUILD_TIMEOUT_S = 3600   # the whole op library, one compiler process, shared cores
 pytestmark = pytest.mark.slow
 
 
-def _source_files() -> List[str]:
-    """Tracked and untracked-but-not-ignored files (so new modules count),
-    minus the venv link: what a checkout of this working tree would hold."""
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            cwd=ROOT, check=True, capture_output=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        pytest.fail(f"the packaging test copies the sources git lists; git failed: {e}")
-    names = sorted({n for n in out.decode().split("\0") if n})
-    return [n for n in names if not n.startswith((".venv", "build/", "dist/"))]
-
-
-def _copy_tree(dest: Path) -> None:
-    """Copies the listed files, symlinks as symlinks (tf_privpy/protocols
-    links to ../protocols in the checkout)."""
-    for name in _source_files():
-        src = ROOT / name
-        if not os.path.lexists(src):   # deleted in the working tree, not yet in git
-            continue
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_symlink():
-            os.symlink(os.readlink(src), target)
-        else:
-            shutil.copy2(src, target)
-
-
-def _pip(*args: str, cwd: Path) -> None:
-    cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args,
-           "-c", str(CONSTRAINTS)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=BUILD_TIMEOUT_S)
-    assert proc.returncode == 0, (f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n"
-                                  f"{proc.stderr[-4000:]}")
-
-
-def _checkout_state() -> Dict[str, object]:
-    """What a build in the checkout would leave behind: build dirs, egg-info,
-    and the op library's info file (setup.py used to rewrite it always)."""
-    info = ROOT / "tf_privpy" / "_build_info.json"
-    return {
-        "top": sorted(p.name for p in ROOT.iterdir()
-                      if p.name in ("build", "dist") or p.name.endswith(".egg-info")),
-        "info": (info.stat().st_mtime_ns, info.read_bytes()) if info.exists() else None,
-    }
+def _wheel_tool():
+    """tools/build_test_wheel.py, loaded by path (tools/ is not a package)."""
+    spec = importlib.util.spec_from_file_location("build_test_wheel",
+                                                  ROOT / "tools" / "build_test_wheel.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")
 def wheel_install(tmp_path_factory):
-    """(wheel path, install dir): built and installed once per session."""
-    tmp = tmp_path_factory.mktemp("packaging")
-    src, dist, site = tmp / "src", tmp / "dist", tmp / "site"
-    before = _checkout_state()
-    _copy_tree(src)
-    _pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src), cwd=src)
-    wheels = sorted(dist.glob("tf_privpy-*.whl"))
-    assert len(wheels) == 1, f"expected one tf_privpy wheel in {dist}, found {wheels}"
-    _pip("install", "--no-deps", "--target", str(site), str(wheels[0]), cwd=tmp)
-    assert _checkout_state() == before, "building the wheel wrote into the source tree"
-    return wheels[0], site
+    """(wheel path, install dir): `make test` builds them before pytest (`make
+    wheel`, into build/wheel/, named by TF_PRIVPY_TEST_WHEEL_DIR); pytest alone
+    builds and installs them here, once per session."""
+    tool = _wheel_tool()
+    try:
+        prebuilt = os.environ.get("TF_PRIVPY_TEST_WHEEL_DIR")
+        if prebuilt:
+            return tool.built(Path(prebuilt))
+        return tool.build(tmp_path_factory.mktemp("packaging") / "wheel")
+    except tool.WheelBuildError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def test_wheel_contents(wheel_install):
@@ -166,6 +125,8 @@ def test_installed_package_runs_outside_the_source_tree(wheel_install, tmp_path)
     # No source folder is importable: only the install dir and the
     # interpreter's own paths (its venv may live inside the checkout, as .venv)
     prefix = Path(sys.prefix).resolve()
+    # (`make test` installs into build/wheel/site, inside the checkout)
     leaks = [p for p in result["path"] if p and Path(p).resolve().is_relative_to(ROOT)
-             and not Path(p).resolve().is_relative_to(prefix)]
+             and not Path(p).resolve().is_relative_to(prefix)
+             and not Path(p).resolve().is_relative_to(site_r)]
     assert not leaks, result["path"]

@@ -464,26 +464,31 @@ def test_djn_noise_and_encryption(key):
     assert [key.signed(key.dec(v)) for v in r] == EDGES and not set(r) & set(key.ints(c))
 
 
-def test_standalone_cc_test(tmp_path):
+def test_standalone_cc_test():
     """ops/paillier/paillier_test.cc: toy primes exhaustively (factorization
     of p - 1, generator test against brute-force orders, the table path a
     bijection onto T_p, chi-square of samples), real keys (prime structure,
-    table == mpz_powm, noise subgroups, round trips), fallback keys."""
+    table == mpz_powm, noise subgroups, round trips), fallback keys. Built once
+    into build/cc-tests/paillier (`make cc-tests`); make rebuilds on change."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run(["make", "-s", "-f", "ops/paillier/Makefile.standalone", "test",
-                        f"OUT={tmp_path}"], cwd=root, capture_output=True, text=True)
+                        f"OUT={_cc_out(root)}"], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     last = r.stdout.strip().splitlines()[-1]
     assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
 
 
-def test_standalone_bench_builds_and_checks_its_results(tmp_path):
+def _cc_out(root):
+    return os.path.join(root, "build", "cc-tests", "paillier")
+
+
+def test_standalone_bench_builds_and_checks_its_results():
     """ops/paillier/Makefile.standalone (no TensorFlow) builds, and the bench's
     built-in checks (decrypt(encrypt(m)) = m for CRT and DJN encryptions, the
     mul_plain result) pass on a 1024-bit key."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run(["make", "-s", "-f", "ops/paillier/Makefile.standalone", "bench",
-                        "BITS=1024", "COUNT=4", f"OUT={tmp_path}"], cwd=root,
+                        "BITS=1024", "COUNT=4", f"OUT={_cc_out(root)}"], cwd=root,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().splitlines()[-1] == "OK", r.stdout

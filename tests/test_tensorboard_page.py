@@ -6,8 +6,9 @@ headless chromium (Debian's, driven by Playwright) opens the trace viewer
 as a person would and is saved as build/test-artifacts/tensorboard_profile.png.
 
 Needs requirements/dev.txt (tensorboard-plugin-profile 2.14, playwright) and
-Debian's chromium, which .ci/run installs: without them the test fails and
-says what is missing, it never skips. About 30 s.
+Debian's chromium, which `make test` installs (tools/ensure_chromium.sh) when
+it may: without them the test fails and says what is missing, it never
+skips. About 30 s.
 """
 import importlib.util
 import os

@@ -47,7 +47,7 @@ def chromium_path() -> str:
         "chromium-browser")
     if not path:
         raise PageError("no chromium found: install Debian's (`apt-get install chromium`; "
-                        ".ci/run does) or set TP_CHROMIUM to a Chromium binary")
+                        "`make test` does when it may) or set TP_CHROMIUM to a Chromium binary")
     return path
 
 

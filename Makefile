@@ -14,8 +14,8 @@ export PYTHONPATH := $(CURDIR)
 OPS_SRCS := $(shell find ops -name '*.cc' -o -name '*.h')
 LIB := tf_privpy/_tf_privpy_ops.so
 # The share service's gRPC stubs: build outputs, never committed.
-PROTO := tf_privpy/service/share_service.proto
-PROTO_STUBS := tf_privpy/service/share_service_pb2.py tf_privpy/service/share_service_pb2_grpc.py
+PROTO := tf_privpy/deploy/service/share_service.proto
+PROTO_STUBS := tf_privpy/deploy/service/share_service_pb2.py tf_privpy/deploy/service/share_service_pb2_grpc.py
 
 .PHONY: all setup build demo test test-fast cc-tests wheel bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
 
@@ -34,8 +34,8 @@ setup: $(VENV)/.installed
 $(LIB): $(VENV)/.installed $(OPS_SRCS) setup.py
 	TF_CPP_MIN_LOG_LEVEL=3 $(PY) setup.py -q build_ext --inplace --parallel 2
 
-$(PROTO_STUBS) &: $(VENV)/.installed $(PROTO) tf_privpy/service/protogen.py
-	$(PY) tf_privpy/service/protogen.py
+$(PROTO_STUBS) &: $(VENV)/.installed $(PROTO) tf_privpy/deploy/service/protogen.py
+	$(PY) tf_privpy/deploy/service/protogen.py
 
 build: $(LIB) $(PROTO_STUBS)
 

@@ -152,14 +152,14 @@ class BuildOps(build_ext):
 
 
 class BuildPy(build_py):
-    """Generates the share service's gRPC stubs (tf_privpy/service/protogen.py,
+    """Generates the share service's gRPC stubs (tf_privpy/deploy/service/protogen.py,
     loaded by path: no TensorFlow import) before the Python files are copied,
     so a wheel or sdist build from a fresh clone ships them."""
 
     def run(self):
         import importlib.util
 
-        path = os.path.join(HERE, "tf_privpy", "service", "protogen.py")
+        path = os.path.join(HERE, "tf_privpy", "deploy", "service", "protogen.py")
         spec = importlib.util.spec_from_file_location("_tf_privpy_protogen", path)
         protogen = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(protogen)
@@ -192,7 +192,7 @@ setup(
         )
     ],
     cmdclass={"build_ext": BuildOps, "build_py": BuildPy},
-    # grpcio, protobuf and cryptography: the share service (tf_privpy/service).
+    # grpcio, protobuf and cryptography: the share service (tf_privpy/deploy/service).
     install_requires=["tensorflow" + ",".join(TF_RANGE), "numpy>=1.25,<2", "grpcio>=1.62",
                       "protobuf>=4.21,<5", "cryptography>=41"],
     extras_require=EXTRAS,

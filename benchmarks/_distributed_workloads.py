@@ -48,7 +48,7 @@ def label(name: str, sizes: dict) -> str:
 
 def build_workloads(sizes: dict, quick: bool) -> dict:
     """name -> (run, plaintext run, bill): run() does one timed call, bill()
-    the protocols' declared cost of one call (protocols/mpc/cost.py)."""
+    the protocols' declared cost of one call (protocols/mpc/runtime/cost.py)."""
     import numpy as np
     import tensorflow as tf
     from _report import plain_sgd_step

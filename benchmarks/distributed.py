@@ -165,7 +165,7 @@ class Driver:
 
 def start_servers(tb, path: str, log_dir: str, timeout: float = 240.0) -> None:
     """The four tf_privpy servers, each in its namespace; returns when each
-    printed its ready line (tf_privpy/server.py)."""
+    printed its ready line (tf_privpy/deploy/server.py)."""
     procs = {}
     for role in ROLES:
         procs[role] = tb.popen(role, [sys.executable, "-m", "tf_privpy.server", "--role", role,
@@ -190,7 +190,7 @@ def start_network(kind: str, tmp: str, stack: contextlib.ExitStack):
     """LAN or WAN: a testbed of network namespaces, relays for the WAN's
     latency, four servers and a driver in it; returns (driver, network info)."""
     import _netns
-    from tf_privpy import cluster_file as cf
+    from tf_privpy.deploy import cluster_file as cf
     net = NETWORKS[kind]
     one_way = net["rtt_ms"] / 2 if kind == "wan" else 0.0
     log_dir = os.path.join(tmp, kind)
@@ -209,8 +209,8 @@ def start_network(kind: str, tmp: str, stack: contextlib.ExitStack):
         tasks = {r: f"{tb.address(r)}:{p}" for r, p in PORTS.items()}
     print(f"  {kind}: RTT {info['measured']['rtt_ms']:.3f} ms, one TCP stream "
           f"{info['measured']['mbit_s']:.0f} Mbit/s (Python sockets)", flush=True)
-    from tf_privpy.cluster import make_identity_key
-    from tf_privpy.server import default_identity_key
+    from tf_privpy.deploy.cluster import make_identity_key
+    from tf_privpy.deploy.server import default_identity_key
     path = os.path.join(log_dir, "cluster.json")
     keys = {r: make_identity_key(default_identity_key(path, r), overwrite=True)
             for r in cf.ROLES}  # each server's identity key, beside the file it reads
@@ -227,7 +227,7 @@ def start_part(part: str, tmp: str, stack: contextlib.ExitStack):
         driver = Driver(part, tmp)
         info = {"kind": "embedded: one process, the parties as logical CPU devices"}
     elif part == "loopback":
-        from tf_privpy.cluster import LocalCluster
+        from tf_privpy.deploy.cluster import LocalCluster
         c = stack.enter_context(LocalCluster(timeout_s=F.timeout_s))
         driver = Driver(part, tmp, cluster=c.path, pids=c.pids)
         info = {"kind": "loopback: four server processes and the driver on 127.0.0.1"}

@@ -3,7 +3,7 @@
 Embedded four-server runtime, both rings, each function as a tf.function on
 shares of n elements (rows of 10 for softmax), best of --reps timed calls
 after a warm-up (the median is recorded too). Compares the range-reduction
-methods of protocols/mpc/range_reduction.py ("thresholds": one comparison
+methods of protocols/mpc/fixedpoint/range_reduction.py ("thresholds": one comparison
 per octave threshold in one round; "binary_search": one comparison per
 level, a few levels; "leading_one": one garbled leading-one circuit per
 element for the octave functions, one window-thresholds circuit for exp's
@@ -18,7 +18,7 @@ window-thresholds circuit per element, or one comparator each):
     python benchmarks/functions.py --rings=128 --sizes=100000 --methods=leading_one \
         --threshold_bits=comparisons,circuit --functions=exp,sigmoid,tanh --reps=3
 
---modes times the numerics modes side by side (protocols/mpc/fast_numerics.py):
+--modes times the numerics modes side by side (protocols/mpc/fixedpoint/fast_numerics.py):
 "fast" rows use the fast methods' stated domains for their inputs (the time of
 a private function does not depend on the values) and have no range
 reduction, so they are timed once per ring. Every row has its mode and the

@@ -129,7 +129,7 @@ def share_service_rows(rng):
     import tempfile
     import time
 
-    from tf_privpy.service.local import LocalShareServices, concurrent_uploads
+    from tf_privpy.deploy.service.local import LocalShareServices, concurrent_uploads
 
     n = F.share_mib * 2**20 // 16  # 16 bytes per element and share in the 128-bit ring
     mib = 2 * n * 16 / 2**20

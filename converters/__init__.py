@@ -2,7 +2,7 @@
 
 A Keras model or a tf.function is traced to a ConcreteFunction, frozen, and
 its GraphDef rewritten node by node into private computation placed on S1,
-S2, T1 and T2, every node through the op registry (protocols/mpc/registry.py).
+S2, T1 and T2, every node through the op registry (protocols/mpc/api/registry.py).
 
   trace.py    tracing, freezing, which constants are weights, Keras layers,
               graph walks
@@ -17,7 +17,7 @@ S2, T1 and T2, every node through the op registry (protocols/mpc/registry.py).
   trainer.py  PrivateTrainer and convert_training (tp.keras.convert_training)
 
 The TF op types the converter accepts and their adapters are rows of the
-op table (protocols/mpc/registry.py, adapters.py, grad_adapters.py).
+op table (protocols/mpc/api/registry.py, adapters.py, grad_adapters.py).
 """
 from .model import PrivateModel, convert, supported_ops
 from .rewrite import Policy, Problem, UnsupportedOpError

@@ -8,8 +8,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc import cost, registry
-from tf_privpy.protocols.mpc.value import PrivateTensor
+from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.api import registry
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
 from . import passes as passes_mod
 from . import rewrite
@@ -161,5 +162,5 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
 
 def supported_ops() -> List[str]:
     """TF op types the converter rewrites when they see a private value (the
-    op table's, protocols/mpc/registry.py)."""
+    op table's, protocols/mpc/api/registry.py)."""
     return registry.tf_op_types()

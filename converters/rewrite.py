@@ -7,7 +7,7 @@ EVERY node that cannot be converted into one UnsupportedOpError. `evaluate`
 then replays the graph: nodes that see only public values run as the TF op
 they are (constants fold at conversion), nodes that see a private value run
 their registry implementation through the adapter their row of the op
-table names (protocols/mpc/registry.py, adapters.py): the converter has no
+table names (protocols/mpc/api/registry.py, adapters.py): the converter has no
 op table of its own.
 
 The training half (training.py) reuses `topo`, `src`, `node_problem` and
@@ -21,9 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc import cost, registry
-from tf_privpy.protocols.mpc.adapters import Node, Unsupported, Weight  # noqa: F401
-from tf_privpy.protocols.mpc.value import PrivateTensor
+from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.api import registry
+from tf_privpy.protocols.mpc.api.adapters import Node, Unsupported, Weight  # noqa: F401
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
 from .passes import LOCAL_OPS
 from .trace import Traced, private_nodes, src, topo

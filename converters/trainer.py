@@ -11,10 +11,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc import cost, registry
-from tf_privpy.protocols.mpc.adapters import Weight
-from tf_privpy.protocols.mpc.value import PrivateTensor
-from tf_privpy.protocols.mpc.variable import PrivateVariable
+from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.api import registry
+from tf_privpy.protocols.mpc.api.adapters import Weight
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
+from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 
 from .model import PrivateModel
 from .rewrite import Env, Policy, UnsupportedOpError

@@ -10,7 +10,7 @@ from step to step.
                ones TF's autodiff emits (MatMul with transposes, BiasAddGrad,
                ReluGrad, SigmoidGrad, SoftmaxCrossEntropyWithLogits, ...),
                each converted by its op-table row's adapter
-               (protocols/mpc/registry.py).
+               (protocols/mpc/api/registry.py).
   analyse_step every node that cannot be converted, in one
                UnsupportedOpError, before anything is shared or run; also a
                private value written into a public variable (e.g. the moving
@@ -55,10 +55,11 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python import pywrap_tfe
 
-from tf_privpy.protocols.mpc import cost, registry
-from tf_privpy.protocols.mpc.adapters import Unsupported
-from tf_privpy.protocols.mpc.value import PrivateTensor
-from tf_privpy.protocols.mpc.variable import PrivateVariable
+from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.api import registry
+from tf_privpy.protocols.mpc.api.adapters import Unsupported
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
+from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 
 from .rewrite import Env, Policy, Problem, UnsupportedOpError, eval_node, node_problem
 from .trace import Traced, _layer_names, src, topo

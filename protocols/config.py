@@ -37,7 +37,7 @@ class Config:
       functions: settings of the non-linear functions (method, iterations),
         keyed by function name; missing keys take defaults.json's values.
       encrypt_links: seal every message between two servers with AES-GCM
-        under a key of the pair (protocols/mpc/sealing.py). None (default):
+        under a key of the pair (protocols/mpc/runtime/sealing.py). None (default):
         on in the distributed mode, where messages cross a network; off in
         the embedded mode, where they stay in one process. True embedded
         costs time and protects nothing: it is for tests.

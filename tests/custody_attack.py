@@ -114,7 +114,7 @@ def attempts(folder: str, owner: str) -> Iterator[Tuple[str, bytes, bytes]]:
 def try_fetch(address: str, server_ca: bytes, server_name: str, chain: bytes, key: bytes,
               record: str, timeout: float = 10.0) -> bytes:
     """S2's share of `record` fetched with this client certificate, or b"" when refused."""
-    from tf_privpy.service._proto import pb, pb_grpc
+    from tf_privpy.deploy.service._proto import pb, pb_grpc
     creds = grpc.ssl_channel_credentials(server_ca, key, chain)
     with grpc.secure_channel(address, creds,
                              options=[("grpc.ssl_target_name_override", server_name)]) as ch:

@@ -53,7 +53,7 @@ def cmd_init_swapped(cluster: str, timeout: float, role: str, key_path: str,
     attacker on a driver-to-server link could do to the values sent. Then
     the usual computation. Reports what was swapped."""
     from test_kex import swapped_in_graphs
-    from tf_privpy import cluster_file as cf
+    from tf_privpy.deploy import cluster_file as cf
     real = bytes.fromhex(cf.load(cluster).identity[role])
     swaps = {real: bytes.fromhex(attacker_public),
              key_path.encode(): attacker_key_path.encode()}
@@ -396,7 +396,7 @@ def cmd_lenet5_placement(model_path: str, x, server_pids: Optional[dict]) -> dic
     except tp.PlacementError as e:
         out["guard_leaky"] = str(e)
     # ...and with the guard off, the graph check must find it too.
-    from tf_privpy.protocols.mpc import placement
+    from tf_privpy.protocols.mpc.runtime import placement
     check = placement._check
     placement._check = lambda op, st: None
     try:

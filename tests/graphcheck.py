@@ -4,7 +4,7 @@ Follows taint from the shares (and every variable a server holds: keys,
 nonce counters, garbled tables) through a computation and reports
   - every op that reads a tainted value but does not run on a server, and
   - every value that crosses from one party to another anywhere but through
-    the channel (protocols/mpc/channel.py: an IdentityN in a `tp_channel`
+    the channel (protocols/mpc/runtime/channel.py: an IdentityN in a `tp_channel`
     name scope on the receiver).
 Shape, Size and Rank end the taint (their outputs are public metadata), but
 the op itself must still run where the value lives. A channel message to
@@ -13,12 +13,12 @@ the client (tp.reveal) is a deliberate declassification and ends the taint.
 Two checkers: `graph_violations` walks a traced tf.function graph (devices
 as placed, an unplaced op counts as the client's, where TF would run it: the
 Identity ops by which tf.function returns its outputs included, see
-protocols/mpc/placement.py);
+protocols/mpc/runtime/placement.py);
 `EagerRecorder` records the device each eager op actually ran on, through
 TF's op callbacks.
 
 The same rules run inside the library while a function is traced, one op at
-a time, as the trace-time guard (protocols/mpc/placement.py, which this
+a time, as the trace-time guard (protocols/mpc/runtime/placement.py, which this
 module shares its constants and device names with); this walk checks whole
 graphs, following loop bodies, for the tests.
 """
@@ -30,7 +30,7 @@ from typing import Dict, List, Sequence
 import tensorflow as tf
 from tensorflow.python.framework import op_callbacks
 
-from tf_privpy.protocols.mpc.placement import (CHANNEL_SCOPE, SHAPE_OPS,  # noqa: F401
+from tf_privpy.protocols.mpc.runtime.placement import (CHANNEL_SCOPE, SHAPE_OPS,  # noqa: F401
                                                WHILE_OPS, canon)
 
 SERVERS = ("S1", "S2", "T1", "T2")
@@ -100,7 +100,7 @@ def _walk(ops, parties, party_of_tensor, tainted, library, bad, where_prefix="")
             # A function returning an argument unchanged (tp.identity): TF
             # runs the Identity with the argument, nothing moves (measured in
             # tests/test_distributed.py). Outputs of computations get their
-            # device from protocols/mpc/placement.py instead.
+            # device from protocols/mpc/runtime/placement.py instead.
             where = party_of_tensor.get(op.inputs[0].name, where)
         ends = _channel_ends(op)
         t_in = False

@@ -43,7 +43,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from conftest import run
-from tf_privpy.protocols.mpc import kernels as K
+from tf_privpy.protocols.mpc.runtime import kernels as K
 
 LINK = "S1->T1"
 KDF_LABEL = b"tf_privpy channel key AES-128-GCM v1"

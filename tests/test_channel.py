@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import cost, kernels
-from tf_privpy.protocols.mpc.runtime import check_devices
+from tf_privpy.protocols.mpc.runtime import cost, kernels
+from tf_privpy.protocols.mpc.runtime.runtime import check_devices
 
 
 def measured(fn, *args):

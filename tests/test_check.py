@@ -18,9 +18,9 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import kernels
-from tf_privpy.protocols.mpc import sealing
-from tf_privpy.protocols.mpc.runtime import canonical_device
+from tf_privpy.protocols.mpc.runtime import kernels
+from tf_privpy.protocols.mpc.runtime import sealing
+from tf_privpy.protocols.mpc.runtime.runtime import canonical_device
 
 
 def test_check_passes_its_input_through_and_fails_with_the_data():

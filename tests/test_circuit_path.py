@@ -17,8 +17,8 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import backend as B
-from tf_privpy.protocols.mpc import circuits
+from tf_privpy.protocols.mpc.privpy import backend as B
+from tf_privpy.protocols.mpc.privpy import circuits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPC = os.path.join(ROOT, "protocols", "mpc")

@@ -13,7 +13,7 @@ import tf_privpy as tp
 from conftest import run
 from tolerances import encode_tol, select_tol, ulp
 
-from tf_privpy.protocols.mpc.compare import batcher_pairs
+from tf_privpy.protocols.mpc.privpy.compare import batcher_pairs
 
 
 @pytest.fixture(params=[(128, "privpy"), (64, "privpy"), (128, "plaintext")],

@@ -4,7 +4,7 @@ either runs with each share on its holder or is refused with what to do.
 What runs is checked in the PARTITION graphs of a real run (run metadata):
 the client's partition receives no int64 tensor (a share or protocol
 message) from S1, S2, T1 or T2. Run against the code before this change
-(commit 4e77c4b, where protocols/mpc/placement.py re-placed only the return
+(commit 4e77c4b, where protocols/mpc/runtime/placement.py re-placed only the return
 Identity of a plain op), the reviewer's reproductions fail exactly here:
   test_loops_keep_shares_on_their_holders[autograph_range], [tf_while_loop],
     [autograph_while]: the client received 2 int64 tensors (while/exit/_30
@@ -24,7 +24,7 @@ from tensorflow.python.eager import context
 
 import graphcheck
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import placement
+from tf_privpy.protocols.mpc.runtime import placement
 from tolerances import linear_tol, mul_tol, public_mul_tol
 
 A = np.array([0.5, -1.25, 2.0, 3.5])

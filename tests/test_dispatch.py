@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import tf_privpy as tp
 from conftest import run
-from tf_privpy.protocols.mpc import dispatch
+from tf_privpy.protocols.mpc.api import dispatch
 from tolerances import (FUNCTION_TOL, composed_tol, encode_tol, linear_tol, matmul_tol,
                         mul_tol, public_mul_tol, select_tol)
 

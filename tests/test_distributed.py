@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 
 import tf_privpy as tp
-from tf_privpy import cluster_file as cf
-from tf_privpy.cluster import LocalCluster
-from tf_privpy.protocols.mpc import identity as ID
-from tf_privpy.server import FAKE_IDENTITY_ENV, FAKE_PUBLIC_KEY_ENV, default_identity_key
+from tf_privpy.deploy import cluster_file as cf
+from tf_privpy.deploy.cluster import LocalCluster
+from tf_privpy.protocols.mpc.runtime import identity as ID
+from tf_privpy.deploy.server import FAKE_IDENTITY_ENV, FAKE_PUBLIC_KEY_ENV, default_identity_key
 from tolerances import FUNCTION_TOL, TRUNC_ULPS, matmul_tol, mul_tol, select_tol, ulp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -281,7 +281,7 @@ def test_shares_and_messages_stay_on_the_servers(driver, cluster):
     multiplication (traced or eager), 10^4 comparisons or a function returning
     its private argument run, the driver receives a few KB (control messages)
     while the servers exchange megabytes; a reveal of the same product brings
-    both shares (2 x 16 MB) to the driver. Before protocols/mpc/placement.py,
+    both shares (2 x 16 MB) to the driver. Before protocols/mpc/runtime/placement.py,
     a traced product sent both shares of its result through the driver."""
     r = driver.call("placement", n=10 ** 6, n_cmp=10 ** 4, server_pids=cluster.pids)
     assert r["violations"] == {"mul": [], "less": [], "mul_reveal": []}, r["violations"]
@@ -291,7 +291,7 @@ def test_shares_and_messages_stay_on_the_servers(driver, cluster):
     assert set(r["devices"]["less"]) <= {"S1", "S2", "T1", "T2"}
     assert set(r["devices"]["mul_reveal"]) == {"S1", "S2", "T1", "T2", "client"}
     # tf.function returns a private result where its shares are, not through
-    # the caller (protocols/mpc/placement.py)
+    # the caller (protocols/mpc/runtime/placement.py)
     assert r["outputs"]["mul"] == ["S1", "S2"] and r["outputs"]["mul_reveal"] == ["client"]
     b = r["bytes"]
     print("MB received/sent per process:")
@@ -564,7 +564,7 @@ def test_keygen_and_new_write_identity_keys(tmp_path, capsys):
     """keygen (its CLI once, then its function) makes 0600 key files and
     prints their public keys; new refuses to write a cluster file without
     the four public keys and records them."""
-    from tf_privpy.cluster import run_keygen, run_new
+    from tf_privpy.deploy.cluster import run_keygen, run_new
     out = subprocess.run([sys.executable, "-m", "tf_privpy.cluster", "keygen", "--out",
                           str(tmp_path / "s1.key")], capture_output=True, text=True,
                          env=_env(), timeout=120)

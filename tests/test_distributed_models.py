@@ -208,7 +208,7 @@ def test_lenet5_shares_stay_on_the_servers(driver, cluster, lenet):
     The check can fail: the driver also traces a "leaky" predict with one
     unscoped op on S1's share of the scores (TF runs it on the client) and
     the check must name it. Dropping the device scope of S1's share in
-    Backend.local (protocols/mpc/backend.py: `with self.on(i)` only for
+    Backend.local (protocols/mpc/privpy/backend.py: `with self.on(i)` only for
     i = 1) failed this test three ways: 145 violations in predict ("...
     reads a share or protocol message but runs on client"), RingSub,
     RingAdd, StridedSlice, ... among the client's ops, and the driver

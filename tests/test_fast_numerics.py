@@ -1,4 +1,4 @@
-"""Fast-mode numerics (protocols/mpc/fast_numerics.py, issue 14): each
+"""Fast-mode numerics (protocols/mpc/fixedpoint/fast_numerics.py, issue 14): each
 function against numpy on its stated domain (edges included) in both rings,
 eagerly and in tf.function, with the tolerances of tests/tolerances.py
 (FAST_TOL); what happens outside the domains; and the three ways to select
@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import fast_numerics as FN
-from tf_privpy.protocols.mpc import numerics as N
+from tf_privpy.protocols.mpc.fixedpoint import fast_numerics as FN
+from tf_privpy.protocols.mpc.fixedpoint import numerics as N
 
 from conftest import run
 from tolerances import FAST_TOL, TRUNC_ULPS, ulp

@@ -21,8 +21,8 @@ import tensorflow as tf
 
 import tf_privpy as tp
 
-from tf_privpy.protocols.mpc import kernels as K
-from tf_privpy.protocols.mpc.garbled import ALREADY_USED
+from tf_privpy.protocols.mpc.runtime import kernels as K
+from tf_privpy.protocols.mpc.privpy.garbled import ALREADY_USED
 
 USED = re.escape(ALREADY_USED)
 THREADS = 8

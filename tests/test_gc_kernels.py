@@ -14,7 +14,7 @@ import tensorflow as tf
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from tf_privpy.protocols.loader import load_library
-from tf_privpy.protocols.mpc import kernels as K
+from tf_privpy.protocols.mpc.runtime import kernels as K
 
 LIB = load_library()
 I64 = np.iinfo(np.int64)

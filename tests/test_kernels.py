@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from tf_privpy.protocols.mpc import kernels as K
+from tf_privpy.protocols.mpc.runtime import kernels as K
 
 RINGS = [64, 128]
 

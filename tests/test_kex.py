@@ -1,4 +1,4 @@
-"""The kex family (ops/kex) and protocols/mpc/identity.py: X25519 and HKDF
+"""The kex family (ops/kex) and protocols/mpc/runtime/identity.py: X25519 and HKDF
 against their RFC vectors inside TF (where the crypto calls bind to TF's
 BoringSSL), the pair key formula against an independent implementation
 (pyca/cryptography), authentication against a man in the middle, small-order
@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import identity as ID
-from tf_privpy.protocols.mpc import kernels as K
-from tf_privpy.protocols.mpc import keying
+from tf_privpy.protocols.mpc.runtime import identity as ID
+from tf_privpy.protocols.mpc.runtime import kernels as K
+from tf_privpy.protocols.mpc.runtime import keying
 
 from graphcheck import canon, graph_violations
 

@@ -1,5 +1,5 @@
 """The garbled leading-one circuit (ops/gc/leading_one.h) and its protocol
-(protocols/mpc/leading_one.py, issue 14): kernels against a numpy / Python-int
+(protocols/mpc/privpy/leading_one.py, issue 14): kernels against a numpy / Python-int
 reference, the protocol in both rings and backends (random values, zeros,
 negatives, edge positions 0 and 62 and the sign bit 63 at width 64), its
 declared cost against the channel's counters, and what the assistants see.
@@ -11,8 +11,8 @@ from scipy import stats
 
 import tf_privpy as tp
 from conftest import run
-from tf_privpy.protocols.mpc import cost, kernels
-from tf_privpy.protocols.mpc import leading_one as LO
+from tf_privpy.protocols.mpc.runtime import cost, kernels
+from tf_privpy.protocols.mpc.privpy import leading_one as LO
 
 I64 = np.iinfo(np.int64)
 ALPHA = 1e-7

@@ -1,4 +1,4 @@
-"""Private non-linear functions (protocols/mpc/ops/math_fns.py, protocols/mpc/numerics.py):
+"""Private non-linear functions (protocols/mpc/api/ops/math_fns.py, protocols/mpc/fixedpoint/numerics.py):
 accuracy targets over their domains, out-of-domain rules, settings and
 overrides, shapes, and the rounds/costs published in docs/numerics.md.
 
@@ -18,11 +18,11 @@ import tensorflow as tf
 
 import tf_privpy as tp
 from conftest import run
-from tf_privpy.protocols.mpc.ops import math_fns as M
-from tf_privpy.protocols.mpc import lifted as L
-from tf_privpy.protocols.mpc import numerics as N
-from tf_privpy.protocols.mpc import series as S
-from tf_privpy.protocols.mpc import range_reduction as R
+from tf_privpy.protocols.mpc.api.ops import math_fns as M
+from tf_privpy.protocols.mpc.fixedpoint import lifted as L
+from tf_privpy.protocols.mpc.fixedpoint import numerics as N
+from tf_privpy.protocols.mpc.fixedpoint import series as S
+from tf_privpy.protocols.mpc.fixedpoint import range_reduction as R
 from tolerances import ulp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

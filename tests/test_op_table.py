@@ -17,7 +17,7 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.converters import rewrite
 from tf_privpy.converters.trace import private_nodes
-from tf_privpy.protocols.mpc import registry
+from tf_privpy.protocols.mpc.api import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))

@@ -61,7 +61,7 @@ def test_local_ops_stay_on_share_holders(ring):
 
 
 # ------------------------------------------------ taint-checked placement
-# Every op of the registry (protocols/mpc/registry.py: the list every tp.*
+# Every op of the registry (protocols/mpc/api/registry.py: the list every tp.*
 # function, TF dispatcher and the converter read, so it is generated, not
 # hand-picked), traced in a tf.function and run eagerly on its registered
 # example: each op that reads a share or a protocol message runs on a server,
@@ -69,7 +69,8 @@ def test_local_ops_stay_on_share_holders(ring):
 # (tests/graphcheck.py). tp.share has no private input and garbling ahead
 # creates TF variables eagerly: both are covered by the tests above.
 import graphcheck  # noqa: E402
-from tf_privpy.protocols.mpc import placement, registry  # noqa: E402
+from tf_privpy.protocols.mpc.runtime import placement  # noqa: E402
+from tf_privpy.protocols.mpc.api import registry  # noqa: E402
 
 NO_PRIVATE_INPUT = {"share", "garble_comparisons"}
 OPS = sorted(op.name for op in registry.ops() if op.name not in NO_PRIVATE_INPUT)
@@ -135,7 +136,7 @@ def _misplaced_reshape(x):
 
 def test_the_check_catches_a_misplaced_reshape(monkeypatch):
     x = tp.share(_A)
-    # The trace-time guard (protocols/mpc/placement.py) refuses it, naming the op...
+    # The trace-time guard (protocols/mpc/runtime/placement.py) refuses it, naming the op...
     with pytest.raises(tp.PlacementError, match="'Reshape.*' \\(Reshape\\) reads .* held by S1"):
         tf.function(lambda a: _outputs(_misplaced_reshape(a))).get_concrete_function(x)
     # ...and with the guard off, the full graph check finds it too.

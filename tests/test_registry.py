@@ -1,4 +1,4 @@
-"""The op registry (protocols/mpc/registry.py): every tp.* function and every
+"""The op registry (protocols/mpc/api/registry.py): every tp.* function and every
 dispatched TF API resolves to an entry, lookups by TF op type, costs from the
 protocols' declarations, and the generated supported-ops table."""
 import inspect
@@ -11,8 +11,9 @@ import tensorflow as tf
 from tensorflow.python.util import dispatch as tf_dispatch
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc import cost, dispatch, registry
-from tf_privpy.protocols.mpc.value import PrivateTensor
+from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.api import dispatch, registry
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))

@@ -1,4 +1,4 @@
-"""Sealed links (protocols/mpc/sealing.py, keying.py): every message between
+"""Sealed links (protocols/mpc/runtime/sealing.py, keying.py): every message between
 two servers as one AES-GCM ciphertext, opened on the receiver (issue 11).
 
 Here in the embedded runtime with tp.Config(encrypt_links=True); the
@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc.runtime import canonical_device
+from tf_privpy.protocols.mpc.runtime.runtime import canonical_device
 from tolerances import mul_tol
 
 F = 20

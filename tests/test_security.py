@@ -195,7 +195,7 @@ def derived_views(fn, which):
 
 @pytest.mark.parametrize("fn", [tp.math.reciprocal, tp.exp], ids=["reciprocal", "exp"])
 def test_binary_search_views_are_uniform_and_secret_independent(ring, fn):
-    """The range reductions (protocols/mpc/range_reduction.py: reciprocal's
+    """The range reductions (protocols/mpc/fixedpoint/range_reduction.py: reciprocal's
     leading-one circuit, exp's binary search) compose the multiplication,
     comparison and leading-one protocols only, with secret thresholds
     taken from tables of earlier bits: every party receives the same messages

@@ -1,7 +1,7 @@
 """Key custody of the share service (issue 24, section 1): no single server's
 operator can log in to the other server as a data owner.
 
-Each key is made in the folder of the machine that uses it (tf_privpy/service/
+Each key is made in the folder of the machine that uses it (tf_privpy/deploy/service/
 ca.py): the CA's in ca/, S1's in s1/, S2's in s2/, each owner's in its own
 folder; each server's operator enrols the owners' public certificates in its
 own folder. The services run as real processes with only their own folder.
@@ -28,9 +28,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 import custody_attack
-from tf_privpy.service import ca, local
-from tf_privpy.service import server as service_server
-from tf_privpy.service.client import ServiceCluster, ShareClient, ShareServiceError
+from tf_privpy.deploy.service import ca, local
+from tf_privpy.deploy.service import server as service_server
+from tf_privpy.deploy.service.client import ServiceCluster, ShareClient, ShareServiceError
 
 
 def four_machines(root):
@@ -176,8 +176,8 @@ def test_owner_end_to_end_with_the_key_commands(tmp_path, capsys):
     enrol on each server; then upload, fetch, and revoke refuses it (per call
     on the open connection, in the handshake on a new one) and a re-enrol
     of the revoked key."""
-    from tf_privpy import cluster_file as cf
-    from tf_privpy.cluster import lay_out_certs, run_enrol, run_owner_key, run_revoke, \
+    from tf_privpy.deploy import cluster_file as cf
+    from tf_privpy.deploy.cluster import lay_out_certs, run_enrol, run_owner_key, run_revoke, \
         run_server_key, run_sign_server
     root = tmp_path
     tasks = {r: f"127.0.0.1:{7101 + i}" for i, r in enumerate(cf.ROLES)}
@@ -230,7 +230,7 @@ def test_owner_end_to_end_with_the_key_commands(tmp_path, capsys):
 def test_server_refuses_a_folder_with_foreign_keys(tmp_path, intruder):
     """(c) serve() and `tf_privpy.server --share_port` refuse to start when S1's
     folder holds another private key, naming the file."""
-    from tf_privpy.server import StartError, _start_share_service
+    from tf_privpy.deploy.server import StartError, _start_share_service
     d, owners = four_machines(str(tmp_path))
     src, dst = {
         "ca.key": (os.path.join(d["ca"], "ca.key"), "ca.key"),

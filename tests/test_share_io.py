@@ -17,8 +17,8 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy import share_io
 from tf_privpy.protocols.config import Config
-from tf_privpy.service import ca, local
-from tf_privpy.service.client import ShareClient, ShareServiceError
+from tf_privpy.deploy.service import ca, local
+from tf_privpy.deploy.service.client import ShareClient, ShareServiceError
 
 import graphcheck
 
@@ -309,7 +309,7 @@ def test_distributed_upload_load_publish_fetch(tmp_path):
     import json
     import subprocess
     import sys
-    from tf_privpy.cluster import LocalCluster
+    from tf_privpy.deploy.cluster import LocalCluster
     rng = np.random.default_rng(5)
     x, w = rng.normal(size=(8, 3)), rng.normal(size=(3, 1))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -336,8 +336,8 @@ def test_distributed_upload_load_publish_fetch(tmp_path):
 def test_server_share_flags_are_checked():
     """--share_port only on S1 and S2, and only with a CA folder and a store:
     a clear error before anything starts."""
-    from tf_privpy import cluster_file as cf
-    from tf_privpy.server import _start_share_service, _underscored
+    from tf_privpy.deploy import cluster_file as cf
+    from tf_privpy.deploy.server import _start_share_service, _underscored
     with pytest.raises(cf.ClusterError, match="only S1 and S2 hold shares"):
         _start_share_service("t1", "127.0.0.1", 0, "certs", "store", 128)
     with pytest.raises(cf.ClusterError, match="needs --cert_dir"):
@@ -357,7 +357,7 @@ def test_server_share_limit_flags(tmp_path):
     (one TF import); the limits themselves: test_share_service_limits.py."""
     import subprocess
     import sys
-    from tf_privpy import cluster_file as cf
+    from tf_privpy.deploy import cluster_file as cf
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     tasks = {r: f"127.0.0.1:{7301 + i}" for i, r in enumerate(cf.ROLES)}
     path = cf.Cluster(tasks=tasks).save(str(tmp_path / "cluster.json"))
@@ -379,8 +379,8 @@ def test_issue_cert_writes_the_owners_settings(tmp_path, capsys):
     addresses from the cluster file); `issue-cert NAME` does the same plus the
     enrolment only in `cluster local`'s one-machine tree and refuses any other
     folder; a bad share_services entry in a cluster file is refused."""
-    from tf_privpy import cluster_file as cf
-    from tf_privpy.cluster import run_issue_cert, run_owner_key, run_revoke
+    from tf_privpy.deploy import cluster_file as cf
+    from tf_privpy.deploy.cluster import run_issue_cert, run_owner_key, run_revoke
     tasks = {r: f"127.0.0.1:{7101 + i}" for i, r in enumerate(cf.ROLES)}
     path = cf.Cluster(tasks=tasks, share_services={"s1": "127.0.0.1:7201",
                                                    "s2": "127.0.0.1:7202"}).save(

@@ -1,16 +1,16 @@
 """The data owners' share service (issue 12), with real processes and real TLS.
 
 S1's and S2's services run as separate processes on loopback with the
-certificates of a CA made by tf_privpy.service.ca; the owners are clients in
+certificates of a CA made by tf_privpy.deploy.service.ca; the owners are clients in
 this process, each with its own TLS channels.
 
 Each service runs with its own folder only (tests/test_share_custody.py checks
 key custody); the one-machine tree here is ca.local_tree's.
 
-The services are started by tf_privpy.service.local, whose launcher imports
-tf_privpy.service without the TensorFlow import of tf_privpy/__init__ (the
+The services are started by tf_privpy.deploy.service.local, whose launcher imports
+tf_privpy.deploy.service without the TensorFlow import of tf_privpy/__init__ (the
 service needs none, and each start would cost ~10 s), then runs the same
-main() as `python -m tf_privpy.service.server` (test_python_m_entry_point).
+main() as `python -m tf_privpy.deploy.service.server` (test_python_m_entry_point).
 
 test_broken_variant_admits_revoked_certificate checks the security tests
 themselves. It runs the revocation test against a deliberately broken service,
@@ -34,10 +34,10 @@ import numpy as np
 import pytest
 
 from tf_privpy.protocols.config import Config
-from tf_privpy.service import ca, client, local
-from tf_privpy.service import server as service_server
-from tf_privpy.service._proto import pb, pb_grpc
-from tf_privpy.service.client import ServiceCluster, ShareClient, ShareServiceError
+from tf_privpy.deploy.service import ca, client, local
+from tf_privpy.deploy.service import server as service_server
+from tf_privpy.deploy.service._proto import pb, pb_grpc
+from tf_privpy.deploy.service.client import ServiceCluster, ShareClient, ShareServiceError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_RECORD = 4 << 20
@@ -46,8 +46,8 @@ class BrokenService(local.LocalService):
     """A deliberately broken service: its revocation checks patched out (it
     keeps the enrolments it read first, for the handshake and the calls)."""
     launcher = local.LAUNCHER.replace(
-        "from tf_privpy.service import server\n",
-        "from tf_privpy.service import server\n"
+        "from tf_privpy.deploy.service import server\n",
+        "from tf_privpy.deploy.service import server\n"
         "_current = server.Enrolment.current\n"
         "def _first(self):\n"
         "    if not hasattr(self, '_first'):\n"
@@ -129,7 +129,7 @@ def test_encoding_matches_ring_encode_and_shares_reconstruct():
     """The owner's numpy encoding is tp.share's ring_encode (round half away),
     and two shares made with os.urandom add up to it in both rings."""
     import tensorflow as tf
-    from tf_privpy.protocols.mpc import kernels
+    from tf_privpy.protocols.mpc.runtime import kernels
     assert service_server._FRAC_BITS == {b: Config(ring_bits=b).frac_bits for b in (64, 128)}
     x = np.array([[0.5, -0.5, 1.5 / 2**20, -2.5 / 2**20, 3.14159, -1234.5678, 0.0, 7e6]])
     for bits in (64, 128):
@@ -154,11 +154,11 @@ def test_encoding_matches_ring_encode_and_shares_reconstruct():
 
 @pytest.mark.slow
 def test_python_m_entry_point(certs, tmp_path):
-    """`python -m tf_privpy.service.server` (which imports all of tf_privpy)
+    """`python -m tf_privpy.deploy.service.server` (which imports all of tf_privpy)
     serves, and stops on SIGTERM."""
     port = local.free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tf_privpy.service.server", "--role", "s2", "--port", str(port),
+        [sys.executable, "-m", "tf_privpy.deploy.service.server", "--role", "s2", "--port", str(port),
          "--cert-dir", os.path.join(certs, "s2"), "--store-dir", str(tmp_path / "s2")],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))
@@ -280,7 +280,7 @@ def test_published_result_reaches_its_owner_only(alice, certs, services):
     store.write_share; the ops themselves: tests/test_share_io.py): the servers
     read alice's upload as two shares, store a result computed share-wise for
     bob, and bob fetches it; alice cannot."""
-    from tf_privpy.service.store import Store, read_share, write_share
+    from tf_privpy.deploy.service.store import Store, read_share, write_share
     x = np.random.default_rng(3).normal(size=(4, 3))
     alice.upload("input-x", x)
     uid = os.urandom(16).hex()

@@ -21,10 +21,10 @@ import grpc
 import numpy as np
 import pytest
 
-from tf_privpy.service import ca, local, store as store_mod
-from tf_privpy.service._proto import pb
-from tf_privpy.service.client import ShareClient, ShareServiceError
-from tf_privpy.service.store import Store, StoreError, write_share
+from tf_privpy.deploy.service import ca, local, store as store_mod
+from tf_privpy.deploy.service._proto import pb
+from tf_privpy.deploy.service.client import ShareClient, ShareServiceError
+from tf_privpy.deploy.service.store import Store, StoreError, write_share
 
 LIMITED = ["--max-calls", "8", "--max-calls-per-owner", "4", "--owner-quota-records", "6",
            "--owner-quota-bytes", str(64 << 10)]
@@ -261,7 +261,7 @@ def test_owners_upload_inputs_only(certs, default_pair):
 
 
 def test_limits_are_checked():
-    from tf_privpy.service.limits import Limits
+    from tf_privpy.deploy.service.limits import Limits
     with pytest.raises(ValueError, match="below max_calls"):
         Limits(max_calls=8, max_calls_per_owner=8)
     with pytest.raises(ValueError, match="positive"):

@@ -1,6 +1,6 @@
 """The sorting network as a graph loop (issue 15): inside a tf.function,
 tp.sort and tp.math.top_k run Batcher's layers in a tf.while_loop
-(protocols/mpc/compare.py sort_last), so the graph does not grow with n,
+(protocols/mpc/privpy/compare.py sort_last), so the graph does not grow with n,
 while the results, the placement of every op, and the bill against the
 channel's counters stay those of the unrolled network (which eager code
 still runs). Each trace of the loop bodies takes several seconds: 20-65 s
@@ -13,7 +13,8 @@ from tensorflow.python.eager import context
 import graphcheck
 import tf_privpy as tp
 from test_channel import assert_declared_equals_counted
-from tf_privpy.protocols.mpc import compare, cost
+from tf_privpy.protocols.mpc.privpy import compare
+from tf_privpy.protocols.mpc.runtime import cost
 
 
 def _grid(a, f):

@@ -1,5 +1,5 @@
 """The garbled window-thresholds circuit (ops/gc/thresholds.h) and its
-protocol (protocols/mpc/thresholds.py, issue 14): kernels against a Python-int
+protocol (protocols/mpc/privpy/thresholds.py, issue 14): kernels against a Python-int
 reference (random, each threshold and ±1, the window's saturation limits,
 negatives, far outside the window), the window chooser, the protocol in both
 rings and backends on fixed-point values, its declared cost against the
@@ -13,9 +13,9 @@ import tensorflow as tf
 import tf_privpy as tp
 from conftest import run
 from test_leading_one import I64, _check_views, revealed_bits, rt, shares_of  # noqa: F401 (rt)
-from tf_privpy.protocols.mpc import cost, kernels
-from tf_privpy.protocols.mpc import leading_one as LO
-from tf_privpy.protocols.mpc import thresholds as TH
+from tf_privpy.protocols.mpc.runtime import cost, kernels
+from tf_privpy.protocols.mpc.privpy import leading_one as LO
+from tf_privpy.protocols.mpc.privpy import thresholds as TH
 
 #: (width, lo, window, points): sigmoid's breakpoints at f = 20 (lo = f - 1),
 #: exp's pieces (lo = f), unsorted and extreme points, a window that reaches

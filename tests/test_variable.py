@@ -1,6 +1,6 @@
 """tp.Variable: private weights kept in TF state on S1 and S2 between steps,
 read and assigned by each server on its own device, saved and restored per
-server (protocols/mpc/variable.py, protocols/mpc/checkpoint.py)."""
+server (protocols/mpc/api/variable.py, protocols/mpc/api/checkpoint.py)."""
 import json
 import os
 

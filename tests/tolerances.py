@@ -319,7 +319,7 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
 
 
 # ------------------------------------------------------------- fast mode
-#: fast-mode numerics (protocols/mpc/fast_numerics.py, issue 14): max error of
+#: fast-mode numerics (protocols/mpc/fixedpoint/fast_numerics.py, issue 14): max error of
 #: each function on its stated domain (tests/test_fast_numerics.py), ("rel" or
 #: "abs", bound) per ring. Each is the method's analytic error plus the
 #: fixed-point losses it amplifies, rounded up, and is at or below the fastest

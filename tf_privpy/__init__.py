@@ -17,9 +17,9 @@ from tf_privpy.protocols import loader as _loader
 # TensorFlow, fails the import with the command that rebuilds it.
 _loader.load_library()
 
-from tf_privpy.protocols.mpc import registry as _registry  # noqa: E402
-from tf_privpy.protocols.mpc import dispatch as _dispatch  # noqa: E402
-from tf_privpy.protocols.mpc import placement as _placement  # noqa: E402
+from tf_privpy.protocols.mpc.api import registry as _registry  # noqa: E402
+from tf_privpy.protocols.mpc.api import dispatch as _dispatch  # noqa: E402
+from tf_privpy.protocols.mpc.runtime import placement as _placement  # noqa: E402
 
 # Every op function (tp.matmul, tp.exp, ...) comes from the op registry.
 globals().update(_registry.namespace(""))
@@ -28,11 +28,11 @@ from tf_privpy import nn  # noqa: E402
 from tf_privpy import tp_math as math  # noqa: E402
 from tf_privpy.protocols import Config  # noqa: E402
 from tf_privpy.protocols.loader import OpLibraryError  # noqa: E402
-from tf_privpy.protocols.mpc.value import PrivateTensor  # noqa: E402
-from tf_privpy.protocols.mpc.control_flow import cond  # noqa: E402
-from tf_privpy.protocols.mpc.placement import PlacementError  # noqa: E402
-from tf_privpy.protocols.mpc.variable import PrivateVariable as Variable  # noqa: E402
-from tf_privpy.protocols.mpc.checkpoint import (CheckpointError, restore_variables,  # noqa: E402
+from tf_privpy.protocols.mpc.api.value import PrivateTensor  # noqa: E402
+from tf_privpy.protocols.mpc.api.control_flow import cond  # noqa: E402
+from tf_privpy.protocols.mpc.runtime.placement import PlacementError  # noqa: E402
+from tf_privpy.protocols.mpc.api.variable import PrivateVariable as Variable  # noqa: E402
+from tf_privpy.protocols.mpc.api.checkpoint import (CheckpointError, restore_variables,  # noqa: E402
                                                 save_variables)
 from tf_privpy.runtime import (check_servers, client_devices, get_runtime, init,  # noqa: E402
                                is_initialized, reset, servers)
@@ -62,9 +62,9 @@ def convert(fn, input_signature=None, policy=None, passes=None):
 def __getattr__(name):
     # tp.client (the data owners' side of the share service) is imported on
     # first use: importing the service with tf_privpy would make `python -m
-    # tf_privpy.service.server` run a second copy of the server module.
+    # tf_privpy.deploy.service.server` run a second copy of the server module.
     if name == "client":
-        from tf_privpy.service import client
+        from tf_privpy.deploy.service import client
         return client
     raise AttributeError(f"module 'tf_privpy' has no attribute {name!r}")
 

@@ -1,6 +1,6 @@
 """The driver's side of a distributed deployment: `tp.init(cluster=PATH)`.
 
-Connects this process to four tf_privpy servers (tf_privpy/server.py) as the
+Connects this process to four tf_privpy servers (tf_privpy/deploy/server.py) as the
 TF job "client", after checking that each answers as its own role, runs
 this process's tf_privpy build and read a cluster file with the same SHA-256
 as this process's (each server authenticates its peers with the keys of its
@@ -39,10 +39,10 @@ from typing import Dict, Mapping, Optional
 import tensorflow as tf
 from tensorflow.python.eager import context as tf_context
 
-from tf_privpy import cluster_file as cf
-from tf_privpy.cluster_file import ClusterError
-from tf_privpy.protocols.mpc import context, keying
-from tf_privpy.protocols.mpc.context import RuntimeError_
+from tf_privpy.deploy import cluster_file as cf
+from tf_privpy.deploy.cluster_file import ClusterError
+from tf_privpy.protocols.mpc.runtime import context, keying
+from tf_privpy.protocols.mpc.runtime.context import RuntimeError_
 
 __all__ = ["ClusterError", "ServerError", "check_servers", "connect", "joined"]
 
@@ -154,7 +154,7 @@ def _translate(error: BaseException) -> BaseException:
 
 def _remote_identity(role: str) -> dict:
     """The build the server process of `role` reports, from a remote op run
-    in that process (tf_privpy/server.py registers the function)."""
+    in that process (tf_privpy/deploy/server.py registers the function)."""
     with tf.device(cf.device(role)):
         out = tf.raw_ops.EagerPyFunc(input=[], token=cf.IDENTITY_TOKEN, Tout=[tf.string])
     return json.loads(out[0].numpy().decode())
@@ -272,7 +272,7 @@ def _identity_key_problem(role: str, ident: Mapping[str, str],
     cluster file names (None if it is): a diagnosis for the operator, not a
     security check (the report crosses the unauthenticated control plane).
     The exchange itself proves the server holds the private key
-    (protocols/mpc/keying.py)."""
+    (protocols/mpc/runtime/keying.py)."""
     named = cluster.identity.get(role)
     got = ident.get("identity_public")
     if not got:

@@ -22,7 +22,7 @@ import os
 import re
 from typing import Dict, List, Optional
 
-from tf_privpy.protocols.mpc.runtime import canonical_device
+from tf_privpy.protocols.mpc.runtime.runtime import canonical_device
 
 #: the stat every tf_privpy kernel's trace event carries (ops/common/tf_util.h)
 DEVICE_STAT = "tp_device"
@@ -40,7 +40,7 @@ _FAMILIES = (("Mul", "mul"), ("Gc", "gc"), ("Bit", "b2a"), ("Ring", "ring"),
 
 def step_name(op_type: str) -> str:
     """The protocol step a kernel's op type names: "TfPrivpy>MulMask" ->
-    "mul_mask" (the kernel's Python wrapper in protocols/mpc/kernels.py)."""
+    "mul_mask" (the kernel's Python wrapper in protocols/mpc/runtime/kernels.py)."""
     base = op_type[len(_OP_PREFIX):] if op_type.startswith(_OP_PREFIX) else op_type
     return re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
 

@@ -32,7 +32,7 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from tf_privpy import distributed as _distributed
 from tf_privpy import runtime as _runtime
-from tf_privpy.protocols.mpc import placement as _placement
+from tf_privpy.protocols.mpc.runtime import placement as _placement
 from tf_privpy.profile_rows import Row, add_party_planes, family, write_chrome_trace
 from tf_privpy.stats import Stats, _snapshot
 
@@ -291,7 +291,7 @@ def _server_addresses(devices: Dict[str, str]) -> Dict[str, str]:
     conn = _distributed.connection()
     if conn is None:
         return {}
-    from tf_privpy import cluster_file
+    from tf_privpy.deploy import cluster_file
     return {cluster_file.party(role): addr for role, addr in conn.cluster.servers.items()
             if cluster_file.party(role) in devices}
 

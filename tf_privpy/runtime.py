@@ -1,7 +1,7 @@
 """Starting and stopping tf_privpy: tp.init, tp.reset, tp.servers.
 
 `tp.init()` creates the runtime handle (devices, keys, backend), the one
-piece of global state, kept in protocols/mpc/context.py where the op
+piece of global state, kept in protocols/mpc/runtime/context.py where the op
 implementations read it; `tp.reset()` drops it so tests and notebooks can
 start fresh with a new config and new keys. `tp.init(cluster=PATH)` runs the
 same protocols on four server processes (tf_privpy/distributed.py).
@@ -14,9 +14,10 @@ import tensorflow as tf
 
 from tf_privpy import distributed, share_io
 from tf_privpy.protocols import Config
-from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, context, make_backend
-from tf_privpy.protocols.mpc.context import Handle, RuntimeError_
-from tf_privpy.protocols.mpc.keying import KeyExchangeError
+from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, make_backend
+from tf_privpy.protocols.mpc.runtime import context
+from tf_privpy.protocols.mpc.runtime.context import Handle, RuntimeError_
+from tf_privpy.protocols.mpc.runtime.keying import KeyExchangeError
 
 _N_DEVICES = 1 + len(PARTIES)
 

@@ -31,9 +31,9 @@ import tensorflow as tf
 from tensorflow.python.ops import script_ops
 
 from tf_privpy import distributed
-from tf_privpy.protocols.mpc.ops import _common as C
-from tf_privpy.protocols.mpc.value import PrivateTensor
-from tf_privpy.service.store import Store, StoreError, public, read_share, write_share
+from tf_privpy.protocols.mpc.api.ops import _common as C
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
+from tf_privpy.deploy.service.store import Store, StoreError, public, read_share, write_share
 
 __all__ = ["attach_store", "detach_stores", "load", "publish"]
 
@@ -44,11 +44,11 @@ _CODED = re.compile(r"\[([A-Z][A-Z_]+)\] ([^\n]*?)(?: \[Op:|\n|$)")
 
 
 def _client():
-    """tf_privpy.service.client, imported on first use: importing it with
+    """tf_privpy.deploy.service.client, imported on first use: importing it with
     tf_privpy would import the service's server module with the package, and
-    `python -m tf_privpy.service.server` would then run a second copy of it
+    `python -m tf_privpy.deploy.service.server` would then run a second copy of it
     (which then hung on SIGTERM)."""
-    from tf_privpy.service import client
+    from tf_privpy.deploy.service import client
     return client
 
 

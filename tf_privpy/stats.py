@@ -103,7 +103,7 @@ def cost(fn, *args, **kwargs):
       2
     """
     import tensorflow as tf
-    from tf_privpy.protocols.mpc import cost as _cost
+    from tf_privpy.protocols.mpc.runtime import cost as _cost
     with _cost.record() as bill:
         tf.function(fn).get_concrete_function(*args, **kwargs)
     return bill

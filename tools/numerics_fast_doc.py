@@ -1,4 +1,4 @@
-"""The "Fast mode" section of docs/numerics.md (protocols/mpc/fast_numerics.py,
+"""The "Fast mode" section of docs/numerics.md (protocols/mpc/fixedpoint/fast_numerics.py,
 issue 14): each fast function's method, stated domain, rounds, comparisons
 and products per element, and its max error on a grid of the domain, in both
 rings. Called by tools/gen_numerics_doc.py; alone it rewrites only this
@@ -21,8 +21,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_privpy as tp  # noqa: E402
-from tf_privpy.protocols.mpc import fast_numerics as FN  # noqa: E402
-from tf_privpy.protocols.mpc import numerics as N  # noqa: E402
+from tf_privpy.protocols.mpc.fixedpoint import fast_numerics as FN  # noqa: E402
+from tf_privpy.protocols.mpc.fixedpoint import numerics as N  # noqa: E402
 from gen_numerics_doc import _log_softmax, _sig, _softmax  # noqa: E402  (beside this file)
 
 TITLE = "## Fast mode"
@@ -105,7 +105,7 @@ def measure(entry, ring, backend, points):
 
 
 def _reveal(h, shares):
-    from tf_privpy.protocols.mpc.ops import _common as C
+    from tf_privpy.protocols.mpc.api.ops import _common as C
     return tp.reveal(C.wrap(h, shares, tf.float64)).numpy()
 
 
@@ -116,7 +116,7 @@ def section(results, backend, points):
              "(or a `\"mode\"` under one function) per runtime, "
              "`tp.Policy(numerics_mode=\"fast\")` "
              "for the converter (inference and `convert_training`). Methods in "
-             "`protocols/mpc/fast_numerics.py`; settings under `\"fast\"` in "
+             "`protocols/mpc/fixedpoint/fast_numerics.py`; settings under `\"fast\"` in "
              "`protocols/defaults.json`.",
              "", "| function | method |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in METHODS.items()]

@@ -1,0 +1,401 @@
+"""Comparison-based protocols on shares (PrivPy §5.4-5.5, DESIGN §6).
+
+Everything here composes `Backend.ltz` (the garbled-circuit comparison)
+with local linear operations and the multiplication protocol:
+  select(c, a, b) = b + c·(a - b)          one multiplication
+  max(a, b) = b + [b < a]·(a - b)          one comparison + one multiplication
+
+Selects take the comparison bit as a plain integer share (0/1, no 2^f scale,
+`ltz(integer=True)`) and multiply with `truncate=False`: c·(a - b) is then
+already the fixed-point encoding of the selected difference, exact in the
+ring. With a fixed-point bit c·2^f the product had to be truncated locally,
+which fails with probability about |a - b|·2^(2f+1-l) per element (DESIGN §3;
+PrivPy §5.1 truncation): in the 64-bit ring one max-of-4 output in 10^5 was
+off by 2^32 (issue 15). Bits stay fixed point where they are values (tp.less,
+tp.equal, tp.sign: the user may compute with them).
+Independent comparisons and products of one level are always issued as one
+batched call, so a tree of depth d costs d comparison rounds and d
+multiplication rounds, whatever the batch size.
+"""
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from ..runtime import cost as C
+from ..runtime import kernels
+from ..runtime import shares as sh
+from .backend import Backend, Shares
+
+
+def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> List[Shares]:
+    """[x < 0] for several tensors in ONE comparison batch (one round);
+    integer bits (0/1) with integer=True, else fixed point."""
+    if len(xs) == 1:
+        return [backend.ltz(xs[0], integer=integer)]
+    limbs = backend.limbs
+    shapes = [sh.dynamic_shape(x[0], limbs) for x in xs]
+    sizes = [int(np.prod(s)) if isinstance(s, list) else tf.reduce_prod(s) for s in shapes]
+    flat = backend.map_many(lambda parts: tf.concat([sh.reshape(p, [-1], limbs) for p in parts], 0),
+                            list(xs))
+    bits = backend.ltz(flat, integer=integer)
+    out = []
+    for i in range(2):
+        with backend.on(i):
+            out.append(tf.split(bits[i], tf.stack(sizes), axis=0))
+    return [backend.map_shares(lambda s, shp=shp: sh.reshape(s, shp, limbs), (a, b))
+            for a, b, shp in zip(out[0], out[1], shapes)]
+
+
+def less(backend: Backend, x: Shares, y: Shares, pregarbled=None,
+         integer: bool = False) -> Shares:
+    """[x < y] (with garbled tables prepared ahead if `pregarbled` is given)."""
+    return backend.ltz(backend.sub(x, y), pregarbled, integer=integer)
+
+
+def not_(backend: Backend, c: Shares, integer: bool = False) -> Shares:
+    """1 - c for a shared bit c (integer or fixed point, kept as given)."""
+    one = tf.ones(sh.dynamic_shape(c[0], backend.limbs), tf.float64)
+    return backend.public_sub(one, c, frac_bits=0 if integer else None)
+
+
+def equal(backend: Backend, x: Shares, y: Shares, integer: bool = False) -> Shares:
+    """[x == y] = 1 - [x < y] - [y < x]: two comparisons, one round."""
+    d = backend.sub(x, y)
+    lt, gt = ltz_many(backend, [d, backend.neg(d)], integer=integer)
+    return not_(backend, backend.add(lt, gt), integer)
+
+
+def sign(backend: Backend, x: Shares) -> Shares:
+    """-1, 0 or 1 (tf.sign): [x > 0] - [x < 0], one comparison round."""
+    neg, pos = ltz_many(backend, [x, backend.neg(x)])
+    return backend.sub(pos, neg)
+
+
+def select(backend: Backend, c: Shares, a: Shares, b: Shares, integer: bool = False) -> Shares:
+    """c ? a : b for a shared bit c: b + c·(a - b), one multiplication
+    without truncation. A fixed-point bit (integer=False: a user's tp.less
+    result) is first made an integer bit by one local truncation of the
+    exact multiple c·2^f (Backend.bits_from_fixed: fails with probability
+    about 2^(f+1-l), not |a - b|·2^(2f+1-l))."""
+    if not integer:
+        c = backend.bits_from_fixed(c)
+    return backend.add(b, backend.mul(c, backend.sub(a, b), truncate=False))
+
+
+def abs_(backend: Backend, x: Shares) -> Shares:
+    """|x| = x - 2·x·[x < 0] (integer bit: no truncation)."""
+    c = backend.ltz(x, integer=True)
+    xc = backend.mul(x, c, truncate=False)
+    return backend.sub(x, backend.add(xc, xc))
+
+
+def relu(backend: Backend, x: Shares) -> Shares:
+    """max(x, 0) = x - x·[x < 0] (PrivPy §5.5); integer bit, no truncation."""
+    return backend.sub(x, backend.mul(x, backend.ltz(x, integer=True), truncate=False))
+
+
+def maximum(backend: Backend, a: Shares, b: Shares, want_min: bool = False) -> Shares:
+    """max(a, b) = b + [b < a]·(a - b); min(a, b) = a - [b < a]·(a - b)
+    (integer bit, no truncation)."""
+    d = backend.sub(a, b)
+    t = backend.mul(backend.ltz(backend.neg(d), integer=True), d, truncate=False)
+    return backend.sub(a, t) if want_min else backend.add(b, t)
+
+
+def minimum(backend: Backend, a: Shares, b: Shares) -> Shares:
+    """min(a, b), one comparison and one multiplication."""
+    return maximum(backend, a, b, want_min=True)
+
+
+# ------------------------------------------------------------- reductions
+def _split_last(backend: Backend, x: Shares, n: int) -> Tuple[Shares, Shares, Shares]:
+    """(first half, second half, odd leftover or None) along the last axis."""
+    h = n // 2
+    limbs = backend.limbs
+    a = backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(0, h)), limbs), x)
+    b = backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(h, 2 * h)), limbs), x)
+    rest = (backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(2 * h, n)), limbs), x)
+            if n % 2 else None)
+    return a, b, rest
+
+
+def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
+                    with_index: bool = False):
+    """Max (or min) over the last axis of static length n by a tree of
+    comparisons: ceil(log2 n) levels, each one comparison round and one
+    multiplication round for the whole level. With with_index, also the
+    (shared, fixed-point) index of the first extremum. The bits are integer
+    shares and the selects untruncated, so the outputs are exact."""
+    limbs = backend.limbs
+    if n < 1:
+        raise ValueError("reduction over an empty axis")
+    idx = None
+    if with_index:
+        shape = sh.dynamic_shape(x[0], limbs)
+        pos = tf.broadcast_to(tf.range(n, dtype=tf.float64), shape)
+        idx = backend.add_public(backend.sub(x, x), pos)
+    while n > 1:
+        a, b, rest = _split_last(backend, x, n)
+        d = backend.sub(a, b)
+        # c = 1 where b wins: b > a for max (first index wins ties), b < a for min
+        c = backend.ltz(d if not want_min else backend.neg(d), integer=True)
+        if with_index:
+            ia, ib, irest = _split_last(backend, idx, n)
+            di = backend.sub(ib, ia)
+            neg_d = backend.neg(d)
+            prod_v, prod_i = backend.mul_many([(c, neg_d), (c, di)], truncate=False)
+            x, idx = backend.add(a, prod_v), backend.add(ia, prod_i)
+        else:
+            x = backend.add(a, backend.mul(c, backend.neg(d), truncate=False))
+        if rest is not None:
+            x = backend.map_many(lambda p: sh.concat(p, -1, limbs), [x, rest])
+            if with_index:
+                idx = backend.map_many(lambda p: sh.concat(p, -1, limbs), [idx, irest])
+        n = (n + 1) // 2
+    squeeze = lambda s: sh.squeeze(s, -1, limbs)  # noqa: E731
+    x = backend.map_shares(squeeze, x)
+    if with_index:
+        return x, backend.map_shares(squeeze, idx)
+    return x
+
+
+def reduce_max(backend: Backend, x: Shares, axis: int, keepdims: bool = False,
+               want_min: bool = False) -> Shares:
+    """Max (or min) along `axis` (static length), a comparison tree."""
+    limbs = backend.limbs
+    shape = sh.logical_shape(x[0], limbs)
+    r = shape.rank
+    axis = sh.norm_axis(axis, r)
+    n = shape[axis]
+    if n is None:
+        raise ValueError("reduce_max needs a static length along the reduced axis")
+    perm = [i for i in range(r) if i != axis] + [axis]
+    xt = backend.map_shares(lambda s: sh.transpose(s, perm, limbs), x)
+    out = reduce_max_last(backend, xt, n, want_min)
+    if keepdims:
+        out = backend.map_shares(lambda s: sh.expand_dims(s, axis, limbs), out)
+    return out
+
+
+# --------------------------------------------------------------- sorting
+def _batcher_steps(n: int) -> List[Tuple[int, int, np.ndarray, np.ndarray]]:
+    """(k, j, a, b) of each layer of Batcher's odd-even merge sort for n
+    elements: comparators (a[t], a[t] + j) of the merge of blocks of k
+    (see `batcher_layers`)."""
+    p = 1
+    while p < n:
+        p *= 2
+    layers = []
+    k = 1
+    while k < p:
+        j = k
+        while j >= 1:
+            starts = np.arange(j % k, max(p - j, 0), 2 * j, dtype=np.int64)
+            a = (starts[:, None] + np.arange(j, dtype=np.int64)[None, :]).reshape(-1)
+            b = a + j
+            keep = (b < min(p, n)) & (a // (2 * k) == b // (2 * k))
+            if keep.any():
+                layers.append((k, j, a[keep], b[keep]))
+            j //= 2
+        k *= 2
+    return layers
+
+
+def batcher_layers(n: int) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Layers of Batcher's odd-even merge sort for n elements, as index
+    arrays (a, b), a < b, disjoint within a layer. Built for the next power
+    of two; comparators touching indices >= n are dropped, which is the same
+    as padding with +inf (they would never swap).
+
+    Vectorized with numpy: the equivalent Python loops over the ~4·10^6
+    comparators of n = 2^16 took 6-10 s of every graph build of tp.sort
+    (issue 15)."""
+    return [(a, b) for _, _, a, b in _batcher_steps(n)]
+
+
+def batcher_pairs(n: int) -> List[List[Tuple[int, int]]]:
+    """`batcher_layers` as lists of comparators (i, j)."""
+    return [list(zip(a.tolist(), b.tolist())) for a, b in batcher_layers(n)]
+
+
+def _exchange(backend: Backend, x: Shares, idx, ia, ib, inv, m, descending: bool):
+    """One layer of compare-exchanges: the pairs (ia[t], ib[t]) along the
+    last axis are put in order (one comparison round, one multiplication
+    round), and the elements gathered back by `inv` from [lo, hi, x].
+    ia, ib, inv, m: per share holder (tuples), or the same numpy arrays for
+    both. With idx (the positions' shares), they move along."""
+    limbs = backend.limbs
+    per = lambda v, party: v[party] if isinstance(v, tuple) else v  # noqa: E731
+    take = lambda v: lambda s, party: sh.gather(s, per(v, party), -1, limbs)  # noqa: E731
+    a, b = backend.local(take(ia), x), backend.local(take(ib), x)
+    d = backend.sub(a, b)
+    # c = 1 where the pair is out of order
+    c = backend.ltz(backend.neg(d) if not descending else d, integer=True)
+    if idx is not None:
+        ja, jb = backend.local(take(ia), idx), backend.local(take(ib), idx)
+        cat = lambda p: sh.concat(p, -1, limbs)  # noqa: E731
+        # both products in one multiplication (mul_many needs static shapes)
+        both = backend.mul(backend.map_many(cat, [c, c]),
+                           backend.map_many(cat, [d, backend.sub(ja, jb)]), truncate=False)
+        cut = lambda lo, hi: lambda s, party: sh.getitem(  # noqa: E731
+            s, (Ellipsis, slice(per(lo, party), per(hi, party))), limbs)
+        dv = backend.local(cut(0, m), both)
+        di = backend.local(cut(m, None), both)
+    else:
+        dv = backend.mul(c, d, truncate=False)
+
+    def back(lo, hi, old):
+        return backend.local(lambda u, v, w, party: sh.gather(
+            sh.concat([u, v, w], -1, limbs), per(inv, party), -1, limbs), lo, hi, old)
+
+    x = back(backend.sub(a, dv), backend.add(b, dv), x)
+    if idx is not None:
+        idx = back(backend.sub(ja, di), backend.add(jb, di), idx)
+    return x, idx
+
+
+def _inverse(a, b, n: int, m):
+    """Where each position's new value lies in [lo (m), hi (m), x (n)]: the
+    a's in lo, the b's in hi, the untouched ones in x (numpy or TF)."""
+    if isinstance(a, np.ndarray):
+        inv = 2 * m + np.arange(n, dtype=np.int64)
+        inv[a] = np.arange(m)
+        inv[b] = m + np.arange(m)
+        return inv
+    r = tf.range(m, dtype=tf.int64)
+    inv = tf.tensor_scatter_nd_update(tf.range(n, dtype=tf.int64) + 2 * m, a[:, None], r)
+    return tf.tensor_scatter_nd_update(inv, b[:, None], m + r)
+
+
+def _layer_indices(k, j, n: int, p: int):
+    """The comparators (a, b) of layer (k, j) of `_batcher_steps`, the
+    inverse gather and their number, computed in TF from the scalars k, j
+    (int64), so that one loop body serves every layer."""
+    starts = tf.range(j % k, tf.maximum(p - j, 0), 2 * j)
+    a = tf.reshape(starts[:, None] + tf.range(j)[None, :], [-1])
+    b = a + j
+    keep = (b < n) & tf.equal(a // (2 * k), b // (2 * k))
+    a, b = tf.boolean_mask(a, keep), tf.boolean_mask(b, keep)
+    m = tf.size(a, out_type=tf.int64)
+    return a, b, _inverse(a, b, n, m), m
+
+
+def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
+              with_index: bool = False):
+    """Sorts along the last axis (static length n) with Batcher's network:
+    O(log^2 n) layers, each one comparison round and one multiplication
+    round for all its comparators.
+
+    Inside a graph the layers run in tf.while_loops whose bodies are
+    compare-exchange layers with their comparators computed from the layer's
+    (k, j) on each share holder: the graph holds 9 layers whatever n (the
+    unrolled network of 2^16 had 136 and took 18 s or more to build, issue
+    15). Eagerly, for fewer than LAYERS_PER_ITERATION layers, or when one
+    layer would exceed the comparison batch (the loop does not chunk), the
+    layers are unrolled."""
+    limbs = backend.limbs
+    idx = None
+    if with_index:
+        shape = sh.dynamic_shape(x[0], limbs)
+        idx = backend.add_public(backend.sub(x, x),
+                                 tf.broadcast_to(tf.range(n, dtype=tf.float64), shape))
+    steps = _batcher_steps(n)
+    rows = sh.logical_shape(x[0], limbs)[:-1].num_elements()
+    most = max((len(a) for _, _, a, _ in steps), default=0)
+    if (tf.inside_function() and len(steps) >= LAYERS_PER_ITERATION and rows is not None
+            and rows * most <= int(backend.cfg.comparison_batch)):
+        x, idx = _sort_loop(backend, x, idx, n, steps, rows, descending)
+    else:
+        for _, _, a, b in steps:
+            x, idx = _exchange(backend, x, idx, a, b, _inverse(a, b, n, len(a)), len(a),
+                               descending)
+    return (x, idx) if with_index else x
+
+
+#: layers per iteration of the sorting loop: within an iteration the
+#: garbling of later layers can overlap the rounds of earlier ones (it needs
+#: no data), across iterations it cannot (an iteration ends when all its
+#: stateful ops did). 8 ran a 2^12 sort ~2.7x faster than 1, with 9 layers
+#: in the graph whatever n (the rest: a loop of 1). Its run is still slower
+#: than the unrolled network's (2^16 on 2 loaded cores: 10.3 s vs 9.0 s in the
+#: quietest samples, up to 2x under more load); garbling the next
+#: iteration's tables inside the current one would recover the overlap.
+LAYERS_PER_ITERATION = 8
+
+
+def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
+               descending: bool):
+    """The layers of `steps` as a tf.while_loop of LAYERS_PER_ITERATION
+    layers per iteration, the remainder as a loop of one layer per
+    iteration (see `sort_last`)."""
+    if C.active():
+        # The body is traced once with unknown layer sizes: its protocol
+        # calls declare nothing (paused there), the loop declares each
+        # layer's bill here, as the unrolled layers would.
+        for _, _, a, _ in steps:
+            e = rows * len(a)
+            C.declare(backend.ltz_bill(e))
+            e *= 2 if idx is not None else 1
+            C.declare(backend.mul_bill([e], [e], [e]))
+    full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
+    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
+    return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)
+
+
+def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
+                descending: bool):
+    """One tf.while_loop over `steps`, per_iter layers per iteration."""
+    if not steps:
+        return x, idx
+    p = 1
+    while p < n:
+        p *= 2
+    ks = np.array([k for k, _, _, _ in steps], np.int64)
+    js = np.array([j for _, j, _, _ in steps], np.int64)
+    with_index = idx is not None
+
+    def cond(i0, i1, *_):
+        with backend.on(0):
+            return i0 < len(steps)
+
+    def body(i0, i1, *v):
+        xs, ids = (v[0], v[1]), ((v[2], v[3]) if with_index else None)
+        for u in range(per_iter):
+            # each holder computes the (public) comparators from its own
+            # counter: nothing crosses between parties outside the channel
+            ia, ib, inv, m = [], [], [], []
+            for party, i in enumerate((i0, i1)):
+                with backend.on(party):
+                    la, lb, li, lm = _layer_indices(tf.gather(ks, i + u), tf.gather(js, i + u),
+                                                    n, p)
+                    ia.append(la), ib.append(lb), inv.append(li), m.append(lm)
+            with C.paused():
+                xs, ids = _exchange(backend, xs, ids, tuple(ia), tuple(ib), tuple(inv),
+                                    tuple(m), descending)
+        nxt = []
+        for party, i in enumerate((i0, i1)):
+            with backend.on(party):
+                nxt.append(i + per_iter)
+        return tuple(nxt) + tuple(xs) + (tuple(ids) if with_index else ())
+
+    start = []
+    for party in range(2):
+        with backend.on(party):
+            start.append(tf.constant(0, tf.int64))
+    loop_vars = tuple(start) + tuple(x) + (tuple(idx) if with_index else ())
+    out = list(tf.while_loop(cond, body, loop_vars, parallel_iterations=1))
+    # The loop condition is computed on S1 and reaches the other parties as
+    # TF's own control-flow message, outside the sealed channel. A party made
+    # to leave the loop early would stall the others (a timeout), never
+    # return a half-sorted result: each holder checks its own counter.
+    for party in range(2):
+        with backend.on(party):
+            out[2 + party] = kernels.check(
+                tf.equal(out[party], len(steps)), out[2 + party],
+                f"tf_privpy: a sort's loop on the share holder {party + 1} ran a different "
+                f"number of layers than its {len(steps)} (its loop condition was changed "
+                "on the way from S1?):", out[party])
+    return (out[2], out[3]), ((out[4], out[5]) if with_index else None)

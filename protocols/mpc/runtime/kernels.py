@@ -1,0 +1,390 @@
+"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead, kex, check families)."""
+from __future__ import annotations
+
+from typing import Sequence, Tuple, Union
+
+import numpy as np
+import tensorflow as tf
+
+from ...loader import ops as _ops
+
+# ---------------------------------------------------------------- ring family
+def ring_encode(x: tf.Tensor, ring_bits: int, frac_bits: int, bound: float,
+                tensor_name: str = "") -> tf.Tensor:
+    """round(x * 2^frac_bits) in the ring; rejects NaN/Inf/|x| >= bound."""
+    return _ops().tf_privpy_ring_encode(x=x, ring_bits=ring_bits, frac_bits=frac_bits,
+                                        bound=bound, tensor_name=tensor_name)
+
+
+def ring_decode(x: tf.Tensor, ring_bits: int, frac_bits: int) -> tf.Tensor:
+    return _ops().tf_privpy_ring_decode(encoded=x, ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def ring_add(x, y, ring_bits: int):
+    return _ops().tf_privpy_ring_add(x=x, y=y, ring_bits=ring_bits)
+
+
+def ring_sub(x, y, ring_bits: int):
+    return _ops().tf_privpy_ring_sub(x=x, y=y, ring_bits=ring_bits)
+
+
+def ring_neg(x, ring_bits: int):
+    return _ops().tf_privpy_ring_neg(x=x, ring_bits=ring_bits)
+
+
+def ring_truncate(x, ring_bits: int, party: int, frac_bits: int):
+    return _ops().tf_privpy_ring_truncate(x=x, ring_bits=ring_bits, party=party,
+                                          frac_bits=frac_bits)
+
+
+def ring_reduce_sum(x, ring_bits: int):
+    """Sums a logical [outer, inner] ring matrix over its last axis."""
+    return _ops().tf_privpy_ring_reduce_sum(x=x, ring_bits=ring_bits)
+
+
+def ring_bilinear(x, y, ring_bits: int, kind: str, strides: Sequence[int] = (1, 1),
+                  padding: Sequence[int] = (0, 0, 0, 0), truncate_party: int = -1,
+                  frac_bits: int = 0):
+    return _ops().tf_privpy_ring_bilinear(
+        x=x, y=y, ring_bits=ring_bits, kind=kind, strides=list(strides),
+        padding=list(padding), truncate_party=truncate_party, frac_bits=frac_bits)
+
+
+# ----------------------------------------------------------------- prg family
+def random_key() -> tf.Tensor:
+    """A fresh 128-bit key (int64[2]) from the OS CSPRNG of the current device."""
+    return _ops().tf_privpy_random_key()
+
+
+def stream_next(key_var: tf.Variable, counter_var: tf.Variable):
+    """(key, nonce): reads a pair key and takes its stream's next nonce, in
+    one stateful kernel on the variables' device."""
+    return _ops().tf_privpy_stream_next(key=key_var.handle, counter=counter_var.handle)
+
+
+def take_once(fresh_var: tf.Variable, value_var: tf.Variable, message: str) -> tf.Tensor:
+    """value_var's int64 scalar, if fresh_var (bool) is still True; sets it to
+    False in the same kernel, atomically, so of concurrent runs exactly one
+    passes. Raises InvalidArgumentError(message) once it is False."""
+    return _ops().tf_privpy_take_once(fresh=fresh_var.handle, value=value_var.handle,
+                                      message=message)
+
+
+def prg_ring(key, nonce, shape, ring_bits: int, offset: int = 0):
+    return _ops().tf_privpy_prg_ring(key=key, nonce=nonce,
+                                     shape=tf.cast(shape, tf.int64),
+                                     ring_bits=ring_bits, offset=offset)
+
+
+def share_split(x, ring_bits: int):
+    return _ops().tf_privpy_share_split(x=x, ring_bits=ring_bits)
+
+
+# ----------------------------------------------------------------- mul family
+def mul_mask(x, y, key12, nonce12, ring_bits: int, party: int):
+    return _ops().tf_privpy_mul_mask(x=x, y=y, key12=key12, nonce12=nonce12,
+                                     ring_bits=ring_bits, party=party)
+
+
+def mul_assist(left, right, key, nonce, ring_bits: int, kind: str,
+               strides=(1, 1), padding=(0, 0, 0, 0)):
+    return _ops().tf_privpy_mul_assist(left=left, right=right, key=key, nonce=nonce,
+                                       ring_bits=ring_bits, kind=kind,
+                                       strides=list(strides), padding=list(padding))
+
+
+def mul_finish(x, y, x_masked, message, key12, nonce12, key_t, nonce_t, ring_bits: int,
+               party: int, frac_bits: int, kind: str, strides=(1, 1),
+               padding=(0, 0, 0, 0)):
+    return _ops().tf_privpy_mul_finish(
+        x=x, y=y, x_masked=x_masked, message=message, key12=key12, nonce12=nonce12,
+        key_t=key_t, nonce_t=nonce_t, ring_bits=ring_bits, party=party,
+        frac_bits=frac_bits, kind=kind, strides=list(strides), padding=list(padding))
+
+
+# ------------------------------------------------------------------ gc family
+def gc_garble(key12, nonce, n, first_index=0, count=None):
+    """S1: garbled comparators [first_index, first_index + count) of a batch
+    of n (count: all n) -> (tables [count,64,4], decode [count])."""
+    n = tf.cast(n, tf.int64)
+    return _ops().tf_privpy_gc_garble(key12=key12, nonce=nonce, n=n,
+                                      first_index=tf.cast(first_index, tf.int64),
+                                      count=n if count is None else tf.cast(count, tf.int64))
+
+
+def gc_encode_input(key12, nonce, values, role: str, n=None, first_index=0):
+    """Active input labels [len(values),64,2] of int64 values, comparisons
+    first_index, ... of a garbled batch of n (default: len(values)); role
+    "y" = S1's x1, role "x" = S2's -x2 (the circuit outputs [y < x] as signed
+    integers)."""
+    n = tf.shape(values, out_type=tf.int64)[0] if n is None else tf.cast(n, tf.int64)
+    return _ops().tf_privpy_gc_encode_input(key12=key12, nonce=nonce, values=values, n=n,
+                                            first_index=tf.cast(first_index, tf.int64),
+                                            role=role)
+
+
+def gc_evaluate(tables, decode, labels_x, labels_y, nonce, first_index):
+    """T1/T2: the masked comparison bits b XOR m (uint8 [n]) of comparisons
+    first_index, first_index + 1, ... of the garbled batch."""
+    return _ops().tf_privpy_gc_evaluate(tables=tables, decode=decode, labels_x=labels_x,
+                                        labels_y=labels_y, nonce=nonce,
+                                        first_index=tf.cast(first_index, tf.int64))
+
+
+def gc_output_mask(key12, nonce, n):
+    """S1/S2: the output mask bits m (uint8 [n])."""
+    return _ops().tf_privpy_gc_output_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
+
+
+def gc_leading_one_garble(key12, nonce, n, first_index, count, width: int, magnitude: bool,
+                          columns=()):
+    """S1: garbled leading-one circuits (ops/gc/leading_one.h): elements
+    [first_index, first_index + count) of a batch of n -> (tables
+    [count, G, 4], decode [count, K]); K = len(columns) (width if empty)."""
+    return _ops().tf_privpy_gc_leading_one_garble(
+        key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64), width=width,
+        magnitude=magnitude, columns=list(columns))
+
+
+def gc_leading_one_encode(key12, nonce, values, n, first_index, width: int, role: str):
+    """Active input labels [len(values), width, 2] of the low `width` bits
+    of int64 values, elements first_index, ... of a garbled batch of n; role
+    "a" = S1's share x1, role "b" = S2's share x2."""
+    return _ops().tf_privpy_gc_leading_one_encode(
+        key12=key12, nonce=nonce, values=values, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), width=width, role=role)
+
+
+def gc_leading_one_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
+                            width: int, magnitude: bool, columns=()):
+    """T1/T2: masked outputs (uint8 [n, K]): out_j = [v >= 2^j] for j < width
+    - 1 and the sign for j = width - 1, for j in columns (all if empty), each
+    XOR its mask, of elements first_index, ... of the batch."""
+    return _ops().tf_privpy_gc_leading_one_evaluate(
+        tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
+        first_index=tf.cast(first_index, tf.int64), width=width, magnitude=magnitude,
+        columns=list(columns))
+
+
+def gc_leading_one_mask(key12, nonce, n, width: int, columns=()):
+    """S1/S2: the output mask bits (uint8 [n, K]) of these columns."""
+    return _ops().tf_privpy_gc_leading_one_mask(key12=key12, nonce=nonce,
+                                                n=tf.cast(n, tf.int64), width=width,
+                                                columns=list(columns))
+
+
+def gc_thresholds_garble(key12, nonce, n, first_index, count, width: int, lo: int, window: int,
+                         points):
+    """S1: garbled window-thresholds circuits (ops/gc/thresholds.h):
+    elements [first_index, first_index + count) of a batch of n -> (tables
+    [count, G, 4], decode [count, K])."""
+    return _ops().tf_privpy_gc_thresholds_garble(
+        key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64),
+        width=width, lo=lo, window=window, points=list(points))
+
+
+def gc_thresholds_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
+                           width: int, lo: int, window: int, points):
+    """T1/T2: masked outputs (uint8 [n, K]): [x < points[k]·2^lo], each XOR its
+    mask, of elements first_index, ... of the batch (labels from
+    gc_leading_one_encode with the same width)."""
+    return _ops().tf_privpy_gc_thresholds_evaluate(
+        tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
+        first_index=tf.cast(first_index, tf.int64), width=width, lo=lo, window=window,
+        points=list(points))
+
+
+def gc_thresholds_mask(key12, nonce, n, width: int, lo: int, window: int, points):
+    """S1/S2: the output mask bits (uint8 [n, K])."""
+    return _ops().tf_privpy_gc_thresholds_mask(key12=key12, nonce=nonce,
+                                               n=tf.cast(n, tf.int64), width=width, lo=lo,
+                                               window=window, points=list(points))
+
+
+# ----------------------------------------------------------------- b2a family
+def bit_share_assist(bits, key, nonce, ring_bits: int, frac_bits: int):
+    return _ops().tf_privpy_bit_share_assist(bits=bits, key=key, nonce=nonce,
+                                             ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def bit_unmask(share, mask, ring_bits: int, frac_bits: int, party: int):
+    return _ops().tf_privpy_bit_unmask(share=share, mask=mask, ring_bits=ring_bits,
+                                       frac_bits=frac_bits, party=party)
+
+
+def bit_unmask_table(shares, mask, table, ring_bits: int, party: int):
+    """BitUnmask of integer bits whose shares come in parts along axis 0 (a
+    list: T1's and T2's), fused with a public int64 table [K + 1, J]:
+    shares of b @ table[:K] + table[K] ([n, J])."""
+    return _ops().tf_privpy_bit_unmask_table(shares=list(shares), mask=mask, table=table,
+                                             ring_bits=ring_bits, party=party)
+
+
+# ---------------------------------------------------------------- aead family
+# Wire format (ops/aead/aead.h): a plaintext of n bytes is sealed as
+# K = max(1, ceil(n / AEAD_CHUNK_BYTES)) chunks, each its own GCM invocation
+# (the chunks of one message run in parallel), into
+#   [first counter]_64 || ct_0 || tag_0 || ... || ct_{K-1} || tag_{K-1},
+# i.e. 8 + n + 16 K bytes. Up to AEAD_CHUNK_BYTES (K = 1) that is the
+# single-invocation format counter || ciphertext || tag, 24 bytes more than
+# the plaintext. The helpers below take Python ints or integer tensors.
+
+#: plaintext bytes of one chunk (ops/aead/aead.h kChunkBytes; the size
+#: tests in tests/test_aead.py pin the two together)
+AEAD_CHUNK_BYTES = 1 << 20
+#: bytes a single-chunk message (plaintext of at most AEAD_CHUNK_BYTES) adds
+#: to its payload: the 8-byte counter and the 16-byte GCM tag. A K-chunk
+#: message adds 8 + 16 K: use aead_message_bytes / aead_plaintext_words.
+AEAD_OVERHEAD = 24
+_AEAD_COUNTER_BYTES, _AEAD_TAG_BYTES = 8, 16
+
+
+def _int_or_int64(n):
+    return n if isinstance(n, (int, np.integer)) else tf.cast(n, tf.int64)
+
+
+def _at_least_one(k):
+    return max(k, 1) if isinstance(k, (int, np.integer)) else tf.maximum(k, 1)
+
+
+def aead_chunk_count(n_plain_bytes):
+    """K, the number of chunks (and of counters taken) of a sealed plaintext
+    of `n_plain_bytes` bytes: max(1, ceil(n / AEAD_CHUNK_BYTES))."""
+    n = _int_or_int64(n_plain_bytes)
+    return _at_least_one((n + AEAD_CHUNK_BYTES - 1) // AEAD_CHUNK_BYTES)
+
+
+def aead_message_bytes(n_plain_bytes):
+    """The size of the sealed message of `n_plain_bytes` plaintext bytes:
+    8 + n + 16 K (n + AEAD_OVERHEAD when n <= AEAD_CHUNK_BYTES)."""
+    n = _int_or_int64(n_plain_bytes)
+    return _AEAD_COUNTER_BYTES + n + _AEAD_TAG_BYTES * aead_chunk_count(n)
+
+
+def aead_plaintext_words(message_bytes):
+    """The number of int64 words of the plaintext whose sealed message has
+    `message_bytes` bytes: the exact inverse of aead_message_bytes(8 * words).
+
+    K = max(1, ceil((m - 8) / (AEAD_CHUNK_BYTES + 16))) and words =
+    (m - 8 - 16 K) // 8, so up to AEAD_CHUNK_BYTES + 24 bytes this is
+    (m - AEAD_OVERHEAD) // 8 as before chunking. A size that no plaintext has
+    (cut or padded in flight) still gives a number; the open kernel then
+    finds that the message does not have the size of that shape and fails
+    naming the link."""
+    m = _int_or_int64(message_bytes)
+    k = _at_least_one((m - _AEAD_COUNTER_BYTES + AEAD_CHUNK_BYTES + _AEAD_TAG_BYTES - 1)
+                      // (AEAD_CHUNK_BYTES + _AEAD_TAG_BYTES))
+    return (m - _AEAD_COUNTER_BYTES - _AEAD_TAG_BYTES * k) // 8
+
+
+def aead_seal(key: tf.Tensor, counter_var: tf.Variable, plaintext: tf.Tensor, link: str,
+              stream: int = 0) -> tf.Tensor:
+    """Encrypts and authenticates an int64 tensor for `link` ("S1->T1").
+
+    AES-128-GCM under the link key derived from the pair key `key` (int64[2],
+    the pair's PRG key) with the SP 800-108 KDF (HMAC-SHA256, context = link).
+    The nonce is `stream` (32 bits) || the counter taken from `counter_var`
+    (an int64 scalar variable on the sender, starting at 0), which the kernel
+    advances atomically: every run, eager or traced, gets a fresh nonce. Use
+    one counter variable per (link, stream). Run it on the sender's device.
+
+    Returns the message: uint8 [8 + 8 * size + 16] = big-endian counter ||
+    ciphertext || tag when 8 * size <= AEAD_CHUNK_BYTES. A larger plaintext
+    is sealed as K = aead_chunk_count(8 * size) chunks on the CPU thread
+    pool, taking the K counters counter .. counter + K - 1 at once: uint8
+    [aead_message_bytes(8 * size)] = first counter || chunk 0 || tag 0 ||
+    ... . The plaintext's shape is authenticated, not sent.
+    """
+    return _ops().tf_privpy_aead_seal(key=key, counter=counter_var.handle,
+                                      plaintext=plaintext, link=link, stream=stream)
+
+
+def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,
+              link: str, stream: int = 0) -> tf.Tensor:
+    """Verifies and decrypts a message of `aead_seal` into an int64 tensor of
+    `shape` (the receiver's own static knowledge). Run it on the receiver.
+
+    `state_var` (an int64 scalar variable on the receiver, starting at 0)
+    holds the lowest counter still acceptable; a message is accepted only if
+    its (first) counter is at least that, after which it becomes counter + K
+    (K = aead_chunk_count(8 * size), 1 up to AEAD_CHUNK_BYTES), in the same
+    kernel. Every chunk's tag is verified before any plaintext is output.
+    Raises InvalidArgumentError naming the link when the message fails
+    authentication (tampered, another key, link, stream or shape; a chunk
+    changed, moved, dropped or taken from another message) or is replayed
+    or reordered; no plaintext is output then. The number of int64 words a
+    message of unknown shape carries is aead_plaintext_words(its size).
+    """
+    return _ops().tf_privpy_aead_open(key=key, state=state_var.handle, message=message,
+                                      shape=tf.cast(shape, tf.int64), link=link,
+                                      stream=stream)
+
+
+# ----------------------------------------------------------------- kex family
+# X25519 (RFC 7748) keys are uint8[32] tensors. Run every op that takes or
+# returns a private key in a tf.device scope of the server that owns it.
+Bytes = Union[bytes, bytearray, tf.Tensor, np.ndarray]
+
+
+def _u8(x: Bytes) -> tf.Tensor:
+    """bytes -> uint8 vector; tensors pass through."""
+    if isinstance(x, (bytes, bytearray)):
+        return tf.constant(np.frombuffer(bytes(x), np.uint8))
+    return x
+
+
+def x25519_keypair() -> Tuple[tf.Tensor, tf.Tensor]:
+    """(private, public) X25519 key pair from the OS CSPRNG of the current device."""
+    return _ops().tf_privpy_x25519_keypair()
+
+
+def x25519_read_private_key(path) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(private, public) of an identity key file, read by the current device
+    (the server's own file system); refuses files readable by group/others."""
+    return _ops().tf_privpy_x25519_read_private_key(path=path)
+
+
+def x25519_public_key(private_key: Bytes) -> tf.Tensor:
+    """X25519(private_key, 9)."""
+    return _ops().tf_privpy_x25519_public_key(private_key=_u8(private_key))
+
+
+def x25519(private_key: Bytes, peer_public_key: Bytes) -> tf.Tensor:
+    """Raw X25519 (RFC 7748 §5), for known-answer tests; protocols use
+    kex_derive. Raises InvalidArgumentError for a small-order peer key."""
+    return _ops().tf_privpy_x25519(private_key=_u8(private_key),
+                                   peer_public_key=_u8(peer_public_key))
+
+
+def hkdf_sha256(ikm: Bytes, salt: Bytes, info: Bytes, length: int) -> tf.Tensor:
+    """HKDF-SHA256 (RFC 5869): `length` bytes (uint8) of Expand(Extract(salt, ikm), info)."""
+    return _ops().tf_privpy_hkdf_sha256(ikm=_u8(ikm), salt=_u8(salt), info=_u8(info),
+                                        length=length)
+
+
+def kex_derive(own_static_private, own_ephemeral_private, peer_static_public: Bytes,
+               peer_ephemeral_public, own_role: str, peer_role: str,
+               context: str = "") -> tf.Tensor:
+    """The int64[2] pair key of the authenticated X25519 exchange between
+    own_role and peer_role (formula in ops/kex/kex.h), computed on own_role's
+    device from its private keys and the peer's public keys."""
+    return _ops().tf_privpy_kex_derive(
+        own_static_private=own_static_private, own_ephemeral_private=own_ephemeral_private,
+        peer_static_public=_u8(peer_static_public),
+        peer_ephemeral_public=_u8(peer_ephemeral_public),
+        own_role=own_role, peer_role=peer_role, context=context)
+
+
+# --------------------------------------------------------------- check family
+def check(condition: tf.Tensor, x: tf.Tensor, message: str, *data: tf.Tensor) -> tf.Tensor:
+    """x unchanged when the scalar bool `condition` holds; otherwise the run
+    fails with InvalidArgumentError: `message` and the values of `data`.
+
+    Use the result in place of x. Unlike tf.raw_ops.Assert this op is
+    stateless, so a tf.function's automatic control dependencies do not chain
+    it to every other check in program order across servers (which cost a
+    network trip per protocol round: ops/check/check_ops.cc)."""
+    return _ops().tf_privpy_check(condition=condition, input=x, data=list(data),
+                                  message=message)

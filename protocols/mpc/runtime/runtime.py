@@ -1,0 +1,186 @@
+"""The four-server runtime: devices, pairwise PRG keys, nonce counters, channels.
+
+A Runtime owns, for every pair of servers, a 128-bit AES key held by both
+(made as keying.py describes: drawn by one of them in the embedded mode,
+exchanged by the pair in the distributed mode), and on each of
+the two servers a nonce counter that lives in TF state (a resource variable
+advanced in the graph). Each protocol call takes a fresh nonce from those
+counters, so re-running an op, eagerly or as the same tf.function, never
+reuses a (key, nonce) pair (DESIGN §4). A Python-side counter would be frozen
+into a traced function.
+
+Every tensor that crosses from one party to another goes through the
+runtime's channels (channel.py), the single place where traffic happens and
+is counted; protocol counters (rounds, multiplications, comparisons) live in
+TF state beside them, so `tp.stats()` reports any run, traced or eager.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import tensorflow as tf
+
+from . import kernels, keying
+from ...config import Config
+from ...loader import load_library
+from .channel import Channels, check_stream
+
+PARTIES = ("S1", "S2", "T1", "T2")
+CLIENT = "client"
+_ids = itertools.count(1)
+
+#: protocol counters, in this order, in one int64 variable on S1
+PROTOCOL_COUNTERS = ("rounds", "multiplications", "comparisons")
+
+
+class Runtime:
+    """Devices, keys and counters of one tf_privpy session.
+
+    Args:
+      config: the Config (ring, encoding, backend).
+      devices: maps "client", "S1", "S2", "T1", "T2" to TF device names.
+      server_keys: distributed mode: server -> the 32-byte identity public
+        key the driver authenticates it with (the driver's cluster file);
+        the pairs then exchange their keys (keying.exchanged_keys), each
+        server using the keys its own process holds. None: embedded keys.
+      encrypt_links: seal every channel message (keying.links).
+    """
+
+    def __init__(self, config: Config, devices: Dict[str, str],
+                 server_keys: Optional[Mapping[str, bytes]] = None,
+                 encrypt_links: bool = False):
+        check_devices(devices)
+        self.config = config
+        self.devices = dict(devices)
+        self.id = next(_ids)
+        self._counters: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
+        load_library()
+        # Channels between the client and the four servers; extra data owners
+        # (client1, ...) of federated runs only talk to the HE aggregator.
+        self.channels = Channels({p: self.devices[p] for p in (CLIENT,) + PARTIES})
+        with tf.init_scope():  # variables and keys are created eagerly, once
+            with tf.device(self.devices["S1"]):
+                self._protocol_counters = tf.Variable(
+                    tf.zeros([len(PROTOCOL_COUNTERS)], tf.int64), trainable=False,
+                    name="tp_protocol_counters")
+            key_sets = {"prg": keying.key_variables(PARTIES, self.devices, "prg")}
+            if encrypt_links:
+                key_sets["link"] = keying.key_variables((CLIENT,) + PARTIES, self.devices,
+                                                        "link")
+            if server_keys is None:
+                for keys in key_sets.values():
+                    keying.random_keys(keys, self.devices, self.channels.send1)
+            else:
+                keying.exchanged_keys(key_sets, server_keys, self.devices,
+                                      self.channels.send1, CLIENT)
+            self._keys = key_sets["prg"]
+            for a, b in self._keys:
+                self._counters[(a, b)] = {}
+                for p in (a, b):
+                    with tf.device(self.devices[p]):
+                        self._counters[(a, b)][p] = tf.Variable(
+                            tf.constant(0, tf.int64), trainable=False,
+                            name=f"tp_nonce_{a}{b}_at_{p}")
+            for link in keying.links(key_sets.get("link", {}), self.devices):
+                self.channels.secure(link)
+
+    # ------------------------------------------------------------ devices
+    def device(self, party: str) -> str:
+        return self.devices[party]
+
+    # --------------------------------------------------------------- keys
+    @staticmethod
+    def _pair(a: str, b: str) -> Tuple[str, str]:
+        if a == b or a not in PARTIES or b not in PARTIES:
+            raise ValueError(f"no PRG key between {a!r} and {b!r}")
+        return (a, b) if PARTIES.index(a) < PARTIES.index(b) else (b, a)
+
+    def key(self, a: str, b: str, at: str) -> tf.Tensor:
+        """The a-b pair key as held by party `at` (one of a, b)."""
+        v = self._keys[self._pair(a, b)][at]
+        with tf.device(self.devices[at]):
+            return v.read_value()
+
+    def nonce(self, a: str, b: str, at: str) -> tf.Tensor:
+        """Takes the next nonce of the a-b stream on party `at`.
+
+        Both parties of a pair advance their own counter once per protocol
+        call, so they agree without a message.
+        """
+        return self.key_material(a, b, at)[1]
+
+    def key_material(self, a: str, b: str, at: str) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(key, fresh nonce) of the a-b stream on party `at`, in one op."""
+        pair = self._pair(a, b)
+        with tf.device(self.devices[at]):
+            return kernels.stream_next(self._keys[pair][at], self._counters[pair][at])
+
+    # ------------------------------------------------------------ traffic
+    def send(self, src: str, dst: str, *payload: tf.Tensor,
+             headers: Sequence[tf.Tensor] = ()) -> Tuple[List[tf.Tensor], List[tf.Tensor]]:
+        """Moves payload (and headers) from party src to party dst as one
+        message through their channel; returns them placed on dst."""
+        return self.channels.send(src, dst, *payload, headers=headers)
+
+    def send1(self, src: str, dst: str, x: tf.Tensor) -> tf.Tensor:
+        """One tensor from src to dst, no header."""
+        return self.channels.send1(src, dst, x)
+
+    def check_stream(self, a: str, b: str, at: str, own_nonce: tf.Tensor,
+                     received_nonce: tf.Tensor, sender: str, x: tf.Tensor) -> tf.Tensor:
+        """x, checked on party `at`: its nonce of the a-b stream must equal the
+        one `sender` put in a message header (channel.check_stream)."""
+        with tf.device(self.devices[at]):
+            return check_stream(self._pair(a, b), at, own_nonce, received_nonce, sender, x)
+
+    def count(self, rounds=0, multiplications=0, comparisons=0) -> None:
+        """Advances the protocol counters in TF state (on S1, which takes part
+        in every protocol); arguments may be ints or int64 tensors on S1."""
+        with tf.device(self.devices["S1"]):
+            self._protocol_counters.assign_add(tf.stack([
+                tf.cast(v, tf.int64) for v in (rounds, multiplications, comparisons)]))
+
+    def protocol_counts(self) -> Dict[str, int]:
+        """{"rounds", "multiplications", "comparisons"} so far, read eagerly."""
+        with tf.init_scope():
+            return dict(zip(PROTOCOL_COUNTERS,
+                            (int(v) for v in self._protocol_counters.numpy())))
+
+    @contextlib.contextmanager
+    def observe(self, observer: Callable[[str, str, tf.Tensor], None]):
+        """Calls observer(src, dst, tensor) for every payload tensor that a
+        channel delivers while active (the copy on the receiver)."""
+        def each(src, dst, tensors):
+            for t in tensors:
+                observer(src, dst, t)
+        with self.channels.observe(each):
+            yield
+
+
+def check_devices(devices: Dict[str, str]) -> None:
+    """Each party needs its own device, and no server may share the client's:
+    two parties on one device would see each other's secrets (DESIGN §1)."""
+    missing = [p for p in (CLIENT,) + PARTIES if p not in devices]
+    if missing:
+        raise ValueError(f"devices lacks {missing}; it needs client, S1, S2, T1, T2")
+    seen: Dict[str, str] = {}
+    for party, name in devices.items():
+        try:
+            spec = canonical_device(name)
+        except ValueError as e:
+            raise ValueError(f"device {name!r} of {party} is not a TF device name") from e
+        if spec in seen:
+            raise ValueError(
+                f"{seen[spec]} and {party} are both placed on {name}: every party needs a "
+                "device of its own (a server on the client's device, or two servers on one "
+                "device, would hold each other's secrets). Give each a distinct device.")
+        seen[spec] = party
+
+
+def canonical_device(device: str) -> tuple:
+    """A device name with a local process's defaults filled in, so that
+    '/device:CPU:1' and '/job:localhost/replica:0/task:0/device:CPU:1' match."""
+    d = tf.DeviceSpec.from_string(device)
+    return (d.job or "localhost", d.replica or 0, d.task or 0, d.device_type, d.device_index)

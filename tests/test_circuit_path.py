@@ -23,8 +23,9 @@ from tf_privpy.protocols.mpc.privpy import circuits
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MPC = os.path.join(ROOT, "protocols", "mpc")
 #: the modules of the circuit path and the four-server protocols around it
-CIRCUIT_PATH = ("assist.py", "backend.py", "circuits.py", "garbled.py", "leading_one.py",
-                "thresholds.py", "compare.py", "runtime.py")
+CIRCUIT_PATH = ("privpy/assist.py", "privpy/backend.py", "privpy/circuits.py",
+                "privpy/garbled.py", "privpy/leading_one.py", "privpy/thresholds.py",
+                "privpy/compare.py", "runtime/runtime.py")
 
 
 def private_reaches(path):

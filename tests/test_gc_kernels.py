@@ -369,7 +369,7 @@ def test_tampered_shapes_are_rejected():
 PORTABLE_CODE = """
 import sys, numpy as np, tensorflow as tf
 from tf_privpy.protocols.loader import load_library
-from tf_privpy.protocols.mpc import kernels as K
+from tf_privpy.protocols.mpc.runtime import kernels as K
 L = load_library()
 k = tf.constant([123456789, -987654321], tf.int64); no = tf.constant(77, tf.int64)
 y = tf.constant(np.arange(-150, 150, dtype=np.int64) * 7919)

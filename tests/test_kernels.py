@@ -259,7 +259,7 @@ def test_prg_portable_path_matches():
     """The VAES path (where the CPU has it), OpenSSL's EVP path and EVP's portable
     AES (AES-NI masked off) give the same stream."""
     code = ("import tensorflow as tf, sys\n"
-            "from tf_privpy.protocols.mpc import kernels as K\n"
+            "from tf_privpy.protocols.mpc.runtime import kernels as K\n"
             "k = tf.constant([123456789, -987654321], tf.int64)\n"
             "sys.stdout.write(K.prg_ring(k, tf.constant(5, tf.int64), [4099], 128).numpy()"
             ".tobytes().hex())\n")

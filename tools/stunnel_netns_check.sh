@@ -177,7 +177,7 @@ say "TLS connections accepted by the five stunnels: $conns"
 for p in "${PIDS[@]:0:5}"; do kill "$p"; done
 for p in "${PIDS[@]:0:5}"; do wait "$p" 2>/dev/null || true; done
 if in_ns driver timeout 20 "$PY" -c "
-from tf_privpy import cluster_file as cf
+from tf_privpy.deploy import cluster_file as cf
 import sys
 p = cf.probe('s1', '127.0.0.1:7101', 5.0)
 sys.exit(0 if p.ok else 1)" 2>/dev/null; then

@@ -1,4 +1,4 @@
 """Deployment (DESIGN §2): the cluster tool and cluster file, the tf_privpy
-server processes and the share service with its keys. Above the API: it
-starts servers that run tf_privpy; nothing in the API imports it but
-tp.init's distributed mode, for the cluster file."""
+server processes and the share service with its keys. The API reaches in
+for the cluster file (tp.init's distributed mode, tp.profile), the share
+store (tp.load, tp.publish on the servers) and tp.client (data owners)."""

@@ -1,6 +1,7 @@
-"""Private non-linear functions (protocols/mpc/api/ops/math_fns.py, protocols/mpc/fixedpoint/numerics.py):
-accuracy targets over their domains, out-of-domain rules, settings and
-overrides, shapes, and the rounds/costs published in docs/numerics.md.
+"""Private non-linear functions (protocols/mpc/api/ops/math_fns.py,
+protocols/mpc/fixedpoint/numerics.py): accuracy targets over their domains,
+out-of-domain rules, settings and overrides, shapes, and the rounds/costs
+published in docs/numerics.md.
 
 Both rings and both backends. The 128-bit targets are the issue's; the
 64-bit bounds (no enforced target: 16 fractional bits, no extra precision)

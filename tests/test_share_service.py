@@ -158,7 +158,8 @@ def test_python_m_entry_point(certs, tmp_path):
     serves, and stops on SIGTERM."""
     port = local.free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tf_privpy.deploy.service.server", "--role", "s2", "--port", str(port),
+        [sys.executable, "-m", "tf_privpy.deploy.service.server", "--role", "s2",
+         "--port", str(port),
          "--cert-dir", os.path.join(certs, "s2"), "--store-dir", str(tmp_path / "s2")],
         stdout=subprocess.PIPE, text=True, cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3"))

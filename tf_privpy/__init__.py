@@ -32,8 +32,8 @@ from tf_privpy.protocols.mpc.api.value import PrivateTensor  # noqa: E402
 from tf_privpy.protocols.mpc.api.control_flow import cond  # noqa: E402
 from tf_privpy.protocols.mpc.runtime.placement import PlacementError  # noqa: E402
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable as Variable  # noqa: E402
-from tf_privpy.protocols.mpc.api.checkpoint import (CheckpointError, restore_variables,  # noqa: E402
-                                                save_variables)
+from tf_privpy.protocols.mpc.api.checkpoint import (  # noqa: E402
+    CheckpointError, restore_variables, save_variables)
 from tf_privpy.runtime import (check_servers, client_devices, get_runtime, init,  # noqa: E402
                                is_initialized, reset, servers)
 from tf_privpy.distributed import ClusterError, ServerError  # noqa: E402

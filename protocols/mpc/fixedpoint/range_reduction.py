@@ -38,9 +38,10 @@ Comparisons are the dominant cost (a garbled 64-bit comparator each, about
   "thresholds" method at the cost of about one comparison; with
   "comparisons" they fall back to "binary_search".
 
-Only `ltz`, `leading_one`, `thresholds`, multiplications and local operations are used: the four-server
-security model is that of those protocols (DESIGN §5, §6), with fresh masks
-and garbled tables per call, and no value is revealed to pick a threshold.
+Only `ltz`, `leading_one`, `thresholds`, multiplications and local operations
+are used: the four-server security model is that of those protocols (DESIGN
+§5, §6), with fresh masks and garbled tables per call, and no value is
+revealed to pick a threshold.
 Tables are rounded to the fixed-point grid so these combinations are exact
 (an exact 0 times anything, even a wrapped value, is an exact 0, which gives
 saturation and the x <= 0 rules for free).

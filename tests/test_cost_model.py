@@ -111,3 +111,54 @@ def test_the_docs_state_the_same_rounds():
         assert ops[public] == rounds, (fn, public, ops[public], rounds)
         checked += 1
     assert checked >= 6, num
+
+
+# relu_maxpool: products, convolutions, comparisons (max-pool, ReLU);
+# sigmoid_sumpool: the sigmoid's circuit beside its products (~30 s: slow).
+@pytest.mark.parametrize("variant", ["relu_maxpool",
+                                     pytest.param("sigmoid_sumpool", marks=pytest.mark.slow)])
+def test_lenet5_bill_equals_stats(ring, variant):
+    """The converter's bill of one predict of LeNet-5 (tp.models, batch 1)
+    equals what tp.stats() counts when it runs: messages and bytes per link,
+    rounds, multiplications and comparisons (every protocol the model uses:
+    share, products, convolutions, comparisons or the sigmoid's circuit)."""
+    tf.keras.utils.set_random_seed(1)
+    private = tp.keras.convert(tp.models.lenet5(variant))
+    x = np.random.default_rng(2).uniform(0, 1, (1, 28, 28, 1)).astype(np.float32)
+    private.predict(x)                                   # traced once
+    with tp.stats() as counted:
+        private.predict(x)
+    bill = private.cost(batch_size=1)
+    assert {k: tuple(v) for k, v in bill.links.items()} == counted.links
+    assert (bill.rounds, bill.multiplications, bill.comparisons) == \
+        (counted.rounds, counted.multiplications, counted.comparisons)
+    assert (bill.messages, bill.bytes) == (counted.messages, counted.bytes)
+
+
+@pytest.mark.parametrize("kind", ["batchcrypt", "paillier"])
+def test_he_aggregation_declared_cost_equals_stats(kind):
+    """HE traffic goes through the one channel: a BatchCrypt or Paillier
+    aggregation's messages, bytes and rounds are what tp.stats() counts
+    (client <-> S1, the aggregator's party), equal to the declared
+    aggregation_cost, and the report's bytes per client are the same bytes.
+    (Before, the aggregators only added up lengths in their report:
+    tp.stats() saw nothing.)"""
+    import warnings
+    from tf_privpy.he import aggregation
+    from tf_privpy.protocols.he import he_aggregators as H
+    m, shapes = 3, ((4, 3), (5,))
+    rng = np.random.default_rng(4)
+    ups = [[rng.normal(0, 0.05, s).astype(np.float32) for s in shapes] for _ in range(m)]
+    opts = {"quant_bits": 16, "seed": 1} if kind == "batchcrypt" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # 1024-bit keys: fast, warned as weak
+        agg = aggregation.make_aggregator(kind, key_bits=1024, **opts)
+        agg.setup()
+    with tp.stats() as counted:
+        _, report = agg.aggregate(ups, [1.0] * m)
+    bill = H.aggregation_cost(kind, m, len(shapes), report.ciphertexts_per_client,
+                              agg.public_key.ciphertext_bytes)
+    assert {k: tuple(v) for k, v in bill.links.items()} == counted.links
+    assert bill.rounds == counted.rounds == (4 if kind == "batchcrypt" else 2)
+    assert bill.links[("client", "S1")][1] == m * report.bytes_up_per_client
+    assert bill.links[("S1", "client")][1] == m * report.bytes_down_per_client

@@ -3,7 +3,10 @@
 The channels count every message and byte each party receives, and the
 protocols count their rounds, multiplications and comparisons, all in TF
 variables advanced by the graph: a tf.function is counted on every run, not
-once when traced, and eager code the same way.
+once when traced, and eager code the same way. The one cost model
+(protocols/mpc/runtime/cost.py) declares the same quantities: tp.cost and the
+converter's bill equal what a run counts here, and TensorBoard's scalars
+(tp.profile) are differences of these counters.
 """
 from __future__ import annotations
 
@@ -83,8 +86,10 @@ def stats() -> Stats:
 
     Outside a `with` block: the totals since `tp.init()` (only links that
     carried something are listed). As a context manager: what the block ran.
-    Rounds are the protocols' rounds run one after another, an upper bound on
-    the latency when independent calls overlap.
+    Rounds are message hops on the critical path (protocols/mpc/runtime/
+    cost.py): inside a tf.function independent protocol calls overlap, eager
+    calls run one after another. HE aggregation rounds (tf_privpy.he) are
+    counted on the same links and counters.
     """
     s = _snapshot()
     s.links = {k: v for k, v in s.links.items() if v != (0, 0)}

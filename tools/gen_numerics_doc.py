@@ -5,7 +5,7 @@ its stated domain, in both rings.
     python tools/gen_numerics_doc.py                      # privpy backend, 20001 points
     python tools/gen_numerics_doc.py --backend plaintext --points 5001 --out /tmp/n.md
 
-Costs are measured by instrumenting the backend (protocols.mpc.fixedpoint.numerics.CostTracker):
+Costs are in the one cost model's rounds (protocols/mpc/runtime/cost.py, numerics.measure):
 the rounds are the critical path of batched multiplications and batched
 comparisons. Errors are measured by running the private function on a dense
 grid of its domain (points rounded to the fixed-point grid, so the error is
@@ -437,12 +437,14 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/fixe
 
 ## Rounds and costs
 
-Rounds are sequential communication rounds on the critical path, measured by
-instrumenting the backend (`protocols.mpc.fixedpoint.numerics.CostTracker`): each batched private
-multiplication counts 1 (PrivPy's protocol: one message from S to T and one back), each
-batched comparison counts 1 comparison round (one garbled-circuit evaluation), and so does a
-leading-one or window-thresholds circuit, counted as one comparison per element (its AND gates and bytes are in the
-circuit table below); the (mult + cmp) split is that of one longest path. Comparisons and, with binary search, rounds
+Rounds are the one cost model's (protocols/mpc/runtime/cost.py, the same figure as tp.stats(),
+tp.cost, the converter's bill and docs/supported_ops.md): message hops on the critical path.
+A batched private multiplication is 2 (PrivPy's protocol: one message from S to T and one
+back), a batched comparison 2 (one garbled-circuit evaluation), and so is a leading-one or
+window-thresholds circuit, counted as one comparison per element (its AND gates and bytes are
+in the circuit table below); the (mult + cmp) split is that of one longest path
+(`protocols.mpc.fixedpoint.numerics.CostTracker`; tests/test_cost_model.py checks it against
+the declared cost). Comparisons and, with binary search, rounds
 depend on the ring (the number of octaves from one ulp to the bound B). softmax and
 log_softmax: rows of n = {n};
 their rounds include the max tree (4 levels for n = 10). Defaults:

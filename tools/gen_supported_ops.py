@@ -76,10 +76,11 @@ def render_doc(table) -> str:
         "",
         "Cost: the declared cost of one call on the example's private operands (`P2×3`: a "
         "private 2×3 tensor), default config (128-bit ring, privpy backend), as the protocols "
-        "declare it (protocols/mpc/runtime/cost.py): communication rounds of the protocol calls one "
-        "after another (a multiplication or a batch of comparisons takes 2; an upper bound "
-        "where calls overlap), secure multiplications and comparisons (elements). Local ops "
-        "cost nothing. Derived functions' methods, critical-path rounds and errors: "
+        "declare it (protocols/mpc/runtime/cost.py, the one cost model that tp.stats() "
+        "counts): rounds are message hops on the critical path (a multiplication or a batch "
+        "of comparisons takes 2; independent calls overlap), secure multiplications and "
+        "comparisons (elements). Local ops cost nothing. Derived functions' methods, "
+        "critical-path rounds and errors: "
         "[numerics.md](numerics.md).",
         "",
         "Domain: the inputs the op is computed for (\"any\": every value the fixed-point "

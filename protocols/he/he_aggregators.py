@@ -12,8 +12,15 @@ Each round follows BatchCrypt's Algorithm 1 (seed 003 §4.4):
      ciphertexts, add the counts (the `clipped` metric), serialize the sum ->
      every client;
   5. each client: check, decrypt (CRT), decode exactly, dequantize.
-Bytes up and down are the serialized messages' lengths (header, key
-fingerprint and checksum included), not an estimate.
+Every message of a round (the metadata, the thresholds, the ciphertexts
+with the count, the sum) is bytes handed to a `Wire`: with a runtime, the
+API layer's wire sends them through the runtime's channel (client <-> S1),
+so tp.stats() and the TensorBoard scalars count them with every other
+message, and each of the round's dependent hops advances the round counter.
+`aggregation_cost` declares the same messages, bytes and rounds beforehand
+(tests/test_cost_model.py checks declared == counted). Bytes up and down in
+the report are the same messages' lengths (header, key fingerprint and
+checksum included), not an estimate.
 
 The aggregator never receives a plaintext update: its methods
 (`_aggregator_thresholds`, `_aggregate_ciphertexts`) take per-client
@@ -27,6 +34,7 @@ protocols/mpc but the kernel loader and the config).
 """
 from __future__ import annotations
 
+import struct
 import time
 from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
@@ -36,13 +44,63 @@ import tensorflow as tf
 from . import batchcrypt as _bc
 from . import paillier as _pl
 from . import paillier_io as _io
+from ..mpc.runtime import cost as _cost
 from .aggregation import AggregationReport, SecureAggregator, Update, _check_updates, _scaled
 
-_METADATA_BYTES_PER_LAYER = 3 * 8   # min, max (float64) and size (int64)
+_STATS = struct.Struct("<ddq")      # one layer's min, max (float64) and size (int64)
+_F64 = struct.Struct("<d")          # one layer's clipping threshold
+_COUNT = struct.Struct("<q")        # a client's clipped count
 AGGREGATOR_PARTY = "S1"
+CLIENT_PARTY = "client"
 
 # The runtime's (client devices, {party: device}), or None without a runtime.
 RuntimeDevices = Callable[[], Optional[Tuple[Sequence[str], Mapping[str, str]]]]
+
+
+class Wire:
+    """How a round's messages travel between parties: as they are (no
+    runtime). The API layer's wire sends them through the runtime's channel
+    instead, where they are counted (tf_privpy/he/aggregation.py)."""
+
+    def send(self, src: str, dst: str, *blobs: bytes) -> List[bytes]:
+        """One message of `blobs` from party src to dst; the blobs dst gets."""
+        return [bytes(b) for b in blobs]
+
+    def rounds(self, n: int) -> None:
+        """The round's n dependent hops are done (the round counter's)."""
+
+
+Wires = Callable[[], Wire]
+
+
+def serialized_bytes(count: int, ciphertext_bytes: int) -> int:
+    """Length of paillier_io.serialize of a 1-D EncryptedTensor of `count`
+    ciphertexts of `ciphertext_bytes` each (header, shape, checksum)."""
+    return _io._HEADER.size + _io._DIM.size + count * ciphertext_bytes + _io.CHECKSUM_BYTES
+
+
+def aggregation_cost(kind: str, clients: int, layers: int, ciphertexts: int,
+                     ciphertext_bytes: int) -> _cost.Cost:
+    """The declared cost of one aggregate() of `clients` clients (the one cost
+    model, runtime/cost.py): per client, for batchcrypt the metadata up, the
+    thresholds down, the ciphertexts and the clipped count up and the sum
+    down (4 rounds); for paillier the ciphertexts up and the sum down (2).
+    `ciphertexts` per client (AggregationReport.ciphertexts_per_client)."""
+    ct = serialized_bytes(ciphertexts, ciphertext_bytes)
+    if kind == "batchcrypt":
+        steps = [(CLIENT_PARTY, AGGREGATOR_PARTY, _STATS.size * layers),
+                 (AGGREGATOR_PARTY, CLIENT_PARTY, _F64.size * layers),
+                 (CLIENT_PARTY, AGGREGATOR_PARTY, ct + _COUNT.size),
+                 (AGGREGATOR_PARTY, CLIENT_PARTY, ct)]
+    elif kind == "paillier":
+        steps = [(CLIENT_PARTY, AGGREGATOR_PARTY, ct), (AGGREGATOR_PARTY, CLIENT_PARTY, ct)]
+    else:
+        raise ValueError(f"no declared cost for aggregation {kind!r}; use batchcrypt or paillier")
+    c = _cost.Cost(rounds=len(steps))
+    for src, dst, nbytes in steps:
+        for _ in range(clients):
+            c.send(src, dst, nbytes)
+    return c
 
 
 def place(m: int, devices: Optional[RuntimeDevices]) -> Tuple[List[str], str]:
@@ -80,9 +138,11 @@ class _PaillierBase(SecureAggregator):
     check that they never receive a plaintext update.
     """
 
-    def __init__(self, key_bits: int, devices: Optional[RuntimeDevices] = None):
+    def __init__(self, key_bits: int, devices: Optional[RuntimeDevices] = None,
+                 wire: Optional[Wires] = None):
         self.key_bits = key_bits
         self._devices = devices                               # see place()
+        self._wire = wire or Wire                             # read at each round
         self.public_key: Optional[_pl.PublicKey] = None
         self._private_key: Optional[_pl.PrivateKey] = None   # held by the clients only
 
@@ -116,16 +176,25 @@ class _PaillierBase(SecureAggregator):
             return _pl.decrypt(self._private_key, _io.deserialize(download, self.public_key),
                                out_type)
 
-    def _round_trip(self, uploads: Sequence[bytes], counts: Sequence[int], agg_device: str,
-                    report: AggregationReport) -> bytes:
-        """Step 4 with its accounting: sends the uploads and counts to the
-        aggregator, returns what every client downloads."""
-        report.bytes_up_per_client += max(len(u) for u in uploads)
+    def _round_trip(self, wire: Wire, uploads: Sequence[bytes], counts: Sequence[int],
+                    agg_device: str, report: AggregationReport) -> List[bytes]:
+        """Steps 3-4 on the wire: each client's ciphertexts (and its count)
+        to the aggregator, the sum back to each client; returns what each
+        client downloads."""
+        got, got_counts, up = [], [], 0
+        for i, u in enumerate(uploads):
+            msg = wire.send(CLIENT_PARTY, AGGREGATOR_PARTY, u,
+                            *([_COUNT.pack(int(counts[i]))] if counts else []))
+            got.append(msg[0])
+            if counts:
+                got_counts.append(_COUNT.unpack(msg[1])[0])
+            up = max(up, sum(len(b) for b in msg))
+        report.bytes_up_per_client += up
         t0 = time.perf_counter()
-        download, report.clipped = self._aggregate_ciphertexts(uploads, counts, agg_device)
+        download, report.clipped = self._aggregate_ciphertexts(got, got_counts, agg_device)
         report.aggregate_s += time.perf_counter() - t0
         report.bytes_down_per_client += len(download)
-        return download
+        return [wire.send(AGGREGATOR_PARTY, CLIENT_PARTY, download)[0] for _ in uploads]
 
 
 class BatchCryptAggregator(_PaillierBase):
@@ -135,8 +204,9 @@ class BatchCryptAggregator(_PaillierBase):
 
     def __init__(self, key_bits: int = 2048, quant_bits: int = 16,
                  max_clients: Optional[int] = None, on_overflow: str = "raise",
-                 seed: Optional[int] = None, devices: Optional[RuntimeDevices] = None):
-        super().__init__(key_bits, devices)
+                 seed: Optional[int] = None, devices: Optional[RuntimeDevices] = None,
+                 wire: Optional[Wires] = None):
+        super().__init__(key_bits, devices, wire)
         self.quant_bits = quant_bits
         self.max_clients = max_clients
         self.on_overflow = on_overflow
@@ -161,28 +231,39 @@ class BatchCryptAggregator(_PaillierBase):
         devices, agg_device = place(m, self._devices)
         report = AggregationReport(values=int(sum(u.size for u in updates[0])))
         scaled = _scaled(updates, weights)   # each client scales its own update
-        # 1-2: per-client metadata up, thresholds down.
-        alphas = self._aggregator_thresholds(codec, [_bc.layer_stats(u) for u in scaled])
-        report.bytes_up_per_client += _METADATA_BYTES_PER_LAYER * len(alphas)
-        report.bytes_down_per_client += 8 * len(alphas)
+        wire = self._wire()
+        # 1-2: per-client metadata up, thresholds down, each a message.
+        per_client = []
+        for u in scaled:
+            blob = b"".join(_STATS.pack(st.minimum, st.maximum, st.size)
+                            for st in _bc.layer_stats(u))
+            got, = wire.send(CLIENT_PARTY, AGGREGATOR_PARTY, blob)
+            per_client.append([_bc.LayerStats(*v) for v in _STATS.iter_unpack(got)])
+            report.bytes_up_per_client = max(report.bytes_up_per_client, len(got))
+        alphas = self._aggregator_thresholds(codec, per_client)
+        blob = b"".join(_F64.pack(a) for a in alphas)
+        client_alphas = [[a for (a,) in _F64.iter_unpack(
+            wire.send(AGGREGATOR_PARTY, CLIENT_PARTY, blob)[0])] for _ in scaled]
+        report.bytes_down_per_client += len(blob)
         # 3: each client, on its device: count its clipped values, quantize,
         # pack, encrypt. Only ciphertexts and the count go to the aggregator.
         t0 = time.perf_counter()
         uploads, counts, layout = [], [], None
-        for upd, dev in zip(scaled, devices):
-            counts.append(clipped_count(upd, alphas, dev))
+        for upd, dev, own in zip(scaled, devices, client_alphas):
+            counts.append(clipped_count(upd, own, dev))
             with tf.device(dev):
-                plaintext, layout = codec.encode(upd, alphas, rng=self._rng)
+                plaintext, layout = codec.encode(upd, own, rng=self._rng)
             uploads.append(self._client_upload(plaintext, dev))
         report.encrypt_s += time.perf_counter() - t0
-        report.bytes_up_per_client += 8          # the clipped count (int64)
-        # 4: the aggregator adds ciphertexts and counts.
-        download = self._round_trip(uploads, counts, agg_device, report)
+        # 4: the aggregator adds ciphertexts and counts (the count travels
+        # with the ciphertexts).
+        downloads = self._round_trip(wire, uploads, counts, agg_device, report)
+        wire.rounds(4)
         report.ciphertexts_per_client = codec.num_plaintexts(layout.count)
         # 5: every client decrypts the sum.
         t0 = time.perf_counter()
         result = None
-        for dev in devices:
+        for dev, download in zip(devices, downloads):
             total = self._client_decrypt(download, dev, tf.string)
             with tf.device(dev):
                 res = codec.unpack_sum(total, m, layout.count)
@@ -203,8 +284,8 @@ class PaillierAggregator(_PaillierBase):
     name = "paillier"
 
     def __init__(self, key_bits: int = 2048, fixed_point_bits: int = 24,
-                 devices: Optional[RuntimeDevices] = None):
-        super().__init__(key_bits, devices)
+                 devices: Optional[RuntimeDevices] = None, wire: Optional[Wires] = None):
+        super().__init__(key_bits, devices, wire)
         if not 1 <= fixed_point_bits <= 40:
             raise ValueError(f"fixed_point_bits must be in [1, 40], got {fixed_point_bits}")
         self.fixed_point_bits = fixed_point_bits
@@ -224,11 +305,13 @@ class PaillierAggregator(_PaillierBase):
                 plaintexts.append(tf.constant(np.rint(flat * scale).astype(np.int64)))
         uploads = [self._client_upload(pt, dev) for pt, dev in zip(plaintexts, devices)]
         report.encrypt_s += time.perf_counter() - t0
-        download = self._round_trip(uploads, [], agg_device, report)
+        wire = self._wire()
+        downloads = self._round_trip(wire, uploads, [], agg_device, report)
+        wire.rounds(2)
         report.ciphertexts_per_client = report.values
         t0 = time.perf_counter()
         flat = None
-        for dev in devices:
+        for dev, download in zip(devices, downloads):
             total = self._client_decrypt(download, dev, tf.int64)
             if flat is None:
                 flat = total.numpy().astype(np.float64) / scale

@@ -16,9 +16,13 @@ Building blocks (all on `Shares`, through the Backend API only):
   costs ceil(log2 d) multiplication rounds (ceil(log2(d+1)) with a scale);
   `power_terms` schedules it by depth when the scale arrives a round late.
 
-Rounds are sequential communication rounds: a batched private multiplication
-= 1, a batched comparison (`ltz`) = 1. `CostTracker` measures the critical
-path of every function by instrumenting the backend.
+Rounds are the one cost model's (runtime/cost.py): message hops on the
+critical path, 2 per batched private multiplication (cost.MUL_ROUNDS) and 2
+per batched comparison or circuit (cost.CIRCUIT_ROUNDS); "a multiplication
+round" below is one such batched call. `measure` takes the rounds,
+products and comparisons from the protocols' declarations (cost.record);
+`CostTracker` only splits the longest path into multiplications and
+comparisons.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ import tensorflow as tf
 
 from ..privpy import compare
 from . import fast_numerics
+from ..runtime import cost as C
 from ..runtime import shares as sh
 from ..privpy.backend import Backend, Shares
 from .lifted import Ctx
@@ -431,10 +436,10 @@ def log_softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[in
 class CostTracker:
     """A Backend proxy that measures what a computation costs.
 
-    Every Shares value gets a depth: the critical path of sequential rounds
-    that produced it (a batched multiplication or a batched comparison adds
-    one round; local operations add none). Values the tracker has not seen
-    raise, so nothing is silently counted as free; register inputs first.
+    Every Shares value gets a depth: the critical path of rounds that
+    produced it (a batched multiplication adds cost.MUL_ROUNDS, a batched
+    comparison or circuit cost.CIRCUIT_ROUNDS; local operations add none).
+    Values the tracker has not seen raise, so nothing is silently counted as free; register inputs first.
     Also counts elementwise products and comparisons.
     """
 
@@ -494,7 +499,7 @@ class CostTracker:
         d = self._deepest([x, y])
         out = self._b.mul(x, y, *args, **kw)
         self.products += self._size(out)
-        self._set(out, (d[0] + 1, d[1] + 1, d[2]))
+        self._set(out, (d[0] + C.MUL_ROUNDS, d[1] + C.MUL_ROUNDS, d[2]))
         return out
 
     def mul_many(self, pairs, **kw):
@@ -502,7 +507,7 @@ class CostTracker:
         outs = self._b.mul_many(pairs, **kw)
         for o in outs:
             self.products += self._size(o)
-            self._set(o, (d[0] + 1, d[1] + 1, d[2]))
+            self._set(o, (d[0] + C.MUL_ROUNDS, d[1] + C.MUL_ROUNDS, d[2]))
         return outs
 
     def _circuit(self, x: Shares, out: Shares) -> Shares:
@@ -511,7 +516,7 @@ class CostTracker:
         (cost.leading_one_cost, cost.thresholds_cost)."""
         d = self.depth(x)
         self.comparisons += self._size(x)
-        self._set(out, (d[0] + 1, d[1], d[2] + 1))
+        self._set(out, (d[0] + C.CIRCUIT_ROUNDS, d[1], d[2] + C.CIRCUIT_ROUNDS))
         return out
 
     def ltz(self, x: Shares, **kw) -> Shares:
@@ -534,5 +539,23 @@ def measure(backend: Backend, fn, *inputs: Shares) -> Dict[str, float]:
     out = fn(tr, *inputs)
     rounds, mrounds, crounds = tr.depth(out)
     n = tr._size(inputs[0])
+    # The same rounds as the protocols' declarations (cost.MUL_ROUNDS,
+    # cost.CIRCUIT_ROUNDS per call); tests/test_cost_model.py checks that the
+    # traced bill (cost.advance) agrees on the published functions.
     return {"out": out, "rounds": rounds, "mul_rounds": mrounds, "cmp_rounds": crounds,
             "products": tr.products / n, "comparisons": tr.comparisons / n}
+
+
+def declared(backend: Backend, fn, *inputs: Shares) -> C.Cost:
+    """The declared cost (runtime/cost.py, the one model) of
+    fn(backend, *inputs), traced as a tf.function on inputs of the same
+    shapes: nothing runs."""
+    flat = [t for v in inputs for t in v]
+
+    def body(*ts):
+        return fn(backend, *[(ts[2 * i], ts[2 * i + 1]) for i in range(len(inputs))])
+
+    with C.record() as bill:
+        tf.function(body).get_concrete_function(
+            *[tf.TensorSpec(t.shape, t.dtype) for t in flat])
+    return bill

@@ -54,6 +54,7 @@ class Backend(abc.ABC):
         for i in range(2):
             with self.on(i):
                 out.append(fn(*[a[i] for a in shares_args], party=i))
+        C.propagate([t for a in shares_args for t in a], out)
         return out[0], out[1]
 
     def encode(self, x: tf.Tensor, party: str, name: str = "",
@@ -95,9 +96,10 @@ class Backend(abc.ABC):
             C.declare(C.reveal_cost(sh.logical_shape(s[0], self.limbs), self.bits))
         s0 = self.rt.send1(self.holders[0], CLIENT, s[0])
         s1 = self.rt.send1(self.holders[1], CLIENT, s[1])
-        self.rt.count(rounds=1)
         with tf.device(self.rt.device(CLIENT)):
-            return kernels.ring_add(s0, s1, self.bits)
+            out = kernels.ring_add(s0, s1, self.bits)
+        self.rt.count(rounds=C.advance(s, C.REVEAL_ROUNDS, [out]))
+        return out
 
     # ---------------------------------------------------------- linear ops
     def add(self, x: Shares, y: Shares) -> Shares:
@@ -182,6 +184,7 @@ class Backend(abc.ABC):
         for i in range(2):
             with self.on(i):
                 out.append(fn([x[i] for x in xs]))
+        C.propagate([t for x in xs for t in x], out)
         return out[0], out[1]
 
     # -------------------------------------------------------- multiplication
@@ -332,8 +335,9 @@ class PrivPyBackend(Backend):
             C.declare(C.share_cost(sh.logical_shape(encoded, self.limbs), self.bits))
         with tf.device(self.rt.device(CLIENT)):
             s0, s1 = kernels.share_split(encoded, self.bits)
-        self.rt.count(rounds=1)
-        return self.rt.send1(CLIENT, "S1", s0), self.rt.send1(CLIENT, "S2", s1)
+        out = self.rt.send1(CLIENT, "S1", s0), self.rt.send1(CLIENT, "S2", s1)
+        self.rt.count(rounds=C.advance([encoded], C.SHARE_ROUNDS, out))
+        return out
 
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
             padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
@@ -372,7 +376,8 @@ class PrivPyBackend(Backend):
                                             kt_own[p], nt_own[p], bits, party=p, frac_bits=f,
                                             **geo))
         with tf.device(rt.device("S1")):
-            rt.count(rounds=2, multiplications=tf.size(z[0], out_type=tf.int64) // self.limbs)
+            rt.count(rounds=C.advance(list(x) + list(y), C.MUL_ROUNDS, z),
+                     multiplications=tf.size(z[0], out_type=tf.int64) // self.limbs)
         if C.active():
             C.declare(self.mul_bill(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z))))
         return z[0], z[1]

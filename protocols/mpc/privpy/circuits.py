@@ -256,5 +256,6 @@ def _batch(backend, low, circuit: Circuit, frac_bits: int, after, table=None,
             out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask[p], bits,
                                           frac_bits, party=p))
     with tf.device(rt.device("S1")):
-        rt.count(rounds=2, comparisons=n[0])
+        rt.count(rounds=C.advance(list(low) + ([] if after is None else [after]),
+                                  C.CIRCUIT_ROUNDS, out), comparisons=n[0])
     return out[0], out[1]

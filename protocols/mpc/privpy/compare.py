@@ -337,9 +337,9 @@ def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
         # layer's bill here, as the unrolled layers would.
         for _, _, a, _ in steps:
             e = rows * len(a)
-            C.declare(backend.ltz_bill(e))
+            C.declare_in_sequence(backend.ltz_bill(e))
             e *= 2 if idx is not None else 1
-            C.declare(backend.mul_bill([e], [e], [e]))
+            C.declare_in_sequence(backend.mul_bill([e], [e], [e]))
     full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
     x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
     return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)

@@ -1,8 +1,19 @@
-"""Cost declarations of the protocols (SPU-style, STYLE §7).
+"""Cost declarations of the protocols (SPU-style, STYLE §7): the one cost model.
 
-Every protocol that sends messages declares what it sends: rounds, and for
-each ordered pair of parties the number of messages and bytes, plus the
-number of secure multiplications and comparisons (elements). The
+Every protocol that sends messages declares what it sends: its rounds, and
+for each ordered pair of parties the number of messages and bytes, plus the
+number of secure multiplications and comparisons (elements).
+
+A ROUND is one message hop on the critical path: a message that cannot be
+sent before an earlier one has arrived. A multiplication is 2 (S -> T, then
+T -> S), a batch of garbled comparisons or circuits 2 (tables and labels to
+the assistants, re-shared bits back), a share or a reveal 1. The rounds of a
+computation are the depth of its longest chain of dependent messages: calls
+one after another add (`then`), independent calls overlap (`beside`). The
+runtime's counters (tp.stats), the converter's bill, tp.cost, the TensorBoard
+scalars and both generated docs all count this one quantity: `advance()`
+below computes it for every protocol call from the data dependencies of its
+operands (eager code runs one op after another, so there it is the sum). The
 declarations are plain functions of the operand shapes, so a cost bill can be
 computed before anything runs; tests/test_channel.py checks each one against
 what the channel (channel.py) counts in TF state during a real run.
@@ -17,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Sequence, Tuple
+
+import tensorflow as tf
 
 Link = Tuple[str, str]
 
@@ -30,13 +43,22 @@ GC_TABLE_BYTES = 64 * 4 * 8
 GC_DECODE_BYTES = 1
 GC_LABEL_BYTES = 64 * 2 * 8
 
+#: rounds of each protocol (message hops on its own critical path): PrivPy's
+#: multiplication (operands to T1/T2, products back), one garbled batch
+#: (tables and labels to T1/T2, re-shared bits back), tp.share, tp.reveal
+MUL_ROUNDS = 2
+CIRCUIT_ROUNDS = 2
+SHARE_ROUNDS = 1
+REVEAL_ROUNDS = 1
+
 
 @dataclasses.dataclass
 class Cost:
     """What one or more protocol calls send.
 
-    rounds is the number of sequential communication rounds when the calls
-    run one after another (an upper bound when independent calls overlap).
+    rounds: the critical-path depth of the messages (see the module
+    docstring); links: (src, dst) -> [messages, bytes]. `+` composes in
+    sequence (`then`); `beside` composes independent calls.
     """
 
     rounds: int = 0
@@ -62,6 +84,16 @@ class Cost:
         out = Cost()
         out += self
         out += other
+        return out
+
+    def then(self, other: "Cost") -> "Cost":
+        """self followed by other (other needs self's result): rounds add."""
+        return self + other
+
+    def beside(self, other: "Cost") -> "Cost":
+        """self and other independent (they overlap): the deeper one's rounds."""
+        out = self + other
+        out.rounds = max(self.rounds, other.rounds)
         return out
 
     @property
@@ -93,13 +125,13 @@ def _elems(shape) -> int:
 def share_cost(shape, ring_bits: int) -> Cost:
     """tp.share: the client sends one share to S1 and one to S2."""
     nbytes = _elems(shape) * ring_bits // 8
-    return Cost(rounds=1).send("client", "S1", nbytes).send("client", "S2", nbytes)
+    return Cost(rounds=SHARE_ROUNDS).send("client", "S1", nbytes).send("client", "S2", nbytes)
 
 
 def reveal_cost(shape, ring_bits: int) -> Cost:
     """tp.reveal: S1 and S2 send their shares to the client."""
     nbytes = _elems(shape) * ring_bits // 8
-    return Cost(rounds=1).send("S1", "client", nbytes).send("S2", "client", nbytes)
+    return Cost(rounds=REVEAL_ROUNDS).send("S1", "client", nbytes).send("S2", "client", nbytes)
 
 
 def mul_cost(x_shape, y_shape, out_shape, ring_bits: int) -> Cost:
@@ -110,7 +142,7 @@ def mul_cost(x_shape, y_shape, out_shape, ring_bits: int) -> Cost:
     servers; S1-T1 to T1 and S2-T2 to T2)."""
     e = ring_bits // 8
     nx, ny, nz = _elems(x_shape) * e, _elems(y_shape) * e, _elems(out_shape) * e
-    c = Cost(rounds=2, multiplications=_elems(out_shape))
+    c = Cost(rounds=MUL_ROUNDS, multiplications=_elems(out_shape))
     c.send("S1", "T1", nx + 2 * NONCE_BYTES).send("S2", "T1", ny + NONCE_BYTES)
     c.send("S2", "T2", nx + 2 * NONCE_BYTES).send("S1", "T2", ny + NONCE_BYTES)
     c.send("T1", "S2", nz).send("T2", "S1", nz)
@@ -124,7 +156,7 @@ def ltz_chunk_cost(n: int, ring_bits: int, pregarbled: bool = False) -> Cost:
     labels of -x2's bits; round 2: each assistant sends its re-shared output
     bits to the other server."""
     e = ring_bits // 8
-    c = Cost(rounds=2, comparisons=n)
+    c = Cost(rounds=CIRCUIT_ROUNDS, comparisons=n)
     for t, k, own, other in (("T1", n // 2, "S1", "S2"), ("T2", n - n // 2, "S2", "S1")):
         if not pregarbled:
             # tables, decode bits, the S1-S2 nonce and the batch's first index
@@ -165,7 +197,7 @@ def circuit_chunk_cost(n: int, ring_bits: int, gates: int, width: int, decode: i
     e = ring_bits // 8
     table = gates * 32 + decode
     labels = width * 16
-    c = Cost(rounds=2, comparisons=n)
+    c = Cost(rounds=CIRCUIT_ROUNDS, comparisons=n)
     for t, k, own, other in (("T1", n // 2, "S1", "S2"), ("T2", n - n // 2, "S2", "S1")):
         c.send("S1", t, k * table + 2 * NONCE_BYTES)
         c.send(own, t, k * labels + 2 * NONCE_BYTES)
@@ -244,9 +276,78 @@ def active() -> bool:
 
 
 def declare(cost: Cost) -> None:
-    """Adds a protocol call's declared cost to every active recorder."""
+    """Adds a protocol call's declared traffic and counts (not its rounds,
+    which `advance` adds on the critical path) to every active recorder."""
+    traffic = dataclasses.replace(cost, rounds=0, links=dict(cost.links))
     for bill in _stack():
-        bill += cost
+        bill += traffic
+
+
+def declare_in_sequence(cost: Cost) -> None:
+    """declare(cost), its rounds after everything so far (`advance` with no
+    known operands): for a loop that declares its iterations' bill outside
+    the loop body (the body's calls count in TF state per iteration)."""
+    declare(cost)
+    advance((), cost.rounds, ())
+
+
+# ----------------------------------------------------------- critical path
+def _clock(graph) -> dict:
+    """The critical-path bookkeeping of one graph being built: the depth
+    (rounds) at which each share tensor made by a protocol or a local op is
+    ready, and the frontier, the deepest depth reached so far. It lives on
+    the graph, so each tf.function trace (and each loop body) starts at 0."""
+    c = getattr(graph, "_tp_cost_clock", None)
+    if c is None:
+        c = {"frontier": 0, "depth": {}}
+        graph._tp_cost_clock = c
+    return c
+
+
+def _graph_or_none():
+    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+
+
+def _depth_of(c: dict, t) -> int:
+    hit = c["depth"].get(id(t))
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    # The graph's inputs (a tf.function's arguments and captures, a loop
+    # body's variables) are there when it starts. Any other tensor no
+    # protocol or local op made (a share reshaped outside Backend.local) is
+    # taken to come after everything so far: never fewer rounds than the sum.
+    return 0 if getattr(getattr(t, "op", None), "type", "") == "Placeholder" else c["frontier"]
+
+
+def propagate(inputs: Sequence, outputs: Sequence) -> None:
+    """Local ops (no message): outputs are ready when their inputs are."""
+    graph = _graph_or_none()
+    if graph is None:
+        return
+    c = _clock(graph)
+    d = max((_depth_of(c, t) for t in inputs), default=c["frontier"])
+    for t in outputs:
+        c["depth"][id(t)] = (t, d)
+
+
+def advance(inputs: Sequence, rounds: int, outputs: Sequence) -> int:
+    """A protocol call of `rounds` rounds on `inputs` producing `outputs`:
+    returns how much it deepens the critical path of the program being
+    built (what the runtime's round counter advances by), and adds that to
+    every active recorder. Eagerly each call runs after the last: `rounds`."""
+    graph = _graph_or_none()
+    if graph is None:
+        inc = int(rounds)
+    else:
+        c = _clock(graph)
+        d = max((_depth_of(c, t) for t in inputs), default=c["frontier"]) + int(rounds)
+        for t in outputs:
+            c["depth"][id(t)] = (t, d)
+        inc = max(0, d - c["frontier"])
+        c["frontier"] = max(c["frontier"], d)
+    for bill in _stack():
+        bill.rounds += inc
+    return inc
 
 
 @contextlib.contextmanager

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 
 import tf_privpy as tp
+import zoo
 from distributed_driver import functions, lenet5, lr_step
 # one cluster and one driver for the module: test_distributed's fixtures
 from test_distributed import F, MB, cluster, driver, grid  # noqa: F401,F811
@@ -120,18 +121,18 @@ def _margins(model, x):
 
 
 @pytest.fixture(scope="module")
-def lenet():
-    """LeNet-5 (ReLU, max-pool) trained on the shipped digits, from the
-    model cache tests/test_mnist_private.py and `make demo` share (its file
-    is what the driver loads), and the first BATCH test digits whose class
+def lenet(tmp_path_factory):
+    """LeNet-5 (ReLU, max-pool) trained on the shipped digits, once per run
+    for the tests that use it (tests/zoo.py; its file is what the driver
+    loads), and the first BATCH test digits whose class
     is clear: their top score leads by more than the error bound allows
     two scores to move (most digits; the others' classes may differ)."""
-    (x, y), (xt, yt) = tp.datasets.load_mnist(flatten=False)
-    model = tp.models.train("lenet5", x, y)
+    (x, y), (xt, yt) = zoo.mnist()
+    model = zoo.trained("lenet5", tmp_path_factory, (x, y))
     lead, bound = _margins(model, xt[:4 * BATCH])
     clear = np.flatnonzero(lead > bound)[:BATCH]
     assert len(clear) == BATCH, (lead, bound)
-    return model, tp.models.cache_path("lenet5", x, y), xt[clear]
+    return model, zoo.cache_path("lenet5", tmp_path_factory, (x, y)), xt[clear]
 
 
 @pytest.mark.slow

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+import zoo
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -23,14 +25,23 @@ def test_private_logistic_example(ring):
     assert errs[0] < 16 * ulp and errs[1] < 400 * ulp, errs
 
 
+@pytest.fixture(scope="module")
+def lenet5_cache(tmp_path_factory):
+    """This run's model folder with LeNet-5 in it (tests/zoo.py): the demo
+    loads the model the other tests check instead of training its own
+    (the demo's key: the same digits, the same settings)."""
+    zoo.trained("lenet5", tmp_path_factory)
+    return zoo.run_cache(tmp_path_factory)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("ring", [128, 64])
-def test_lenet5_demo(ring, tmp_path):
-    """`make demo`: trains (or loads) LeNet-5, converts it and classifies real
-    digits privately; every private prediction equals the plaintext one."""
+def test_lenet5_demo(ring, lenet5_cache):
+    """`make demo`: loads LeNet-5 (trained once in this run), converts it
+    and classifies real digits privately; every private prediction equals
+    the plaintext one."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,
-               TF_PRIVPY_MODEL_CACHE=os.environ.get("TF_PRIVPY_MODEL_CACHE",
-                                                    str(tmp_path / "models")))
+               TF_PRIVPY_MODEL_CACHE=lenet5_cache)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples",
                                                      "lenet5_private_inference.py"),
                         f"--ring_bits={ring}", "--images=40", "--batch=20"], env=env,

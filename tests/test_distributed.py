@@ -339,7 +339,7 @@ def test_profile_collects_every_servers_own_trace(driver, tmp_path):
     files = reply["files"]
     assert len(files) == 5  # the driver's host and one per server
     steps = {"S1": {"mul_mask", "mul_finish", "gc_garble", "bit_unmask", "aead_seal"},
-             "S2": {"mul_mask", "mul_finish", "gc_encode_input", "bit_unmask"},
+             "S2": {"mul_mask", "mul_finish", "gc_encode", "bit_unmask"},
              "T1": {"mul_assist", "gc_evaluate", "bit_share_assist", "aead_open"},
              "T2": {"mul_assist", "gc_evaluate", "bit_share_assist"}}
     for party, expected in steps.items():

@@ -1,9 +1,12 @@
-"""Garbled-circuit comparison kernels (ops/gc, DESIGN §6): GcGarble on S1,
-GcEncodeInput on S1 (role y, values x1) and S2 (role x, values -x2),
-GcEvaluate on an assistant, GcOutputMask on S1/S2.
+"""Garbled-circuit comparison kernels (ops/gc, DESIGN §6): the one op set
+GcGarble / GcEncode / GcEvaluate / GcMask with circuit="compare": GcGarble
+on S1, GcEncode on S1 (role a, values y = x1) and S2 (role b, values x =
+-x2), GcEvaluate on an assistant, GcMask on S1/S2. The op set's own checks
+(unknown circuits, parameters of another circuit, shape functions of every
+circuit) are at the end.
 
-Contract tested here: GcEvaluate(...) XOR GcOutputMask(...) equals
-[values_y < values_x] as a SIGNED int64 comparison, i.e. [x1 < -x2]."""
+Contract tested here: GcEvaluate(...) XOR GcMask(...) equals [y < x] as a
+SIGNED int64 comparison, i.e. [x1 < -x2]."""
 import os
 import subprocess
 import sys
@@ -29,15 +32,38 @@ def c64(v):
     return tf.constant(v, tf.int64)
 
 
+CMP = "compare"
+
+
+def garble(key, nonce, n, first=0, count=None):
+    """S1: the comparators [first, first + count) of a batch of n (count: all)."""
+    return K.gc_garble(key, nonce, n, first, n if count is None else count, CMP)
+
+
+def encode(key, nonce, values, role, n=None, first=0):
+    """Labels of role "y" (S1's x1: the op's role a) or "x" (S2's -x2: role b)."""
+    n = tf.shape(values, out_type=tf.int64)[0] if n is None else n
+    return K.gc_encode(key, nonce, values, n, first, CMP, {"y": "a", "x": "b"}.get(role, role))
+
+
+def ev(t, d, lx, ly, nonce, first=c64(0)):
+    """T: b' from S2's labels lx and S1's ly (the op takes S1's first)."""
+    return K.gc_evaluate(t, d, ly, lx, nonce, first, CMP)
+
+
+def mask(key, nonce, n):
+    return K.gc_mask(key, nonce, n, CMP)
+
+
 def garble_eval(key, nonce, y, x):
     """Runs the four kernels; returns (b' = evaluate output, m, garble outputs, labels)."""
     n = len(y)
     nonce = c64(nonce)
-    tables, decode = K.gc_garble(key, nonce, c64(n))
-    lx = K.gc_encode_input(key, nonce, c64(x), role="x")  # S2: -x2
-    ly = K.gc_encode_input(key, nonce, c64(y), role="y")  # S1: x1
-    bits = LIB.tf_privpy_gc_evaluate(tables, decode, lx, ly, nonce, c64(0))
-    m = LIB.tf_privpy_gc_output_mask(key, nonce, c64(n))
+    tables, decode = garble(key, nonce, c64(n))
+    lx = encode(key, nonce, c64(x), role="x")  # S2: -x2
+    ly = encode(key, nonce, c64(y), role="y")  # S1: x1
+    bits = ev(tables, decode, lx, ly, nonce, c64(0))
+    m = mask(key, nonce, c64(n))
     return bits.numpy(), m.numpy(), (tables.numpy(), decode.numpy()), (lx.numpy(), ly.numpy())
 
 
@@ -95,12 +121,12 @@ def test_million_comparisons():
     x = rng.integers(I64.min, I64.max, n, dtype=np.int64, endpoint=True)
     x[::3] = y[::3]
     key, nonce = rand_key(rng), c64(77)
-    tables, decode = K.gc_garble(key, nonce, c64(n))
-    bits = LIB.tf_privpy_gc_evaluate(
-        tables, decode, K.gc_encode_input(key, nonce, c64(x), role="x"),
-        K.gc_encode_input(key, nonce, c64(y), role="y"), nonce, c64(0))
+    tables, decode = garble(key, nonce, c64(n))
+    bits = ev(
+        tables, decode, encode(key, nonce, c64(x), role="x"),
+        encode(key, nonce, c64(y), role="y"), nonce, c64(0))
     del tables
-    m = LIB.tf_privpy_gc_output_mask(key, nonce, c64(n))
+    m = mask(key, nonce, c64(n))
     np.testing.assert_array_equal(bits.numpy() ^ m.numpy(), (y < x).astype(np.uint8))
 
 
@@ -138,18 +164,18 @@ def test_mask_looks_uniform():
     rng = np.random.default_rng(6)
     key = rand_key(rng)
     n = 200_000
-    m = LIB.tf_privpy_gc_output_mask(key, c64(3), c64(n)).numpy()
+    m = mask(key, c64(3), c64(n)).numpy()
     assert set(np.unique(m)) == {0, 1}
     assert abs(m.mean() - 0.5) < 5 * 0.5 / np.sqrt(n)
     pairs = m[:-1] * 2 + m[1:]  # no serial correlation
     counts = np.bincount(pairs, minlength=4) / (n - 1)
     assert np.all(np.abs(counts - 0.25) < 0.01)
     # Decode bits must look uniform too (they are lsb(output label) ^ m).
-    _, d = K.gc_garble(key, c64(3), c64(20000))
+    _, d = garble(key, c64(3), c64(20000))
     assert abs(d.numpy().mean() - 0.5) < 0.03
     # The masks of the first k comparisons depend on n (the layout includes n),
     # but are reproducible for the same n.
-    m2 = LIB.tf_privpy_gc_output_mask(key, c64(3), c64(n)).numpy()
+    m2 = mask(key, c64(3), c64(n)).numpy()
     np.testing.assert_array_equal(m, m2)
 
 
@@ -163,14 +189,13 @@ def test_split_evaluation_across_assistants():
     key = rand_key(rng)
     _, m, (t, d), (lx, ly) = garble_eval(key, 31, y, x)
     # S1 garbles T2's part apart, S1 and S2 encode it apart: slices of the batch
-    t2, d2 = K.gc_garble(key, c64(31), n, f, n - f)
+    t2, d2 = garble(key, c64(31), n, f, n - f)
     np.testing.assert_array_equal(t2, t[f:])
     np.testing.assert_array_equal(d2, d[f:])
-    np.testing.assert_array_equal(K.gc_encode_input(key, c64(31), c64(x[f:]), "x", n, f),
+    np.testing.assert_array_equal(encode(key, c64(31), c64(x[f:]), "x", n, f),
                                   lx[f:])
     with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in the batch"):
-        K.gc_garble(key, c64(31), n, f, n)
-    ev = LIB.tf_privpy_gc_evaluate
+        garble(key, c64(31), n, f, n)
     b1 = ev(t[:f], d[:f], lx[:f], ly[:f], c64(31), c64(0)).numpy()
     b2 = ev(t[f:], d[f:], lx[f:], ly[f:], c64(31), c64(f)).numpy()
     np.testing.assert_array_equal(np.concatenate([b1, b2]) ^ m, (y < x).astype(np.uint8))
@@ -193,8 +218,9 @@ def test_split_evaluation_across_assistants():
 
 
 def test_standalone_cc_program():
-    """ops/gc/garble_test.cc, leading_one_test.cc and thresholds_test.cc (no
-    TensorFlow, system OpenSSL: each circuit against a plain reference) pass.
+    """ops/gc/garble_test.cc, leading_one_test.cc, thresholds_test.cc and
+    circuit_table_test.cc (no TensorFlow, system OpenSSL: each circuit, and
+    each through the ops' circuit table, against a plain reference) pass.
     Built once into build/cc-tests/gc (`make cc-tests`); make rebuilds on change."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = os.path.join(root, "build", "cc-tests", "gc")
@@ -202,7 +228,7 @@ def test_standalone_cc_program():
                         f"OUT={out}"], cwd=root, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     summaries = [ln for ln in r.stdout.splitlines() if " passed, " in ln]
-    assert len(summaries) == 3, r.stdout
+    assert len(summaries) == 4, r.stdout
     for last in summaries:
         assert last.endswith(" 0 failed") and not last.startswith("0 passed"), r.stdout
 
@@ -217,10 +243,10 @@ def test_wrong_label_gives_garbage():
     want = (y < x).astype(np.uint8)
     bad = lx.copy()
     bad[:, 7, 1] ^= 1 << 20  # one bit of one label of every comparison (not the lsb)
-    b = LIB.tf_privpy_gc_evaluate(t, d, bad, ly, c64(21), c64(0)).numpy()
+    b = ev(t, d, bad, ly, c64(21), c64(0)).numpy()
     assert 0.45 < np.mean((b ^ m) == want) < 0.55
     # Evaluating with another nonce (wrong tweaks) gives garbage as well.
-    b = LIB.tf_privpy_gc_evaluate(t, d, lx, ly, c64(22), c64(0)).numpy()
+    b = ev(t, d, lx, ly, c64(22), c64(0)).numpy()
     assert 0.45 < np.mean((b ^ m) == want) < 0.55
 
 
@@ -306,13 +332,13 @@ def test_graph_mode_static_shapes():
     def fn(y, x):
         nonce = c64(4)
         n = tf.shape(y, out_type=tf.int64)[0]
-        t, d = K.gc_garble(key, nonce, n)
-        lx = K.gc_encode_input(key, nonce, x, role="x")
-        ly = K.gc_encode_input(key, nonce, y, role="y")
+        t, d = garble(key, nonce, n)
+        lx = encode(key, nonce, x, role="x")
+        ly = encode(key, nonce, y, role="y")
         assert t.shape.as_list() == [None, 64, 4] and lx.shape.as_list() == [None, 64, 2]
-        b = LIB.tf_privpy_gc_evaluate(t, d, lx, ly, nonce, c64(0))
+        b = ev(t, d, lx, ly, nonce, c64(0))
         assert b.shape.as_list() == [None] and b.dtype == tf.uint8
-        return b ^ LIB.tf_privpy_gc_output_mask(key, nonce, n)
+        return b ^ mask(key, nonce, n)
 
     y = np.array([1, -3, 8, I64.min], np.int64)
     x = np.array([2, -4, 8, I64.max], np.int64)
@@ -322,7 +348,7 @@ def test_graph_mode_static_shapes():
 
     @tf.function
     def const_shapes():
-        t, d = K.gc_garble(key, c64(1), c64(5))
+        t, d = garble(key, c64(1), c64(5))
         seen["t"], seen["d"] = t.shape.as_list(), d.shape.as_list()
         return t, d
 
@@ -337,29 +363,26 @@ def test_tampered_shapes_are_rejected():
     y = rng.integers(-9, 9, n)
     _, _, (t, d), (lx, ly) = garble_eval(key, 1, y, y)
     nonce = c64(1)
-    def ev(t, d, lx, ly, nonce, first=c64(0)):
-        return LIB.tf_privpy_gc_evaluate(t, d, lx, ly, nonce, first)
-
     cases = [
         (lambda: ev(t[:, :63], d, lx, ly, nonce), r"tables must have shape \[n, 64, 4\]"),
         (lambda: ev(t[..., :2], d, lx, ly, nonce), r"tables must have shape \[n, 64, 4\]"),
         (lambda: ev(t, d[:5], lx, ly, nonce), r"decode must have shape \[6\]"),
-        (lambda: ev(t, d, lx[:5], ly, nonce), r"labels_x has 5 comparisons but the other inputs have 6"),
-        (lambda: ev(t, d, lx, ly[..., :1], nonce), r"labels_y must have shape \[n, 64, 2\]"),
+        (lambda: ev(t, d, lx[:5], ly, nonce), r"labels_b must have shape \[6, 64, 2\]"),
+        (lambda: ev(t, d, lx, ly[..., :1], nonce), r"labels_a must have shape \[6, 64, 2\]"),
         (lambda: ev(t, d, lx, ly, c64([1, 2])), r"nonce must be an int64 scalar"),
         (lambda: ev(t, d, lx, ly, nonce, c64([0])), r"first_index must be an int64 scalar"),
-        (lambda: K.gc_garble(key, nonce, c64(-1)), r"n .* must be in \[0, "),
-        (lambda: K.gc_garble(key, nonce, c64([3])), r"n must be an int64 scalar"),
-        (lambda: K.gc_garble(key[:1], nonce, c64(3)), r"key12 must be an int64 tensor of 2"),
-        (lambda: LIB.tf_privpy_gc_output_mask(key, nonce, c64(-5)), r"must be in \[0, "),
-        (lambda: K.gc_encode_input(key, nonce, c64([[1, 2]]), role="x"),
+        (lambda: garble(key, nonce, c64(-1)), r"n .* must be in \[0, "),
+        (lambda: garble(key, nonce, c64([3])), r"n must be an int64 scalar"),
+        (lambda: garble(key[:1], nonce, c64(3)), r"key12 must be an int64 tensor of 2"),
+        (lambda: mask(key, nonce, c64(-5)), r"must be in \[0, "),
+        (lambda: encode(key, nonce, c64([[1, 2]]), role="x"),
          r"values must be a vector \[n\]"),
     ]
     for fn, msg in cases:
         with pytest.raises(tf.errors.InvalidArgumentError, match=msg):
             fn()
     with pytest.raises((tf.errors.InvalidArgumentError, TypeError, ValueError)):
-        K.gc_encode_input(key, nonce, c64([1]), role="z")
+        encode(key, nonce, c64([1]), role="z")
 
     # In a graph, the shape functions reject mismatches before anything runs.
     with pytest.raises(ValueError, match="must be equal|Dimensions must be equal|Shape must be"):
@@ -368,17 +391,16 @@ def test_tampered_shapes_are_rejected():
 
 PORTABLE_CODE = """
 import sys, numpy as np, tensorflow as tf
-from tf_privpy.protocols.loader import load_library
 from tf_privpy.protocols.mpc.runtime import kernels as K
-L = load_library()
 k = tf.constant([123456789, -987654321], tf.int64); no = tf.constant(77, tf.int64)
 y = tf.constant(np.arange(-150, 150, dtype=np.int64) * 7919)
 x = tf.constant(np.arange(150, -150, -1, dtype=np.int64) * 104729)
-t, d = K.gc_garble(k, no, tf.constant(300, tf.int64))
-lx = K.gc_encode_input(k, no, x, "x")
-ly = K.gc_encode_input(k, no, y, "y")
-b = L.tf_privpy_gc_evaluate(t, d, lx, ly, no, tf.constant(0, tf.int64))
-m = L.tf_privpy_gc_output_mask(k, no, tf.constant(300, tf.int64))
+n = tf.constant(300, tf.int64); z = tf.constant(0, tf.int64)
+t, d = K.gc_garble(k, no, n, z, n, "compare")
+lx = K.gc_encode(k, no, x, n, z, "compare", "b")
+ly = K.gc_encode(k, no, y, n, z, "compare", "a")
+b = K.gc_evaluate(t, d, ly, lx, no, z, "compare")
+m = K.gc_mask(k, no, n, "compare")
 assert np.array_equal(b.numpy() ^ m.numpy(), (y.numpy() < x.numpy()).astype(np.uint8))
 sys.stdout.write("".join(a.numpy().tobytes().hex() for a in (t, d, lx, ly, b, m)))
 """
@@ -397,3 +419,63 @@ def test_portable_aes_path_matches():
         assert r.returncode == 0, r.stderr[-2000:]
         outs.append(r.stdout)
     assert outs[0] == outs[1] and len(outs[0]) == 2 * (300 * 64 * 32 + 300 + 2 * 300 * 64 * 16 + 600)
+
+
+# ------------------------------------------------ the op set, every circuit
+SPECS = {"compare": {}, "leading_one": dict(width=10, magnitude=True, columns=[1, 9]),
+         "thresholds": dict(width=46, lo=19, window=6, points=[-3, 0, 3])}
+
+
+def test_unknown_circuits_and_foreign_parameters_are_refused():
+    """One op set for every circuit: a name outside the table, a parameter
+    of another circuit or a missing width is refused, not ignored."""
+    key, nonce = c64([1, 2]), c64(1)
+    cases = [
+        (lambda: K.gc_mask(key, nonce, 4, "comparison"), "unknown garbled circuit 'comparison'"),
+        (lambda: K.gc_mask(key, nonce, 4, "compare", columns=[1]), "takes no columns"),
+        (lambda: K.gc_mask(key, nonce, 4, "compare", width=46), "width must be 64"),
+        (lambda: K.gc_mask(key, nonce, 4, "leading_one"), "needs its width"),
+        (lambda: K.gc_garble(key, nonce, 4, 0, 4, "thresholds", magnitude=True,
+                             **SPECS["thresholds"]), "takes no magnitude"),
+        (lambda: K.gc_encode(key, nonce, c64([1]), 1, 0, "leading_one", "a", width=10,
+                             points=[1]), "takes no points"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError, match=msg):
+            fn()
+    with pytest.raises(ValueError, match="unknown garbled circuit"):   # the shape function
+        tf.function(lambda: K.gc_mask(key, nonce, 4, "nope")).get_concrete_function()
+
+
+@pytest.mark.parametrize("circuit", sorted(SPECS))
+def test_shape_functions_of_every_circuit(circuit):
+    """In a graph, each op's static shapes are the kernel's: tables [n, G, 4],
+    labels [n, W, 2], bits [n, K] ([n] for the comparator); and mismatched
+    labels are rejected before anything runs."""
+    from tf_privpy.protocols.mpc.runtime import cost
+    p = SPECS[circuit]
+    w = p.get("width", 64)
+    gates = {"compare": 64, "leading_one": cost.leading_one_gates(10, True),
+             "thresholds": cost.thresholds_gates(46, 19, 6, [-3, 0, 3])}[circuit]
+    bits = [5] if circuit == "compare" else [5, len(p.get("columns") or p.get("points"))]
+    key, nonce, seen = c64([3, 4]), c64(2), {}
+
+    @tf.function
+    def run():
+        t, d = K.gc_garble(key, nonce, c64(5), c64(0), c64(5), circuit, **p)
+        la = K.gc_encode(key, nonce, c64([1, 2, 3, 4, 5]), c64(5), c64(0), circuit, "a", **p)
+        lb = K.gc_encode(key, nonce, c64([5, 4, 3, 2, 1]), c64(5), c64(0), circuit, "b", **p)
+        b = K.gc_evaluate(t, d, la, lb, nonce, c64(0), circuit, **p)
+        m = K.gc_mask(key, nonce, c64(5), circuit, **p)
+        seen.update(t=t.shape.as_list(), d=d.shape.as_list(), la=la.shape.as_list(),
+                    b=b.shape.as_list(), m=m.shape.as_list())
+        return b ^ m
+
+    out = run().numpy()
+    assert seen == {"t": [5, gates, 4], "d": bits, "la": [5, w, 2], "b": bits, "m": bits}
+    assert list(out.shape) == bits
+    t, d = K.gc_garble(key, nonce, 5, 0, 5, circuit, **p)
+    la = tf.zeros([5, w - 1, 2], tf.int64)
+    with pytest.raises(ValueError, match=f"Dimension must be {w} but is {w - 1}"):
+        tf.function(lambda: K.gc_evaluate(t, d, la, la, nonce, 0, circuit, **p)
+                    ).get_concrete_function()

@@ -74,45 +74,50 @@ def test_kernels_against_python_ints(width, magnitude, subset):
     nonce, n = tf.constant(7, tf.int64), len(x)
     cols = [width - 1, 0, width // 2, 1] if subset else []
     want = reference(x, width, magnitude)[:, cols or list(range(width))]
-    m = kernels.gc_leading_one_mask(key, nonce, n, width, cols).numpy()
+    spec = dict(width=width, magnitude=magnitude, columns=cols)
+    m = kernels.gc_mask(key, nonce, n, "leading_one", **spec).numpy()
     h = n // 3   # two parts, as T1 and T2 evaluate them
     bits, parts = [], []
     for first, count in ((0, h), (h, n - h)):
-        tables, decode = kernels.gc_leading_one_garble(key, nonce, n, first, count, width,
-                                                       magnitude, cols)
+        tables, decode = kernels.gc_garble(key, nonce, n, first, count, "leading_one", **spec)
         assert tables.shape == (count, cost.leading_one_gates(width, magnitude), 4)
-        la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a[first:first + count]), n,
-                                           first, width, "a")
-        lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb[first:first + count]), n,
-                                           first, width, "b")
+        la, lb = (kernels.gc_encode(key, nonce, tf.constant(v[first:first + count]), n, first,
+                                    "leading_one", role, **spec)
+                  for v, role in ((a, "a"), (bb, "b")))
         parts.append((tables, decode, la, lb))
-        bits.append(kernels.gc_leading_one_evaluate(tables, decode, la, lb, nonce, first, width,
-                                                    magnitude, cols).numpy())
+        bits.append(kernels.gc_evaluate(tables, decode, la, lb, nonce, first, "leading_one",
+                                        **spec).numpy())
     np.testing.assert_array_equal(np.concatenate(bits) ^ m, want)
     # a part evaluated with the wrong first index decodes garbage
-    wrong = kernels.gc_leading_one_evaluate(*parts[1], nonce, 0, width, magnitude,
-                                            cols).numpy()
+    wrong = kernels.gc_evaluate(*parts[1], nonce, 0, "leading_one", **spec).numpy()
     assert (wrong != bits[1]).mean() > 0.2
+
+
+def lo_kernel(fn, *args, width=10, magnitude=True, columns=()):
+    """kernels.gc_<fn>(*args) of the leading-one circuit."""
+    return getattr(kernels, "gc_" + fn)(*args, "leading_one", width=width, magnitude=magnitude,
+                                        columns=columns)
 
 
 def test_kernels_reject_bad_shapes_and_widths():
     key, nonce = tf.constant([1, 2], tf.int64), tf.constant(1, tf.int64)
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError)):
-        kernels.gc_leading_one_mask(key, nonce, 4, 65)
+        lo_kernel("mask", key, nonce, 4, width=65)
     with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="repeat"):
-        kernels.gc_leading_one_mask(key, nonce, 4, 10, [3, 3])
+        lo_kernel("mask", key, nonce, 4, columns=[3, 3])
     with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in the batch"):
-        kernels.gc_leading_one_garble(key, nonce, 4, 3, 2, 10, True)
-    tables, decode = kernels.gc_leading_one_garble(key, nonce, 4, 0, 4, 10, True)
-    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 4, 0, 10, "a")
+        lo_kernel("garble", key, nonce, 4, 3, 2)
+    tables, decode = lo_kernel("garble", key, nonce, 4, 0, 4)
+    zeros = tf.zeros([4], tf.int64)
+    la = kernels.gc_encode(key, nonce, zeros, 4, 0, "leading_one", "a", width=10)
     with pytest.raises(tf.errors.InvalidArgumentError, match="must lie in the batch"):
-        kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 4, 1, 10, "a")
+        kernels.gc_encode(key, nonce, zeros, 4, 1, "leading_one", "a", width=10)
     with pytest.raises(tf.errors.InvalidArgumentError, match="tables must have shape"):
-        kernels.gc_leading_one_evaluate(tables, decode, la, la, nonce, 0, 10, False)
+        lo_kernel("evaluate", tables, decode, la, la, nonce, 0, magnitude=False)
     with pytest.raises(tf.errors.InvalidArgumentError, match="labels_b must have shape"):
-        kernels.gc_leading_one_evaluate(tables, decode, la, la[:3], nonce, 0, 10, True)
+        lo_kernel("evaluate", tables, decode, la, la[:3], nonce, 0)
     with pytest.raises(tf.errors.InvalidArgumentError, match="decode must have shape"):
-        kernels.gc_leading_one_evaluate(tables, decode, la, la, nonce, 0, 10, True, [1, 2])
+        lo_kernel("evaluate", tables, decode, la, la, nonce, 0, columns=[1, 2])
 
 
 # ---------------------------------------------------------------- protocol
@@ -219,7 +224,7 @@ def _all_outputs(b, s):
     return b.leading_one(s, list(range(LO.default_width(b.cfg))), magnitude=True)
 
 
-def _views(secret_ints, ring, monkeypatch, evaluate="gc_leading_one_evaluate",
+def _views(secret_ints, ring, monkeypatch, evaluate="gc_evaluate",
            call=_all_outputs):
     """({receiver: [(sender, message)]}, [T's evaluated (masked) bits]) of
     call(backend, shares) with the assistants' evaluation kernel `evaluate`."""
@@ -284,6 +289,20 @@ def test_views_are_uniform_and_secret_independent(ring, monkeypatch):
     _check_views(ring, monkeypatch)
 
 
+def unmasked(monkeypatch):
+    """Patches the circuits' kernels into the broken variant below: S1 folds
+    the output masks into the decoding bits, S1 and S2 unmask with 0."""
+    real_garble, real_mask = kernels.gc_garble, kernels.gc_mask
+
+    def garble_no_mask(key, nonce, n, first, count, circuit, **params):
+        tables, decode = real_garble(key, nonce, n, first, count, circuit, **params)
+        return tables, decode ^ real_mask(key, nonce, n, circuit, **params)[first:first + count]
+
+    monkeypatch.setattr(kernels, "gc_garble", garble_no_mask)
+    monkeypatch.setattr(kernels, "gc_mask", lambda key, nonce, n, circuit, **params: tf.zeros_like(
+        real_mask(key, nonce, n, circuit, **params)))
+
+
 def test_view_check_fails_without_output_masks(monkeypatch):
     """The check above can fail: a deliberately broken variant whose output
     masks are all zero (S1 folds m into the decoding bits, S1 and S2 unmask
@@ -291,16 +310,7 @@ def test_view_check_fails_without_output_masks(monkeypatch):
     tp.reset()
     tp.init(tp.Config(ring_bits=64))
     try:
-        real_garble, real_mask = kernels.gc_leading_one_garble, kernels.gc_leading_one_mask
-
-        def garble_no_mask(key, nonce, n, first, count, width, magnitude, columns=()):
-            tables, decode = real_garble(key, nonce, n, first, count, width, magnitude, columns)
-            return tables, decode ^ real_mask(key, nonce, n, width, columns)[first:first + count]
-
-        monkeypatch.setattr(kernels, "gc_leading_one_garble", garble_no_mask)
-        monkeypatch.setattr(kernels, "gc_leading_one_mask",
-                            lambda key, nonce, n, width, columns=(): tf.zeros(tf.stack(
-                                [tf.cast(n, tf.int64), len(columns) or width]), tf.uint8))
+        unmasked(monkeypatch)
         b = tp.get_runtime().backend
         s = shares_of([5, -9, 0, 1 << 20], 64)
         got = revealed_bits(b, b.leading_one(s, list(range(34)), magnitude=True, width=34), 64)

@@ -21,7 +21,7 @@ from conftest import run
 PARTIES = ("S1", "S2", "T1", "T2", "client")
 #: protocol steps and the parties that run them (DESIGN §5, §6)
 WHERE = {"mul_mask": {"S1", "S2"}, "mul_assist": {"T1", "T2"}, "mul_finish": {"S1", "S2"},
-         "gc_garble": {"S1"}, "gc_evaluate": {"T1", "T2"}, "gc_encode_input": {"S1", "S2"},
+         "gc_garble": {"S1"}, "gc_evaluate": {"T1", "T2"}, "gc_encode": {"S1", "S2"},
          "bit_share_assist": {"T1", "T2"}, "bit_unmask": {"S1", "S2"}}
 
 

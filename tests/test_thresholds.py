@@ -12,7 +12,8 @@ import tensorflow as tf
 
 import tf_privpy as tp
 from conftest import run
-from test_leading_one import I64, _check_views, revealed_bits, rt, shares_of  # noqa: F401 (rt)
+from test_leading_one import (I64, _check_views, revealed_bits, rt, shares_of,  # noqa: F401 (rt)
+                              unmasked)
 from tf_privpy.protocols.mpc.runtime import cost, kernels
 from tf_privpy.protocols.mpc.privpy import leading_one as LO
 from tf_privpy.protocols.mpc.privpy import thresholds as TH
@@ -63,43 +64,58 @@ def test_kernels_against_python_ints(width, lo, window, points):
     a, bb = r, (x.astype(np.uint64) - r.astype(np.uint64)).astype(np.int64)  # x = a + b
     key = tf.constant(rng.integers(I64.min, I64.max, 2, dtype=np.int64))
     nonce, n = tf.constant(7, tf.int64), len(x)
-    spec = (width, lo, window, points)
-    tables, decode = kernels.gc_thresholds_garble(key, nonce, n, 0, n, *spec)
-    assert tables.shape == (n, cost.thresholds_gates(*spec), 4)
-    la = kernels.gc_leading_one_encode(key, nonce, tf.constant(a), n, 0, width, "a")
-    lb = kernels.gc_leading_one_encode(key, nonce, tf.constant(bb), n, 0, width, "b")
-    m = kernels.gc_thresholds_mask(key, nonce, n, *spec).numpy()
+    spec = dict(width=width, lo=lo, window=window, points=points)
+    gates = cost.thresholds_gates(width, lo, window, points)
+
+    def kernel(fn, *args):
+        return getattr(kernels, "gc_" + fn)(*args, "thresholds", **spec)
+
+    tables, decode = kernel("garble", key, nonce, n, 0, n)
+    assert tables.shape == (n, gates, 4)
+    # the leading-one circuit's labels are the same (one layout)
+    la = kernels.gc_encode(key, nonce, tf.constant(a), n, 0, "leading_one", "a", width=width)
+    lb = kernels.gc_encode(key, nonce, tf.constant(bb), n, 0, "thresholds", "b", **spec)
+    np.testing.assert_array_equal(
+        kernels.gc_encode(key, nonce, tf.constant(bb), n, 0, "leading_one", "b", width=width), lb)
+    m = kernel("mask", key, nonce, n).numpy()
     # two parts, as T1 and T2 evaluate them, garbled apart as S1 does; tables
     # are chunk-major (64 elements, gc_circuit.h TableIndex), so a part's
     # tables are the whole batch's rows only when it starts on a chunk
     h = n // 3 // 64 * 64 or n // 3
-    t1, d1 = kernels.gc_thresholds_garble(key, nonce, n, 0, h, *spec)
-    t2, d2 = kernels.gc_thresholds_garble(key, nonce, n, h, n - h, *spec)
+    t1, d1 = kernel("garble", key, nonce, n, 0, h)
+    t2, d2 = kernel("garble", key, nonce, n, h, n - h)
     np.testing.assert_array_equal(np.concatenate([d1, d2]), decode)
     if h % 64 == 0:
         np.testing.assert_array_equal(np.concatenate([t1, t2]), tables)
     bits = np.concatenate([
-        kernels.gc_thresholds_evaluate(t1, d1, la[:h], lb[:h], nonce, 0, *spec).numpy(),
-        kernels.gc_thresholds_evaluate(t2, d2, la[h:], lb[h:], nonce, h, *spec).numpy()])
+        kernel("evaluate", t1, d1, la[:h], lb[:h], nonce, 0).numpy(),
+        kernel("evaluate", t2, d2, la[h:], lb[h:], nonce, h).numpy()])
     want = reference(x, width, [int(c) << lo for c in points])
     np.testing.assert_array_equal(bits ^ m, want)
-    if cost.thresholds_gates(*spec) > width - 1:   # gates past the adder: garbage
-        wrong = kernels.gc_thresholds_evaluate(t2, d2, la[h:], lb[h:], nonce, 0,
-                                               *spec).numpy()
+    if gates > width - 1:   # gates past the adder: garbage
+        wrong = kernel("evaluate", t2, d2, la[h:], lb[h:], nonce, 0).numpy()
         assert (wrong != bits[h:]).mean() > 0.2
+
+
+def th_kernel(fn, *args, points=(0, 3)):
+    """kernels.gc_<fn>(*args) of a thresholds circuit of window [19, 25) of 46 bits."""
+    return getattr(kernels, "gc_" + fn)(*args, "thresholds", width=46, lo=19, window=6,
+                                        points=points)
 
 
 def test_kernels_reject_bad_specs():
     key, nonce = tf.constant([1, 2], tf.int64), tf.constant(1, tf.int64)
     for spec in ((46, 19, 6, [32]), (46, 19, 6, [-32]), (46, 41, 6, [0])):
         with pytest.raises((tf.errors.InvalidArgumentError, ValueError), match="window"):
-            kernels.gc_thresholds_mask(key, nonce, 4, *spec)
-    tables, decode = kernels.gc_thresholds_garble(key, nonce, 4, 0, 4, 46, 19, 6, [0, 3])
-    la = kernels.gc_leading_one_encode(key, nonce, tf.zeros([4], tf.int64), 4, 0, 46, "a")
+            kernels.gc_mask(key, nonce, 4, "thresholds", **dict(zip(("width", "lo", "window",
+                                                                     "points"), spec)))
+    tables, decode = th_kernel("garble", key, nonce, 4, 0, 4)
+    la = kernels.gc_encode(key, nonce, tf.zeros([4], tf.int64), 4, 0, "thresholds", "a",
+                           width=46, lo=19, window=6, points=[0, 3])
     with pytest.raises(tf.errors.InvalidArgumentError, match="tables must have shape"):
-        kernels.gc_thresholds_evaluate(tables, decode, la, la, nonce, 0, 46, 19, 6, [0, 4])
+        th_kernel("evaluate", tables, decode, la, la, nonce, 0, points=[0, 4])
     with pytest.raises(tf.errors.InvalidArgumentError, match="labels_b must have shape"):
-        kernels.gc_thresholds_evaluate(tables, decode, la, la[:3], nonce, 0, 46, 19, 6, [0, 3])
+        th_kernel("evaluate", tables, decode, la, la[:3], nonce, 0)
 
 
 def test_window_chooser():
@@ -177,7 +193,7 @@ def _all_thresholds(b, s):
     return b.thresholds(s, pts)
 
 
-THRESHOLDS_CIRCUIT = dict(evaluate="gc_thresholds_evaluate", call=_all_thresholds)
+THRESHOLDS_CIRCUIT = dict(evaluate="gc_evaluate", call=_all_thresholds)
 
 
 def test_views_are_uniform_and_secret_independent(ring, monkeypatch):
@@ -194,16 +210,7 @@ def test_view_check_fails_without_output_masks(monkeypatch):
     tp.reset()
     tp.init(tp.Config(ring_bits=64))
     try:
-        real_garble, real_mask = kernels.gc_thresholds_garble, kernels.gc_thresholds_mask
-
-        def garble_no_mask(key, nonce, n, first, count, *spec):
-            tables, decode = real_garble(key, nonce, n, first, count, *spec)
-            return tables, decode ^ real_mask(key, nonce, n, *spec)[first:first + count]
-
-        monkeypatch.setattr(kernels, "gc_thresholds_garble", garble_no_mask)
-        monkeypatch.setattr(kernels, "gc_thresholds_mask",
-                            lambda key, nonce, n, width, lo, window, points: tf.zeros(
-                                tf.stack([tf.cast(n, tf.int64), len(points)]), tf.uint8))
+        unmasked(monkeypatch)
         b = tp.get_runtime().backend
         xs = [5 << 16, -(9 << 16), 0, 1 << 20]
         pts = [-(3 << 16), 0, 6 << 16]

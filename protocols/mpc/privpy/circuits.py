@@ -12,14 +12,15 @@ re-shares the masked bits it decoded with its own server (b2a family). A
 fresh stream (Delta, labels, masks) per garbled batch, or one garbled
 ahead (garbled.py). Two rounds.
 
-A circuit family is a `Circuit`: its kernels with their public parameters
+A circuit family is a `Circuit`: its row of the C++ circuit table (one op
+set for all, parametrized by the circuit's name) with its public parameters
 bound. `comparison()` is PrivPy's comparator; leading_one.py and
 thresholds.py make theirs.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -33,37 +34,40 @@ from .assist import PAIRS, SERVERS, send_to_assistant
 COMPARATOR_GATES = 64
 
 
-def _low_bits_encoder(width: int) -> Callable:
-    """The encoder of the issue-14 circuits: the low `width` bits of each
-    server's share, S1's as input a, S2's as input b."""
-    def encode(party, key, nonce, v, n, first):
-        return kernels.gc_leading_one_encode(key, nonce, v, n, first, width, ("a", "b")[party])
-    return encode
-
-
 @dataclasses.dataclass(frozen=True)
 class Circuit:
-    """A garbled circuit family's kernels with their public parameters
-    bound.
+    """A garbled circuit: its row of the C++ circuit table (`name`, the
+    kernels' circuit attribute, ops/gc/circuit_table.cc) with its public
+    parameters bound, run by the one op set GcGarble / GcEncode / GcEvaluate
+    / GcMask (kernels.gc_*).
 
-    garble(key, nonce, n, first, count) -> (tables [count, gates, 4], decode)
-    of elements [first, first + count) of a batch of n, on S1;
-    evaluate(tables, decode, labels of S1, labels of S2, nonce, first) ->
-    masked bits on T; mask(key, nonce, n) -> the output mask bits, on S1 and
-    S2: [n, outputs], or [n] for outputs=None (one bit per element, the
-    comparison). encode(party, key, nonce, v, n, first) -> the input labels
-    of party index `party`'s values v (default: the low `width` bits of the
-    share, gc_leading_one_encode); prepare(party, low) -> those values from
-    the party's flat low share (default: the share itself).
+    width: the input bits read from each share; gates: AND gates per element
+    (the chunking and the bill); outputs: output bits per element, None for
+    one bit per element (the comparison: [n] rather than [n, 1]); params:
+    the kernels' circuit parameters (ops/gc/gc_ops.cc); prepare(party, low)
+    -> the values party index `party` encodes from its flat low share
+    (default: the share itself).
     """
+    name: str
     width: int
     gates: int
-    garble: Callable
-    evaluate: Callable
-    mask: Callable
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     outputs: Optional[int] = None
-    encode: Optional[Callable] = None
     prepare: Optional[Callable] = None
+
+    def garble(self, key, nonce, n, first, count):
+        """S1: (tables [count, gates, 4], decode) of elements [first, first +
+        count) of a batch of n."""
+        return kernels.gc_garble(key, nonce, n, first, count, self.name, **self.params)
+
+    def evaluate(self, tables, decode, labels_a, labels_b, nonce, first):
+        """T: the masked output bits, from S1's labels_a and S2's labels_b."""
+        return kernels.gc_evaluate(tables, decode, labels_a, labels_b, nonce, first, self.name,
+                                   **self.params)
+
+    def mask(self, key, nonce, n):
+        """S1 and S2: the output mask bits, [n, outputs] or [n]."""
+        return kernels.gc_mask(key, nonce, n, self.name, **self.params)
 
     def values(self, party: int, low: tf.Tensor) -> tf.Tensor:
         """The values party index `party` encodes, from its flat low share."""
@@ -72,25 +76,16 @@ class Circuit:
     def labels(self, party: int, key, nonce, v, n, first) -> tf.Tensor:
         """Party index `party`'s input labels of values v, elements
         [first, first + len(v)) of a batch of n."""
-        enc = self.encode or _low_bits_encoder(self.width)
-        return enc(party, key, nonce, v, n, first)
+        return kernels.gc_encode(key, nonce, v, n, first, self.name, ("a", "b")[party],
+                                 **self.params)
 
 
 def comparison() -> Circuit:
     """PrivPy's garbled comparator on the low 64 bits (ops/gc/garble.h): S1
-    inputs y = x1, S2 inputs x = -x2, the circuit outputs [y < x] = [x1 + x2
+    inputs a = x1, S2 inputs b = -x2, the circuit outputs [a < b] = [x1 + x2
     < 0] as signed 64-bit integers, one bit per element."""
-    return Circuit(
-        width=64, gates=COMPARATOR_GATES,
-        garble=lambda key, nonce, n, first, count: kernels.gc_garble(key, nonce, n, first,
-                                                                     count),
-        # the evaluator's x (first input) is S2's, its y S1's
-        evaluate=lambda tab, dec, l1, l2, nonce, first: kernels.gc_evaluate(tab, dec, l2, l1,
-                                                                            nonce, first),
-        mask=kernels.gc_output_mask,
-        encode=lambda party, key, nonce, v, n, first: kernels.gc_encode_input(
-            key, nonce, v, ("y", "x")[party], n, first),
-        prepare=lambda party, low: low if party == 0 else kernels.ring_neg(low, 64))
+    return Circuit(name="compare", width=64, gates=COMPARATOR_GATES,
+                   prepare=lambda party, low: low if party == 0 else kernels.ring_neg(low, 64))
 
 
 def check_table(table, outputs: int) -> Optional[np.ndarray]:

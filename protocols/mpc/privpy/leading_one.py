@@ -59,12 +59,8 @@ def privpy_leading_one(backend, x, columns: Sequence[int], magnitude: bool, widt
     table = circuits.check_table(table, len(cols))
     circuits.require_static(backend, x)
     circuit = circuits.Circuit(
-        width=width, gates=C.leading_one_gates(width, magnitude), outputs=len(cols),
-        garble=lambda key, nonce, n, first, count: kernels.gc_leading_one_garble(
-            key, nonce, n, first, count, width, magnitude, cols),
-        evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_leading_one_evaluate(
-            tab, dec, la, lb, nonce, first, width, magnitude, cols),
-        mask=lambda key, nonce, n: kernels.gc_leading_one_mask(key, nonce, n, width, cols))
+        name="leading_one", width=width, gates=C.leading_one_gates(width, magnitude),
+        params=dict(width=width, magnitude=magnitude, columns=cols), outputs=len(cols))
     return circuits.run(backend, x, circuit, 0, lambda n, chunk: C.leading_one_cost(
         n, backend.bits, width, magnitude, len(cols), chunk), table=table)
 

@@ -74,12 +74,8 @@ def privpy_thresholds(backend, x, points: Sequence[int], width: int, integer: bo
     table = circuits.check_table(table, len(cs))
     circuits.require_static(backend, x)
     circuit = circuits.Circuit(
-        width=width, gates=C.thresholds_gates(width, lo, m, cs), outputs=len(cs),
-        garble=lambda key, nonce, n, first, count: kernels.gc_thresholds_garble(
-            key, nonce, n, first, count, width, lo, m, cs),
-        evaluate=lambda tab, dec, la, lb, nonce, first: kernels.gc_thresholds_evaluate(
-            tab, dec, la, lb, nonce, first, width, lo, m, cs),
-        mask=lambda key, nonce, n: kernels.gc_thresholds_mask(key, nonce, n, width, lo, m, cs))
+        name="thresholds", width=width, gates=C.thresholds_gates(width, lo, m, cs),
+        params=dict(width=width, lo=lo, window=m, points=cs), outputs=len(cs))
     f = 0 if integer else backend.cfg.frac_bits
     return circuits.run(backend, x, circuit, f, lambda n, chunk: C.thresholds_cost(
         n, backend.bits, width, lo, m, cs, chunk), table=table)

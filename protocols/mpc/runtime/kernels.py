@@ -103,104 +103,50 @@ def mul_finish(x, y, x_masked, message, key12, nonce12, key_t, nonce_t, ring_bit
 
 
 # ------------------------------------------------------------------ gc family
-def gc_garble(key12, nonce, n, first_index=0, count=None):
-    """S1: garbled comparators [first_index, first_index + count) of a batch
-    of n (count: all n) -> (tables [count,64,4], decode [count])."""
-    n = tf.cast(n, tf.int64)
-    return _ops().tf_privpy_gc_garble(key12=key12, nonce=nonce, n=n,
-                                      first_index=tf.cast(first_index, tf.int64),
-                                      count=n if count is None else tf.cast(count, tf.int64))
+# One op set for every garbled circuit (ops/gc/gc_ops.cc): `circuit` names a
+# row of ops/gc/circuit_table.cc ("compare", "leading_one", "thresholds") and
+# **params are its parameters (width, magnitude, columns; width, lo, window,
+# points), the same for the four kernels of one batch. Output bits are
+# uint8 [n, K], or [n] for the comparator.
+def _gc_params(params: dict) -> dict:
+    """The circuit parameters as op attributes (lists for the list attrs)."""
+    return {k: (list(v) if k in ("columns", "points") else v) for k, v in params.items()}
 
 
-def gc_encode_input(key12, nonce, values, role: str, n=None, first_index=0):
-    """Active input labels [len(values),64,2] of int64 values, comparisons
-    first_index, ... of a garbled batch of n (default: len(values)); role
-    "y" = S1's x1, role "x" = S2's -x2 (the circuit outputs [y < x] as signed
-    integers)."""
-    n = tf.shape(values, out_type=tf.int64)[0] if n is None else tf.cast(n, tf.int64)
-    return _ops().tf_privpy_gc_encode_input(key12=key12, nonce=nonce, values=values, n=n,
-                                            first_index=tf.cast(first_index, tf.int64),
-                                            role=role)
-
-
-def gc_evaluate(tables, decode, labels_x, labels_y, nonce, first_index):
-    """T1/T2: the masked comparison bits b XOR m (uint8 [n]) of comparisons
-    first_index, first_index + 1, ... of the garbled batch."""
-    return _ops().tf_privpy_gc_evaluate(tables=tables, decode=decode, labels_x=labels_x,
-                                        labels_y=labels_y, nonce=nonce,
-                                        first_index=tf.cast(first_index, tf.int64))
-
-
-def gc_output_mask(key12, nonce, n):
-    """S1/S2: the output mask bits m (uint8 [n])."""
-    return _ops().tf_privpy_gc_output_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64))
-
-
-def gc_leading_one_garble(key12, nonce, n, first_index, count, width: int, magnitude: bool,
-                          columns=()):
-    """S1: garbled leading-one circuits (ops/gc/leading_one.h): elements
-    [first_index, first_index + count) of a batch of n -> (tables
-    [count, G, 4], decode [count, K]); K = len(columns) (width if empty)."""
-    return _ops().tf_privpy_gc_leading_one_garble(
-        key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
-        first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64), width=width,
-        magnitude=magnitude, columns=list(columns))
-
-
-def gc_leading_one_encode(key12, nonce, values, n, first_index, width: int, role: str):
-    """Active input labels [len(values), width, 2] of the low `width` bits
-    of int64 values, elements first_index, ... of a garbled batch of n; role
-    "a" = S1's share x1, role "b" = S2's share x2."""
-    return _ops().tf_privpy_gc_leading_one_encode(
-        key12=key12, nonce=nonce, values=values, n=tf.cast(n, tf.int64),
-        first_index=tf.cast(first_index, tf.int64), width=width, role=role)
-
-
-def gc_leading_one_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
-                            width: int, magnitude: bool, columns=()):
-    """T1/T2: masked outputs (uint8 [n, K]): out_j = [v >= 2^j] for j < width
-    - 1 and the sign for j = width - 1, for j in columns (all if empty), each
-    XOR its mask, of elements first_index, ... of the batch."""
-    return _ops().tf_privpy_gc_leading_one_evaluate(
-        tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
-        first_index=tf.cast(first_index, tf.int64), width=width, magnitude=magnitude,
-        columns=list(columns))
-
-
-def gc_leading_one_mask(key12, nonce, n, width: int, columns=()):
-    """S1/S2: the output mask bits (uint8 [n, K]) of these columns."""
-    return _ops().tf_privpy_gc_leading_one_mask(key12=key12, nonce=nonce,
-                                                n=tf.cast(n, tf.int64), width=width,
-                                                columns=list(columns))
-
-
-def gc_thresholds_garble(key12, nonce, n, first_index, count, width: int, lo: int, window: int,
-                         points):
-    """S1: garbled window-thresholds circuits (ops/gc/thresholds.h):
-    elements [first_index, first_index + count) of a batch of n -> (tables
-    [count, G, 4], decode [count, K])."""
-    return _ops().tf_privpy_gc_thresholds_garble(
+def gc_garble(key12, nonce, n, first_index, count, circuit: str, **params):
+    """S1: garbled circuits [first_index, first_index + count) of a batch of
+    n -> (tables int64 [count, G, 4], decode bits [count, K])."""
+    return _ops().tf_privpy_gc_garble(
         key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
         first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64),
-        width=width, lo=lo, window=window, points=list(points))
+        circuit=circuit, **_gc_params(params))
 
 
-def gc_thresholds_evaluate(tables, decode, labels_a, labels_b, nonce, first_index,
-                           width: int, lo: int, window: int, points):
-    """T1/T2: masked outputs (uint8 [n, K]): [x < points[k]·2^lo], each XOR its
-    mask, of elements first_index, ... of the batch (labels from
-    gc_leading_one_encode with the same width)."""
-    return _ops().tf_privpy_gc_thresholds_evaluate(
+def gc_encode(key12, nonce, values, n, first_index, circuit: str, role: str, **params):
+    """Active input labels [len(values), W, 2] of int64 values, elements
+    first_index, ... of a garbled batch of n; role "a" = S1's share x1,
+    role "b" = S2's share x2 (-x2 for the comparator, whose output is
+    [a < b] as signed integers)."""
+    return _ops().tf_privpy_gc_encode(
+        key12=key12, nonce=nonce, values=values, n=tf.cast(n, tf.int64),
+        first_index=tf.cast(first_index, tf.int64), circuit=circuit, role=role,
+        **_gc_params(params))
+
+
+def gc_evaluate(tables, decode, labels_a, labels_b, nonce, first_index, circuit: str,
+                **params):
+    """T1/T2: the masked output bits (uint8 [n, K] or [n]) of elements
+    first_index, first_index + 1, ... of the garbled batch; labels_a are
+    S1's, labels_b S2's."""
+    return _ops().tf_privpy_gc_evaluate(
         tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
-        first_index=tf.cast(first_index, tf.int64), width=width, lo=lo, window=window,
-        points=list(points))
+        first_index=tf.cast(first_index, tf.int64), circuit=circuit, **_gc_params(params))
 
 
-def gc_thresholds_mask(key12, nonce, n, width: int, lo: int, window: int, points):
-    """S1/S2: the output mask bits (uint8 [n, K])."""
-    return _ops().tf_privpy_gc_thresholds_mask(key12=key12, nonce=nonce,
-                                               n=tf.cast(n, tf.int64), width=width, lo=lo,
-                                               window=window, points=list(points))
+def gc_mask(key12, nonce, n, circuit: str, **params):
+    """S1/S2: the output mask bits (uint8 [n, K] or [n])."""
+    return _ops().tf_privpy_gc_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
+                                    circuit=circuit, **_gc_params(params))
 
 
 # ----------------------------------------------------------------- b2a family

@@ -1,8 +1,9 @@
 """The `case` fixture (tests/conftest.py): one runtime per (backend, ring)
 for the whole session, made current per case by tf_privpy.runtime.activate,
 and nothing of one case reaching the next through the reused runtime:
-counters start as tp.init() left them, the config is the case's, the nonce streams never
-rewind, tensors of another runtime are refused, and no channel hook stays.
+counters start as tp.init() left them, the config is the case's, the nonce
+streams never rewind (and one put out of step is replaced), tensors of
+another runtime are refused, and no channel hook stays.
 
 (Seen failing with activate() not resetting the counters: the stats checks of
 test_reused_runtime_starts_clean and
@@ -113,3 +114,18 @@ def test_default_runtime_after_cases():
     cfg = tp.get_runtime().config
     assert (cfg.backend, cfg.ring_bits) == ("privpy", 128) and _fresh(tp.stats())
     assert isinstance(tf.constant(1), tf.Tensor)
+
+
+def test_a_runtime_out_of_step_is_replaced(request):
+    """A case that desynchronised a PRG stream on purpose (test_channel) does
+    not hand it on: activate() refuses it, the fixture makes a new one."""
+    h = activate_runtime(request.config, "privpy", 64)
+    h.runtime.nonce("S1", "T1", "T1")  # T1 advances alone
+    assert not h.runtime.streams_in_step()
+    with pytest.raises(RuntimeError, match="out of step"):
+        tp_runtime.activate(h)
+    new = activate_runtime(request.config, "privpy", 64)
+    assert new is not h and new.runtime.streams_in_step()
+    assert request.config.stash[_RUNTIMES][("privpy", 64)] is new
+    x = tp.share([2.0])
+    np.testing.assert_allclose((x * x).reveal(), [4.0], atol=1e-3)

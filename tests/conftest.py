@@ -94,9 +94,9 @@ _RUNTIMES = pytest.StashKey[dict]()
 
 
 def activate_runtime(config: pytest.Config, backend: str, ring: int) -> tp_runtime.Handle:
-    """The session's runtime for (backend, ring), current and with its
-    tp.stats() counters as after tp.init(): made by tp.init() the first time, switched
-    to by tf_privpy.runtime.activate() after (keys and nonces carry on)."""
+    """The session's runtime for (backend, ring), current, its tp.stats()
+    counters as after tp.init(): made by tp.init() the first time, switched to
+    by tf_privpy.runtime.activate() after (keys and nonces carry on)."""
     runtimes = config.stash.setdefault(_RUNTIMES, {})
     handle = runtimes.get((backend, ring))
     # a case that put a PRG stream out of step on purpose (test_channel's
@@ -127,8 +127,9 @@ def case_fixtures(pairs: Optional[Sequence[Tuple[str, int]]] = None):
 
 # `case`: backend x ring x mode, eight cases; `ring_case`: backend x ring, for
 # a test that runs one way only. Each (backend, ring) runtime is created once
-# per session and made current, its counters as after tp.init(), for each case (a test may
-# still tp.init() a config of its own: the next case switches back).
+# per session and made current, its counters as after tp.init(), for each
+# case (a test may still tp.init() a config of its own: the next case
+# switches back).
 case, ring_case = case_fixtures()
 
 

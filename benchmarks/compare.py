@@ -38,6 +38,9 @@ ANCHORS = {"privpy_cmp_per_s": 150_125, "obliv_c_cmp_per_s": 78_431,
            "crypten_us_per_elt": {"sigmoid": 5.2, "reciprocal": 7.6, "relu": 2.76,
                                   "compare": 2.58}}
 flags.DEFINE_integer("fn_n", 10_000, "elements for the derived-function timings")
+flags.DEFINE_list("functions", [],
+                  "derived functions to time, by their first word (reciprocal, sqrt, rsqrt, exp, "
+                  "log, sigmoid, tanh, softmax, log_softmax); default: all nine")
 
 
 def _sort_graph_times(v, reps: int) -> dict:
@@ -132,6 +135,11 @@ def main(argv):
                "sigmoid": (tp.sigmoid, tf.sigmoid, (-30, 30)), "tanh": (tp.tanh, tf.tanh, (-30, 30)),
                "softmax (rows of 10)": (tp.nn.softmax, tf.nn.softmax, (-15, 15)),
                "log_softmax (rows of 10)": (tp.nn.log_softmax, tf.nn.log_softmax, (-15, 15))}
+        unknown = set(F.functions) - {k.split(" ")[0] for k in fns}
+        if unknown:
+            raise ValueError(f"--functions: no derived function {sorted(unknown)}")
+        if F.functions:
+            fns = {k: v for k, v in fns.items() if k.split(" ")[0] in F.functions}
         for name, (fn, tf_fn, (lo, hi)) in fns.items():
             vals = rng.uniform(lo, hi, (F.fn_n // 10, 10))
             v = tp.share(vals)

@@ -55,6 +55,9 @@ flags.DEFINE_integer("mpyc_max_n", 10_000,
                      "largest size for MPyC (pure Python: about 1 ms per product here)")
 flags.DEFINE_integer("timeout", 1800, "seconds per peer before it is recorded as failed")
 flags.DEFINE_bool("ours", True, "run tf_privpy's runner too (both rings)")
+flags.DEFINE_list("ours_protocols", [],
+                  "tf_privpy's protocols (default: its runner's four, both rings, exact "
+                  "and fast); the smoke test runs one")
 flags.DEFINE_bool("append", False,
                   "keep the rows and status of peers not run now from an existing peers.json "
                   "(a peer run later, e.g. after its venv was built)")
@@ -119,7 +122,8 @@ def main(argv):
            "peers": {}, "rows": [], "errors": [], "failed": []}
     todo = [(p, PEERS[p]) for p in F.peers]
     if F.ours:
-        todo.append(("tf_privpy", (None, "tf_privpy_run.py", [], None)))
+        ours_args = [f"--protocols={','.join(F.ours_protocols)}"] if F.ours_protocols else []
+        todo.append(("tf_privpy", (None, "tf_privpy_run.py", ours_args, None)))
     with tempfile.TemporaryDirectory() as tmp:
         for name, (_, runner, extra, _) in todo:
             if name == "tf_privpy":

@@ -1,7 +1,9 @@
 """Shared fixtures. tp.init() runs at import, before any test module touches
 TensorFlow, because logical devices must be configured before TF initializes
 its devices; fixtures then re-init with the config each test needs."""
+import dataclasses
 import os
+from typing import List, Optional, Sequence, Tuple
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -10,6 +12,7 @@ import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tf_privpy as tp  # noqa: E402
+from tf_privpy import runtime as tp_runtime  # noqa: E402
 
 import durations  # noqa: E402
 
@@ -48,11 +51,86 @@ def pytest_runtest_setup(item):
     """Before the first test without `ring` after ring cases, and before any
     of its fixtures (module ones included): a fresh default runtime, as the
     ring fixture's teardown used to start after every case."""
-    if "ring" in item.fixturenames or not item.config.stash.get(_AFTER_RING, False):
+    if ("ring" in item.fixturenames or "case" in item.fixturenames
+            or not item.config.stash.get(_AFTER_RING, False)):
         return
     item.config.stash[_AFTER_RING] = False
     tp.reset()
     tp.init()
+
+
+BACKENDS = ("privpy", "plaintext")
+MODES = ("eager", "tf_function")
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One protocol case: a backend, a ring and how the test body runs
+    (mode None: a test that does not run both ways)."""
+
+    backend: str
+    ring: int
+    mode: Optional[str] = None
+
+    def __str__(self) -> str:
+        return f"{self.backend}-ring{self.ring}" + (f"-{self.mode}" if self.mode else "")
+
+    @property
+    def config(self) -> tp.Config:
+        """The config of the runtime the case made current."""
+        return tp.get_runtime().config
+
+
+def cases(pairs: Optional[Sequence[Tuple[str, int]]] = None,
+          modes: Sequence[Optional[str]] = MODES) -> List:
+    """Case parameters: each (backend, ring) of `pairs` (default: every
+    backend x ring) in each mode."""
+    pairs = pairs if pairs is not None else [(b, r) for b in BACKENDS for r in RINGS]
+    return [pytest.param(c, id=str(c)) for c in (Case(b, r, m) for b, r in pairs for m in modes)]
+
+
+#: the session's runtimes, one per (backend, ring), made at first use
+_RUNTIMES = pytest.StashKey[dict]()
+
+
+def activate_runtime(config: pytest.Config, backend: str, ring: int) -> tp_runtime.Handle:
+    """The session's runtime for (backend, ring), current, its tp.stats()
+    counters as after tp.init(): made by tp.init() the first time, switched to
+    by tf_privpy.runtime.activate() after (keys and nonces carry on)."""
+    runtimes = config.stash.setdefault(_RUNTIMES, {})
+    handle = runtimes.get((backend, ring))
+    # a case that put a PRG stream out of step on purpose (test_channel's
+    # desync tests) leaves a runtime no later case can use: a new one then
+    if handle is None or not handle.runtime.streams_in_step():
+        tp.reset()
+        handle = tp.init(tp.Config(ring_bits=ring, backend=backend))
+        runtimes[(backend, ring)] = handle
+    else:
+        tp_runtime.activate(handle)
+    config.stash[_AFTER_RING] = True
+    return handle
+
+
+def _enter(request) -> Case:
+    c = request.param
+    activate_runtime(request.config, c.backend, c.ring)
+    return c
+
+
+def case_fixtures(pairs: Optional[Sequence[Tuple[str, int]]] = None):
+    """(case, ring_case) fixtures over `pairs`, for a module that runs other
+    (backend, ring) pairs than all four: `case, ring_case = case_fixtures([...])`
+    at its top level."""
+    return (pytest.fixture(params=cases(pairs), name="case")(_enter),
+            pytest.fixture(params=cases(pairs, modes=(None,)), name="ring_case")(_enter))
+
+
+# `case`: backend x ring x mode, eight cases; `ring_case`: backend x ring, for
+# a test that runs one way only. Each (backend, ring) runtime is created once
+# per session and made current, its counters as after tp.init(), for each
+# case (a test may still tp.init() a config of its own: the next case
+# switches back).
+case, ring_case = case_fixtures()
 
 
 @pytest.fixture(params=["eager", "tf_function"])

@@ -20,7 +20,7 @@ RUNS = {
                "--share_clients=4"], "micro.json"),
     "compare": (["--rings=64", "--sizes=100", "--reps=1", "--sort_sizes=16",
                  "--sort_graph_sizes=16",
-                 "--max_groups=16", "--fn_n=100"], "compare.json"),
+                 "--max_groups=16", "--fn_n=100", "--functions=reciprocal"], "compare.json"),
     "functions": (["--rings=64", "--sizes=20", "--reps=1", "--functions=exp,divide,softmax"],
                   "functions.json"),
     "converter": (["--rings=64", "--models=lenet5", "--batches=2", "--reps=1"],
@@ -58,6 +58,10 @@ def test_benchmark_runs(name, tmp_path):
         # plaintext TF of the same tasks, for the report's column
         assert res["sort_graph"][0]["plaintext_s"]["median_s"] > 0
         assert res["tasks"][-1]["plaintext_s"]["median_s"] > 0
+        # one derived function's timing loop (each function's own trace is
+        # test_numerics'; nine here cost a minute)
+        assert [r["fn"] for r in res["functions"]] == ["reciprocal"]
+        assert res["functions"][0]["us_per_elt"] > 0
     if name == "converter":
         row = res["rows"][0]
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0
@@ -176,9 +180,13 @@ def _check_peers_json(res, peers):
 
 
 def _run_peers(tmp_path, venv_root, peers):
+    # one tf_privpy protocol (64-bit ring, exact): the JSON, the table and the
+    # peers' status are what this checks; each protocol's error is checked in
+    # test_numerics / test_fast_numerics and by the peer runner tests below
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "peers_run.py"),
                         "--sizes=20", "--reps=1", "--workloads=mul,sigmoid",
+                        "--ours_protocols=privpy-4pc-64",
                         f"--peers={','.join(peers)}", f"--venv_root={venv_root}",
                         f"--out={tmp_path}"], env=env, capture_output=True, text=True,
                        timeout=900, cwd=ROOT)
@@ -189,11 +197,26 @@ def _run_peers(tmp_path, venv_root, peers):
 PEERS = ["crypten", "spu", "tfe", "mpyc"]
 
 
+def _built_peers(root):
+    """The peers whose venv under `root` finished building (peers_run's test)."""
+    return [p for p in PEERS if os.path.exists(os.path.join(root, f".venv-{p}", ".installed"))]
+
+
+@pytest.fixture(scope="module")
+def peers_without_venvs(tmp_path_factory):
+    """One peers_run.py run with an empty --venv_root, shared by the two tests
+    below (the second reuses it when no peer venv is built here either: the
+    run would see the same nothing)."""
+    tmp = tmp_path_factory.mktemp("peers")
+    res, out = _run_peers(tmp, tmp / "no-venvs", PEERS)
+    return res, out, tmp
+
+
 @pytest.mark.slow
-def test_peers_benchmark_without_peer_venvs(tmp_path):
+def test_peers_benchmark_without_peer_venvs(peers_without_venvs):
     """benchmarks/peers_run.py on a machine with no peer venv (an empty --venv_root): every
     peer is recorded as "not installed" with what builds it, ours still runs."""
-    res, out = _run_peers(tmp_path, tmp_path / "no-venvs", PEERS)
+    res, out, tmp_path = peers_without_venvs
     _check_peers_json(res, PEERS)
     for p in PEERS:
         assert res["peers"][p]["status"] == "not installed", res["peers"][p]
@@ -252,11 +275,13 @@ def test_tf_privpy_peer_runner_derived_functions(tmp_path):
 
 
 @pytest.mark.slow
-def test_peers_benchmark_with_installed_peers(tmp_path):
+def test_peers_benchmark_with_installed_peers(tmp_path, peers_without_venvs):
     """The same at a tiny size with whatever peer venvs `make bench-venv-peers` built here
     (none: the check above is all there is); a built peer gives rows or a recorded failure."""
-    built = [p for p in PEERS if os.path.exists(os.path.join(ROOT, f".venv-{p}", ".installed"))]
-    res, _ = _run_peers(tmp_path, ROOT, PEERS)
+    built = _built_peers(ROOT)
+    # with none built here, a run on ROOT sees what the empty root's run saw
+    # (neither has a .venv-NAME/.installed): that run is reused
+    res = peers_without_venvs[0] if not built else _run_peers(tmp_path, ROOT, PEERS)[0]
     _check_peers_json(res, PEERS)
     for p in PEERS:
         assert (res["peers"][p]["status"] == "not installed") == (p not in built), res["peers"][p]

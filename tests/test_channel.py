@@ -9,6 +9,9 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.runtime import cost, kernels
 from tf_privpy.protocols.mpc.runtime.runtime import check_devices
+from conftest import case_fixtures  # noqa: E402
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 
 def measured(fn, *args):
@@ -39,26 +42,31 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_declared_cost_equals_channel_counts(ring, mode, case):
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_declared_cost_equals_channel_counts(case, op):
     """Each protocol's declaration (cost.py) against the counters the
     channel keeps in TF state: per link, messages and bytes, and the
     protocol counters (rounds, multiplications, comparisons)."""
-    shapes, fn = CASES[case]
+    ring, mode = case.ring, case.mode
+    shapes, fn = CASES[op]
     rng = np.random.default_rng(0)
     args = [tp.share(rng.uniform(-3, 3, s)) for s in shapes]
     f = fn if mode == "eager" else tf.function(fn)
     if mode == "tf_function":
-        f(*args)  # trace once: a tf.function is counted per run, not per trace
+        # declarations are made while tracing: trace once, under record; the
+        # runs reuse the trace (a tf.function is counted per run, not per trace)
+        with cost.record() as traced:
+            f.get_concrete_function(*args)
+        f(*args)
     declared, counted = measured(f, *args)
-    if mode == "tf_function":  # declarations are made while tracing: take them again
-        with cost.record() as declared:
-            tf.function(fn).get_concrete_function(*args)
+    if mode == "tf_function":
+        declared = traced
     assert_declared_equals_counted(declared, counted)
-    assert counted.messages > 0 or case == "mul_public"
+    assert counted.messages > 0 or op == "mul_public"
 
 
-def test_counts_are_per_run_not_per_trace(ring):
+def test_counts_are_per_run_not_per_trace(ring_case):
+    ring = ring_case.ring
     x, y = tp.share(np.ones(5)), tp.share(np.ones(5))
     f = tf.function(lambda a, b: a * b)
     f(x, y)
@@ -69,7 +77,8 @@ def test_counts_are_per_run_not_per_trace(ring):
     assert s.rounds == 6 and s.multiplications == 15 and s.messages == 18
 
 
-def test_stats_report_every_link(ring):
+def test_stats_report_every_link(ring_case):
+    ring = ring_case.ring
     x = tp.share(np.ones((2, 2)))
     with tp.stats() as s:
         tp.reveal(x * x)
@@ -80,10 +89,11 @@ def test_stats_report_every_link(ring):
 
 
 # ----------------------------------------------------------- stream desync
-def test_a_failure_between_two_ends_is_detected(ring, monkeypatch):
+def test_a_failure_between_two_ends_is_detected(ring_case, monkeypatch):
     """A kernel error after T1 took its S1-T1 nonce but before S1 did leaves
     the stream out of step; the next multiplication must fail with a clear
     error instead of returning a wrong product."""
+    ring = ring_case.ring
     x, y = tp.share(np.full(4, 1.5)), tp.share(np.full(4, 2.0))
     real = kernels.mul_assist
     calls = []
@@ -102,9 +112,10 @@ def test_a_failure_between_two_ends_is_detected(ring, monkeypatch):
         x * y
 
 
-def test_the_check_can_fail_and_passes_in_step(ring):
+def test_the_check_can_fail_and_passes_in_step(ring_case):
     """Shown failing on a deliberately desynchronised stream (one end
     advanced alone), and passing when both ends are in step."""
+    ring = ring_case.ring
     x, y = tp.share(np.full(4, 1.5)), tp.share(np.full(4, 2.0))
     np.testing.assert_allclose((x * y).reveal().numpy(), 3.0)
     rt = tp.get_runtime().runtime
@@ -113,7 +124,8 @@ def test_the_check_can_fail_and_passes_in_step(ring):
         x * y
 
 
-def test_comparison_detects_desync(ring):
+def test_comparison_detects_desync(ring_case):
+    ring = ring_case.ring
     x = tp.share(np.linspace(-2, 2, 8))
     tp.get_runtime().runtime.nonce("S1", "S2", "S2")
     with pytest.raises(tf.errors.InvalidArgumentError, match="S1-S2 PRG stream is out of step"):

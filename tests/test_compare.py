@@ -10,21 +10,15 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from conftest import run
+from conftest import case_fixtures, run
 from tolerances import encode_tol, select_tol, ulp
 
 from tf_privpy.protocols.mpc.privpy.compare import batcher_pairs
 
 
-@pytest.fixture(params=[(128, "privpy"), (64, "privpy"), (128, "plaintext")],
-                ids=["ring128", "ring64", "plaintext"])
-def setup(request):
-    bits, backend = request.param
-    tp.reset()
-    tp.init(tp.Config(ring_bits=bits, backend=backend))
-    yield tp.get_runtime().config
-    tp.reset()
-    tp.init()
+# the 64-bit ring in privpy only: the plaintext backend's comparison does not
+# depend on the ring
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64), ("plaintext", 128)])
 
 
 def exact(cfg, a):
@@ -37,8 +31,8 @@ def sh(a):
     return tp.share(tf.constant(a, tf.float64))
 
 
-def test_edge_comparisons(setup, mode):
-    cfg = setup
+def test_edge_comparisons(case):
+    cfg, mode = case.config, case.mode
     u = ulp(cfg.frac_bits)
     big = cfg.bound - u
     vals = exact(cfg, [0.0, u, -u, 2 * u, 1.0, -1.0, big, -big, 123.5, -123.5])
@@ -53,8 +47,8 @@ def test_edge_comparisons(setup, mode):
 
 
 @pytest.mark.slow
-def test_million_random_comparisons(setup):
-    cfg = setup
+def test_million_random_comparisons(ring_case):
+    cfg = ring_case.config
     rng = np.random.default_rng(7)
     n = 10 ** 6
     x = exact(cfg, rng.uniform(-1000, 1000, n))
@@ -63,8 +57,8 @@ def test_million_random_comparisons(setup):
     assert int(np.sum(got != (x < y))) == 0
 
 
-def test_sign_abs_relu_where(setup, mode, rng):
-    cfg = setup
+def test_sign_abs_relu_where(case, rng):
+    cfg, mode = case.config, case.mode
     x = exact(cfg, np.concatenate([rng.normal(0, 50, 20), [0.0, ulp(cfg.frac_bits)]]))
     f = cfg.frac_bits
     p = sh(x)
@@ -82,8 +76,8 @@ def test_sign_abs_relu_where(setup, mode, rng):
     np.testing.assert_allclose(got, np.where(x > 0, x, 0.0), atol=2 * ulp(f), rtol=0)
 
 
-def test_maximum_minimum(setup, mode, rng):
-    cfg = setup
+def test_maximum_minimum(case, rng):
+    cfg, mode = case.config, case.mode
     x, y = exact(cfg, rng.normal(0, 50, (4, 5))), exact(cfg, rng.normal(0, 50, (1, 5)))
     tol = select_tol(1, cfg.frac_bits)
     np.testing.assert_allclose(run(mode, tp.maximum, sh(x), sh(y)).reveal(), np.maximum(x, y),
@@ -96,8 +90,8 @@ def test_maximum_minimum(setup, mode, rng):
 
 @pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), (1, True), (-1, False),
                                            ((0, 2), False)])
-def test_reduce_max_min(setup, mode, rng, axis, keepdims):
-    cfg = setup
+def test_reduce_max_min(case, rng, axis, keepdims):
+    cfg, mode = case.config, case.mode
     x = exact(cfg, rng.normal(0, 50, (3, 7, 5)))
     tol = select_tol(7, cfg.frac_bits)  # tree depth <= ceil(log2(105))
     np.testing.assert_allclose(run(mode, lambda a: tp.reduce_max(a, axis, keepdims), sh(x))
@@ -107,8 +101,8 @@ def test_reduce_max_min(setup, mode, rng, axis, keepdims):
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
-def test_argmax_argmin(setup, mode, rng, axis):
-    cfg = setup
+def test_argmax_argmin(case, rng, axis):
+    cfg, mode = case.config, case.mode
     x = exact(cfg, rng.permutation(60).reshape(4, 15) * 1.5 - 20)
     np.testing.assert_array_equal(run(mode, lambda a: tp.argmax(a, axis), sh(x)).reveal(),
                                   np.argmax(x, axis))
@@ -119,8 +113,8 @@ def test_argmax_argmin(setup, mode, rng, axis):
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 16, 33])
-def test_sort_and_top_k(setup, mode, rng, n):
-    cfg = setup
+def test_sort_and_top_k(case, rng, n):
+    cfg, mode = case.config, case.mode
     x = exact(cfg, rng.normal(0, 50, (3, n)))
     tol = select_tol(max(1, len(batcher_pairs(max(n, 3)))), cfg.frac_bits)
     np.testing.assert_allclose(run(mode, tp.sort, sh(x)).reveal(), np.sort(x, -1), atol=tol,
@@ -137,8 +131,8 @@ def test_sort_and_top_k(setup, mode, rng, n):
 
 @pytest.mark.parametrize("padding,ksize,strides", [("VALID", 2, 2), ("SAME", 3, 2),
                                                    ("VALID", 3, 1)])
-def test_max_pool(setup, mode, rng, padding, ksize, strides):
-    cfg = setup
+def test_max_pool(case, rng, padding, ksize, strides):
+    cfg, mode = case.config, case.mode
     x = exact(cfg, rng.normal(0, 50, (2, 6, 7, 3)))
     want = tf.nn.max_pool2d(x, ksize, strides, padding).numpy()
     tol = select_tol(4, cfg.frac_bits)  # tree over <= 9 taps
@@ -148,16 +142,16 @@ def test_max_pool(setup, mode, rng, padding, ksize, strides):
     np.testing.assert_allclose(got, np.maximum(want, 0), atol=tol, rtol=0)
 
 
-def test_bits_in_arithmetic(setup):
-    cfg = setup
+def test_bits_in_arithmetic(ring_case):
+    cfg = ring_case.config
     x = exact(cfg, np.array([-2.0, 3.0, 0.5]))
     c = tp.greater(sh(x), 0.0)
     # a private bit is a fixed-point 0/1: count the positives
     np.testing.assert_allclose(tp.reduce_sum(c * 1.0).reveal(), 2.0, atol=encode_tol(20) * 3)
 
 
-def test_pregarbled_comparisons(setup, mode):
-    cfg = setup
+def test_pregarbled_comparisons(case):
+    cfg, mode = case.config, case.mode
     if cfg.backend != "privpy":
         with pytest.raises(ValueError, match="privpy"):
             tp.garble_comparisons([3])

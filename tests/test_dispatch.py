@@ -7,10 +7,12 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from conftest import run
+from conftest import case_fixtures, run
 from tf_privpy.protocols.mpc.api import dispatch
 from tolerances import (FUNCTION_TOL, composed_tol, encode_tol, linear_tol, matmul_tol,
                         mul_tol, public_mul_tol, select_tol)
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 
 def frac():
@@ -34,7 +36,8 @@ def share64(a):
     return tp.share(tf.constant(a, tf.float64))
 
 
-def test_conv2d(ring, mode, rng):
+def test_conv2d(case, rng):
+    ring, mode = case.ring, case.mode
     x, w = rng.normal(0, 1, (2, 5, 5, 3)), rng.normal(0, 1, (3, 3, 3, 4))
     px, pw = share64(x), share64(w)
     got = run(mode, lambda a, b: tf.nn.conv2d(a, b, 1, "SAME"), px, pw)
@@ -47,7 +50,8 @@ def test_conv2d(ring, mode, rng):
           k * public_mul_tol(np.abs(x).max(), np.abs(w).max(), frac()))
 
 
-def test_bias_add(ring, mode, rng):
+def test_bias_add(case, rng):
+    ring, mode = case.ring, case.mode
     x, b = rng.normal(0, 3, (2, 4, 4, 3)), rng.normal(0, 3, (3,))
     got = run(mode, lambda a: tf.nn.bias_add(a, b), share64(x))
     close(got.reveal(), tf.nn.bias_add(x, b), linear_tol(frac()))
@@ -58,7 +62,8 @@ def test_bias_add(ring, mode, rng):
         tf.nn.bias_add(share64(x), np.ones(4))
 
 
-def test_avg_pool2d(ring, mode, rng):
+def test_avg_pool2d(case, rng):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 2, (2, 6, 6, 3))
     got = run(mode, lambda a: tf.nn.avg_pool2d(a, 2, 2, "VALID"), share64(x))
     # 4 encoded terms summed, then one local product by the public 1/4
@@ -67,20 +72,23 @@ def test_avg_pool2d(ring, mode, rng):
     close(got.reveal(), tf.nn.avg_pool2d(x, 2, 2, "VALID"), tol)
 
 
-def test_square(ring, mode, rng):
+def test_square(case, rng):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 10, (3, 4))
     got = run(mode, tf.math.square, share64(x))
     close(got.reveal(), np.square(x), mul_tol(x, x, frac()))
 
 
-def test_clip_by_value(ring, mode, rng):
+def test_clip_by_value(case, rng):
+    ring, mode = case.ring, case.mode
     x = grid(rng.uniform(-3, 3, (4, 5)))
     got = run(mode, lambda a: tf.clip_by_value(a, -1.0, 1.5), share64(x))
     assert got.dtype == tf.float64
     close(got.reveal(), tf.clip_by_value(x, -1.0, 1.5), select_tol(2, frac()))
 
 
-def test_softplus(ring, rng):
+def test_softplus(ring_case, rng):
+    ring = ring_case.ring
     x = grid(np.concatenate([rng.uniform(-20, 20, 60), [0.0, -1e-3, 1e-3, 25.0, -25.0]]))
     got = tf.nn.softplus(share64(x)).reveal()
     tol = composed_tol(ring, frac(), 2, levels=2)
@@ -88,7 +96,8 @@ def test_softplus(ring, rng):
     close(tp.nn.softplus(share64(x)).reveal(), tf.nn.softplus(x), tol)
 
 
-def test_sigmoid_cross_entropy_with_logits(ring, rng):
+def test_sigmoid_cross_entropy_with_logits(ring_case, rng):
+    ring = ring_case.ring
     logits = grid(rng.uniform(-12, 12, (4, 6)))
     labels = grid(rng.uniform(0, 1, (4, 6)))
     want = tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
@@ -100,7 +109,8 @@ def test_sigmoid_cross_entropy_with_logits(ring, rng):
     close(public_labels.reveal(), want, tol)
 
 
-def test_integer_powers(ring, mode, rng):
+def test_integer_powers(case, rng):
+    ring, mode = case.ring, case.mode
     x = grid(rng.uniform(-3, 3, (5,)))
     p = share64(x)
     u = 2.0 ** -frac()
@@ -124,13 +134,15 @@ def test_non_integer_power_says_what_to_use():
         2.0 ** p
 
 
-def test_max_pool_default_data_format(ring, mode, rng):
+def test_max_pool_default_data_format(case, rng):
+    ring, mode = case.ring, case.mode
     x = grid(rng.normal(0, 2, (2, 4, 4, 3)))
     got = run(mode, lambda a: tf.nn.max_pool(a, 2, 2, "VALID"), share64(x))
     close(got.reveal(), tf.nn.max_pool(x, 2, 2, "VALID"), select_tol(2, frac()))
 
 
-def test_keras_sigmoid(ring, rng):
+def test_keras_sigmoid(ring_case, rng):
+    ring = ring_case.ring
     x = grid(rng.uniform(-8, 8, (3, 4)))
     p = share64(x)
     got = tf.keras.activations.sigmoid(p)

@@ -11,8 +11,10 @@ import tf_privpy as tp
 from tf_privpy.protocols.mpc.fixedpoint import fast_numerics as FN
 from tf_privpy.protocols.mpc.fixedpoint import numerics as N
 
-from conftest import run
+from conftest import case_fixtures, run
 from tolerances import FAST_TOL, TRUNC_ULPS, ulp
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 EXP_N = {128: 8, 64: 6}          # defaults.json: functions.exp.fast.iterations
 
@@ -62,14 +64,16 @@ def _cases(bits):
     ]
 
 
-@pytest.mark.parametrize("case", range(11))
-def test_fast_functions_on_their_domains(ring, mode, case):
-    name, fn, ref, x = _cases(ring)[case]
+@pytest.mark.parametrize("i", range(11))
+def test_fast_functions_on_their_domains(case, i):
+    ring, mode = case.ring, case.mode
+    name, fn, ref, x = _cases(ring)[i]
     got = tp.reveal(run(mode, fn, tp.share(x))).numpy()
     _check(got, ref(x), FAST_TOL[ring][name], f"{name} ring {ring} {mode}")
 
 
-def test_fast_divide(ring, mode):
+def test_fast_divide(case):
+    ring, mode = case.ring, case.mode
     rng = np.random.default_rng(3)
     y = np.concatenate([[0.5, 50.0], rng.uniform(0.5, 50, 998)]).reshape(-1, 10)
     x = rng.uniform(-10, 10, y.shape)
@@ -82,10 +86,11 @@ def test_fast_divide(ring, mode):
     assert np.all(err <= bound * np.maximum(np.abs(x), 1)), err.max()
 
 
-def test_fast_exp_outside_its_relative_domain(ring):
+def test_fast_exp_outside_its_relative_domain(ring_case):
     """Below -5 the error is absolute: within e^-5 times the relative bound
     down to -1.8·2^n (the base 1 + u + u²/2 <= 0.82 there); above 5 it grows
     as x^3/(6·4^n) up to ln B (the ring's range)."""
+    ring = ring_case.ring
     n = EXP_N[ring]
     x = np.linspace(-1.8 * 2 ** n, -5, 1000)
     got = tp.reveal(tp.exp(tp.share(x), mode="fast")).numpy()
@@ -98,10 +103,11 @@ def test_fast_exp_outside_its_relative_domain(ring):
     assert np.all(np.abs(got / np.exp(x) - 1) <= bound + rel), bound
 
 
-def test_fast_reciprocal_outside_its_domain(ring):
+def test_fast_reciprocal_outside_its_domain(ring_case):
     """(1 - q(x)^(2^k))/x everywhere: below lo it stays close to 1/x a while,
     then levels off at a finite value at 0 (no division by zero); the
     documented domain is [lo, hi]."""
+    ring = ring_case.ring
     x = np.linspace(0.3, 0.5, 101)
     got = tp.reveal(tp.math.reciprocal(tp.share(x), mode="fast")).numpy()
     assert np.all(np.abs(got * x - 1) <= 1e-3)
@@ -112,11 +118,12 @@ def test_fast_reciprocal_outside_its_domain(ring):
     assert np.all(np.isfinite(got)) and np.all(got >= 0) and np.all(got <= top + 1e-3), got
 
 
-def test_fast_roots_plan_and_outside_their_domain(ring):
+def test_fast_roots_plan_and_outside_their_domain(ring_case):
     """The plan reaches its relative error by the recurrence it assumes
     (checked here in float64 from the guess itself); sqrt(0) = 0 (g = x·y0)
     and 1 % outside [0.5, 50] stays close; further out it is wrong,
     as documented."""
+    ring = ring_case.ring
     g, c, h, k = FN.rsqrt_plan(0.5, 50.0, 1e-5)
     x = np.linspace(0.5, 50, 20001)
     y = np.polynomial.polynomial.polyval((x - c) / h, g)
@@ -130,7 +137,8 @@ def test_fast_roots_plan_and_outside_their_domain(ring):
     assert got[0] == 0 and np.all(np.abs(got[1:] / np.sqrt(v[1:]) - 1) <= 1e-3), got
 
 
-def test_fast_sigmoid_saturates_within_its_domain(ring):
+def test_fast_sigmoid_saturates_within_its_domain(ring_case):
+    ring = ring_case.ring
     big = 1.8 * 2 ** EXP_N[ring]
     got = tp.reveal(tp.sigmoid(tp.share(np.array([-big, -60.0, 60.0, big])),
                                mode="fast")).numpy()
@@ -157,7 +165,8 @@ def _fast_sigmoid(fn, x, **kw) -> bool:
     return rounds > 10
 
 
-def test_mode_per_call_and_comparison_counts(ring):
+def test_mode_per_call_and_comparison_counts(ring_case):
+    ring = ring_case.ring
     x = np.linspace(0.5, 5, 20)
     for fn in (N.exp, N.reciprocal, N.log, N.sqrt, N.rsqrt):
         assert _comparisons(fn, x, mode="fast") == 0, fn.__name__

@@ -10,9 +10,11 @@ import tensorflow as tf
 from scipy import stats
 
 import tf_privpy as tp
-from conftest import run
+from conftest import activate_runtime, case_fixtures, run
 from tf_privpy.protocols.mpc.runtime import cost, kernels
 from tf_privpy.protocols.mpc.privpy import leading_one as LO
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 I64 = np.iinfo(np.int64)
 ALPHA = 1e-7
@@ -124,12 +126,10 @@ def test_kernels_reject_bad_shapes_and_widths():
 @pytest.fixture(params=[(r, b) for r in (128, 64) for b in ("privpy", "plaintext")],
                 ids=lambda p: f"ring{p[0]}-{p[1]}")
 def rt(request):
+    """backend x ring on the session's runtimes (conftest.activate_runtime)."""
     ring, backend = request.param
-    tp.reset()
-    tp.init(tp.Config(ring_bits=ring, backend=backend))
-    yield ring
-    tp.reset()
-    tp.init()
+    activate_runtime(request.config, backend, ring)
+    return ring
 
 
 @pytest.mark.parametrize("magnitude", [True, False], ids=["abs", "raw"])
@@ -202,8 +202,9 @@ def test_signed_reciprocal_at_negative_powers_of_two(rt):
                                                                       err.max())
 
 
-def test_declared_cost_equals_channel_counts(ring):
+def test_declared_cost_equals_channel_counts(ring_case):
     """cost.leading_one_cost is what the channel counts, in two chunks too."""
+    ring = ring_case.ring
     b = tp.get_runtime().backend
     px = tp.share(np.linspace(-100, 100, 301))
     for batch in (None, 300):   # 300 comparators' memory: 213 / 290 circuits of 90 / 66 gates
@@ -282,10 +283,11 @@ def _check_views(ring, monkeypatch, **circuit):
             assert stats.chi2_contingency(h)[1] > ALPHA, f"{what}: depends on the secret"
 
 
-def test_views_are_uniform_and_secret_independent(ring, monkeypatch):
+def test_views_are_uniform_and_secret_independent(ring_case, monkeypatch):
     """Every message T1, T2, S1 and S2 receive (tables, decoding bits, labels,
     re-shared bits) and the bits the assistants decode are uniform and the
     same distribution for x = 0 and random x."""
+    ring = ring_case.ring
     _check_views(ring, monkeypatch)
 
 

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from conftest import run
+from conftest import activate_runtime, run
 from tf_privpy.protocols.mpc.api.ops import math_fns as M
 from tf_privpy.protocols.mpc.fixedpoint import lifted as L
 from tf_privpy.protocols.mpc.fixedpoint import numerics as N
@@ -36,21 +36,16 @@ BACKENDS = ["plaintext", "privpy"]
 @pytest.fixture(params=[(r, b) for r in (128, 64) for b in BACKENDS],
                 ids=lambda p: f"ring{p[0]}-{p[1]}")
 def rt(request):
+    """backend x ring on the session's runtimes (conftest.activate_runtime)."""
     ring, backend = request.param
-    tp.reset()
-    tp.init(tp.Config(ring_bits=ring, backend=backend))
-    yield ring
-    tp.reset()
-    tp.init()
+    activate_runtime(request.config, backend, ring)
+    return ring
 
 
 @pytest.fixture(params=BACKENDS)
 def rt128(request):
-    tp.reset()
-    tp.init(tp.Config(ring_bits=128, backend=request.param))
-    yield 128
-    tp.reset()
-    tp.init()
+    activate_runtime(request.config, request.param, 128)
+    return 128
 
 
 def frac():

@@ -5,9 +5,11 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from conftest import run
+from conftest import case_fixtures, run
 from tolerances import (encode_tol, linear_tol, matmul_tol, mul_tol, public_mul_tol,
                         ulp)
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 
 def frac():
@@ -28,7 +30,8 @@ def share64(a):
     return tp.share(tf.constant(a, tf.float64))
 
 
-def test_share_reveal_roundtrip(ring, rng):
+def test_share_reveal_roundtrip(ring_case, rng):
+    ring = ring_case.ring
     x = rng.normal(0, 100, (3, 4))
     p = share64(x)
     assert p.shape == (3, 4) and p.dtype == tf.float64
@@ -39,7 +42,8 @@ def test_share_reveal_roundtrip(ring, rng):
     assert ints.dtype == tf.int32 and ints.numpy().tolist() == [-3, 0, 7]
 
 
-def test_edge_values_roundtrip(ring):
+def test_edge_values_roundtrip(ring_case):
+    ring = ring_case.ring
     cfg = tp.get_runtime().config
     u = ulp(cfg.frac_bits)
     b = cfg.bound
@@ -48,7 +52,8 @@ def test_edge_values_roundtrip(ring):
 
 
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "neg"])
-def test_elementwise_private(ring, mode, rng, op):
+def test_elementwise_private(case, rng, op):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 10, (4, 5))
     y = rng.normal(0, 10, (4, 5))
     fns = {
@@ -61,7 +66,8 @@ def test_elementwise_private(ring, mode, rng, op):
     close(run(mode, fn, share64(x), share64(y)).reveal(), want, tol)
 
 
-def test_broadcasting(ring, mode, rng):
+def test_broadcasting(case, rng):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 5, (3, 1))
     y = rng.normal(0, 5, (1, 4))
     close(run(mode, lambda a, b: a * b, share64(x), share64(y)).reveal(), x * y,
@@ -70,7 +76,8 @@ def test_broadcasting(ring, mode, rng):
           linear_tol(frac()))
 
 
-def test_mixed_public(ring, mode, rng):
+def test_mixed_public(case, rng):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 10, (2, 3))
     c = rng.normal(0, 3, (2, 3))
     f = frac()
@@ -90,8 +97,9 @@ def test_mixed_public(ring, mode, rng):
     assert (tp.share(np.float32([1.0])) + 1000.1).dtype == tf.float32   # TF's dtype rule
 
 
-def test_divide_by_public(ring, mode, rng):
+def test_divide_by_public(case, rng):
     # 2,000 values: a float32 reciprocal once cost up to 5 ulps on ~5 % of them
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 100, (2000,))
     f = frac()
     extra = f + 20 if tp.get_runtime().config.ring_bits == 128 else f
@@ -102,7 +110,8 @@ def test_divide_by_public(ring, mode, rng):
           public_mul_tol(x, 4.0, f))
 
 
-def test_matmul_private(ring, mode, rng):
+def test_matmul_private(case, rng):
+    ring, mode = case.ring, case.mode
     a = rng.normal(0, 3, (5, 7))
     b = rng.normal(0, 3, (7, 3))
     pa, pb = share64(a), share64(b)
@@ -116,10 +125,11 @@ def test_matmul_private(ring, mode, rng):
 
 @pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("kinds", ["pp", "pc", "cp"])
-def test_matmul_transposes(ring, mode, rng, ta, tb, kinds):
+def test_matmul_transposes(case, rng, ta, tb, kinds):
     """Every transpose combination, private or public operands, on skinny
     shapes where computing (op'(b)·op'(a))^T transposes less (a dense
     layer's gradient x^T·g); the product is the same."""
+    ring, mode = case.ring, case.mode
     a = rng.normal(0, 2, (9, 4))            # op(a): 9x4, or 4x9 transposed
     b = rng.normal(0, 2, (9, 1) if ta else (4, 1))
     b = b.T if tb else b
@@ -144,7 +154,8 @@ def test_matmul_transposes_the_smaller_side():
     assert sizes and max(sizes) <= 128 * 2, sizes
 
 
-def test_matmul_batched_and_public(ring, mode, rng):
+def test_matmul_batched_and_public(case, rng):
+    ring, mode = case.ring, case.mode
     a = rng.normal(0, 2, (2, 3, 4))
     b = rng.normal(0, 2, (2, 4, 5))
     close(run(mode, lambda u, v: u @ v, share64(a), share64(b)).reveal(), a @ b,
@@ -157,7 +168,8 @@ def test_matmul_batched_and_public(ring, mode, rng):
           np.swapaxes(a @ w, -1, -2), np.swapaxes(tol, -1, -2))
 
 
-def test_tensordot_dot_outer(ring, mode, rng):
+def test_tensordot_dot_outer(case, rng):
+    ring, mode = case.ring, case.mode
     a = rng.normal(0, 2, (3, 4, 5))
     b = rng.normal(0, 2, (5, 4, 2))
     want = np.tensordot(a, b, axes=[[1, 2], [1, 0]])
@@ -176,7 +188,8 @@ def test_tensordot_dot_outer(ring, mode, rng):
 
 @pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), (1, True), ((0, 2), False),
                                            (-1, False)])
-def test_reductions(ring, mode, rng, axis, keepdims):
+def test_reductions(case, rng, axis, keepdims):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 10, (3, 4, 5))
     n = x.size if axis is None else np.prod(np.array(x.shape)[list(np.atleast_1d(axis))])
     got = run(mode, lambda a: tp.reduce_sum(a, axis, keepdims), share64(x))
@@ -188,7 +201,8 @@ def test_reductions(ring, mode, rng, axis, keepdims):
           encode_tol(frac()) + np.abs(x).max() * ulp(frac()) + 2 * ulp(frac()))
 
 
-def test_shape_ops(ring, mode, rng):
+def test_shape_ops(case, rng):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 10, (2, 3, 4))
     y = rng.normal(0, 10, (2, 3, 4))
     t = encode_tol(frac())
@@ -225,7 +239,8 @@ def test_shape_ops(ring, mode, rng):
 
 @pytest.mark.parametrize("padding,strides", [("VALID", 1), ("SAME", 1), ("SAME", 2),
                                               ([[0, 0], [1, 0], [2, 1], [0, 0]], (2, 1))])
-def test_conv2d(ring, mode, rng, padding, strides):
+def test_conv2d(case, rng, padding, strides):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 2, (2, 7, 6, 3))
     w = rng.normal(0, 1, (3, 3, 3, 4))
     want = tf.nn.conv2d(x, w, strides, padding).numpy()
@@ -243,7 +258,8 @@ def test_conv2d(ring, mode, rng, padding, strides):
 
 
 @pytest.mark.parametrize("padding,ksize,strides", [("VALID", 2, 2), ("SAME", 3, 2), ("VALID", 3, 1)])
-def test_avg_pool(ring, mode, rng, padding, ksize, strides):
+def test_avg_pool(case, rng, padding, ksize, strides):
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 10, (2, 6, 7, 3))
     want = tf.nn.avg_pool2d(x, ksize, strides, padding).numpy()
     got = run(mode, lambda a: tp.nn.avg_pool2d(a, ksize, strides, padding), share64(x))
@@ -252,7 +268,8 @@ def test_avg_pool(ring, mode, rng, padding, ksize, strides):
           np.abs(want) * ksize * ksize * ulp(f))
 
 
-def test_multiply_many(ring, mode, rng):
+def test_multiply_many(case, rng):
+    ring, mode = case.ring, case.mode
     pairs = [(rng.normal(0, 5, (3, 2)), rng.normal(0, 5, (3, 2))),
              (rng.normal(0, 5, (4,)), rng.normal(0, 5, (4,))),
              (rng.normal(0, 5, (1, 4)), rng.normal(0, 5, (3, 1)))]
@@ -266,7 +283,8 @@ def test_multiply_many(ring, mode, rng):
         close(out.reveal(), a * b, mul_tol(aa, bb, frac()))
 
 
-def test_multiply_many_is_one_protocol_call(ring, rng):
+def test_multiply_many_is_one_protocol_call(ring_case, rng):
+    ring = ring_case.ring
     xs = [share64(rng.normal(0, 1, (5,))) for _ in range(4)]
     with tp.stats() as s:
         tp.multiply_many([(xs[0], xs[1]), (xs[2], xs[3])])
@@ -292,15 +310,17 @@ def test_plaintext_backend_agrees(rng):
         close(got, want, 3 * ulp(20))
 
 
-def test_scalar_and_empty(ring, mode):
+def test_scalar_and_empty(case):
+    ring, mode = case.ring, case.mode
     s = run(mode, lambda a, b: a * b, share64(3.0), share64(-2.5))
     close(s.reveal(), -7.5, mul_tol(3.0, 2.5, frac()))
     e = run(mode, lambda a, b: a * b, share64(np.zeros((0, 3))), share64(np.zeros((0, 3))))
     assert e.reveal().shape == (0, 3)
 
 
-def test_tf_api_dispatch(ring, mode, rng):
+def test_tf_api_dispatch(case, rng):
     """TensorFlow's own functions accept PrivateTensors (and mixed operands)."""
+    ring, mode = case.ring, case.mode
     x = rng.normal(0, 5, (3, 4))
     c = tf.constant(rng.normal(0, 5, (3, 4)))
     f = frac()
@@ -325,9 +345,10 @@ def test_tf_api_dispatch(ring, mode, rng):
     assert isinstance(tf.matmul(p, tf.transpose(p)), tp.PrivateTensor)
 
 
-def test_private_tensor_as_tf_function_signature(ring):
+def test_private_tensor_as_tf_function_signature(ring_case):
     """A PrivateTensor TypeSpec works in input_signature; one trace serves
     every call."""
+    ring = ring_case.ring
     spec = tp.share(np.zeros((2, 2))).__class__.Spec
     p = tp.share(np.eye(2))
 
@@ -341,8 +362,9 @@ def test_private_tensor_as_tf_function_signature(ring):
     assert spec is not None
 
 
-def test_edge_products(ring, mode):
+def test_edge_products(case):
     """0, ±1 ulp, ±1 and the largest operands whose product stays in range."""
+    ring, mode = case.ring, case.mode
     cfg = tp.get_runtime().config
     u = ulp(cfg.frac_bits)
     big = float(np.floor(np.sqrt(cfg.bound))) - 1

@@ -27,18 +27,23 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
+from conftest import case_fixtures
 
 N = 10 ** 6
+SMALL = 2 ** 16  # outputs per op of the CI version
 CALL = 2 ** 18  # inputs per call
 
 
-@pytest.fixture(params=[64, 128], ids=["ring64", "ring128"])
-def ring(request):
-    tp.reset()
-    tp.init(tp.Config(ring_bits=request.param))
-    yield tp.get_runtime().config
-    tp.reset()
-    tp.init()
+case, ring_case = case_fixtures([("privpy", 64), ("privpy", 128)])
+
+
+@pytest.fixture(scope="module")
+def small_runs():
+    """{(ring, op): (errors, seen)} among the first SMALL outputs of a
+    million run: the same inputs (one seeded stream, drawn in order) the
+    small test would draw, so it checks them instead of running again when
+    the million ran first (`make test`; `make test-fast` runs it alone)."""
+    return {}
 
 
 def _values(cfg, rng, n):
@@ -80,42 +85,53 @@ CASES = {
 
 
 def _run_case(cfg, name, total=N):
+    """(errors, seen) over `total` outputs, and the same over the first SMALL
+    outputs (the rows drawn first, whatever the call size)."""
     fn, ref, width = CASES[name]
     rng = np.random.default_rng(15)
     f = tf.function(fn)
     per_row = 1 if ref in (_max_ref, _where_ref) else width
     rows_per_call = max(1, CALL // width)
-    errors, seen = 0, 0
+    errors, seen, first = 0, 0, None
     while seen < total:
         rows = min(rows_per_call, -(-(total - seen) // per_row))
         x = _values(cfg, rng, rows * width).reshape(rows, width)
         got = np.asarray(f(tp.share(tf.constant(x, tf.float64))).reveal().numpy(), np.float64)
         want = ref(x)
+        if first is None:  # a prefix of rows: the small run's inputs and outputs
+            k = -(-SMALL // per_row)
+            assert k <= rows
+            first = (int(np.sum(got[:k] != want[:k])), want[:k].size)
         errors += int(np.sum(got != want))
         seen += want.size
-    return errors, seen
+    return errors, seen, first
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_million_selects_exact(ring, name):
-    errors, seen = _run_case(ring, name)
+def test_million_selects_exact(ring_case, name, small_runs):
+    cfg = ring_case.config
+    errors, seen, first = _run_case(cfg, name)
+    small_runs[(cfg.ring_bits, name)] = first
     assert seen >= N
     assert errors == 0, (f"{name}: {errors} of {seen} outputs wrong in the "
-                         f"{ring.ring_bits}-bit ring")
+                         f"{cfg.ring_bits}-bit ring")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_selects_exact_small(ring, name):
-    """The CI version: 2^16 outputs per op (the million is the slow test)."""
-    errors, seen = _run_case(ring, name, total=2 ** 16)
+def test_selects_exact_small(ring_case, name, small_runs):
+    """The CI version: 2^16 outputs per op (the million is the slow test;
+    when it ran, its first 2^16 outputs are these, from the same inputs)."""
+    cfg = ring_case.config
+    errors, seen = small_runs.get((cfg.ring_bits, name)) or _run_case(cfg, name, SMALL)[:2]
+    assert seen >= SMALL
     assert errors == 0, f"{name}: {errors} of {seen} outputs wrong"
 
 
-def test_comparison_bits_are_integer_and_lift_exactly(ring):
+def test_comparison_bits_are_integer_and_lift_exactly(ring_case):
     """tp.less holds its bits as integer shares (frac_bits 0) for exact
     selects, and still behaves as 0.0/1.0 wherever it enters arithmetic."""
-    cfg = ring
+    cfg = ring_case.config
     x = np.array([-3.0, -0.5, 0.0, 0.25, 7.0, 2.0 ** 14])
     y = np.array([1.0, -0.5, -1.0, 0.5, 7.5, -2.0 ** 14])
     px, py = tp.share(tf.constant(x)), tp.share(tf.constant(y))

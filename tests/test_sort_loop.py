@@ -12,9 +12,13 @@ from tensorflow.python.eager import context
 
 import graphcheck
 import tf_privpy as tp
+from conftest import case_fixtures
 from test_channel import assert_declared_equals_counted
 from tf_privpy.protocols.mpc.privpy import compare
 from tf_privpy.protocols.mpc.runtime import cost
+
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 
 def _grid(a, f):
@@ -41,11 +45,11 @@ def test_graph_size_does_not_grow_with_n():
 
 
 @pytest.mark.slow
-def test_loop_equals_unrolled_exactly(ring):
+def test_loop_equals_unrolled_exactly(ring_case):
     """The same values and indices as the unrolled network run eagerly,
     exactly (the selects are untruncated), ties included; a length with
     dropped comparators in one ring, a power of two in the other."""
-    n = 40 if ring == 64 else 64
+    n = 40 if ring_case.ring == 64 else 64
     cfg = tp.get_runtime().config
     rng = np.random.default_rng(n)
     x = _grid(rng.normal(0, 50, (2, n)), cfg.frac_bits)
@@ -61,17 +65,17 @@ def test_loop_equals_unrolled_exactly(ring):
 
 
 @pytest.mark.slow
-def test_loop_bill_equals_counters(ring):
+def test_loop_bill_equals_counters(ring_case):
     """The loop declares each layer's bill while tracing; the channel and
     protocol counters in TF state count every iteration's messages."""
     x = tp.share(np.random.default_rng(0).uniform(-9, 9, (3, 40)))
     for fn in (lambda a: tp.sort(a), lambda a: tp.math.top_k(a, 4)):
         f = tf.function(fn)
+        with cost.record() as declared:  # the one trace, which the runs reuse
+            f.get_concrete_function(x)
         f(x)
         with tp.stats() as counted:
             f(x)
-        with cost.record() as declared:
-            tf.function(fn).get_concrete_function(x)
         assert_declared_equals_counted(declared, counted)
         assert counted.comparisons == 3 * sum(len(a) for a, _ in compare.batcher_layers(40))
 
@@ -84,7 +88,8 @@ def test_loop_placement():
     servers = tp.servers()
     x = tp.share(np.random.default_rng(0).uniform(-9, 9, (2, 64)))
     fn = lambda a: list(tp.math.top_k(a, 3))  # noqa: E731
-    concrete = tf.function(fn, autograph=False).get_concrete_function(x)
+    f = tf.function(fn, autograph=False)
+    concrete = f.get_concrete_function(x)  # traced once: the run below reuses it
     assert any(op.type in graphcheck.WHILE_OPS for op in concrete.graph.get_operations())
     bad = graphcheck.graph_violations(concrete, servers, graphcheck.share_inputs(concrete, 1))
     assert not bad, "\n".join(bad[:20])
@@ -95,7 +100,7 @@ def test_loop_placement():
         # BitUnmask and GatherV2 outputs to the client among them) would be
         # exported with this run's (seen in a full-suite run, not alone)
         ctx.export_run_metadata()
-        tf.function(fn)(x)
+        f(x)
         md = ctx.export_run_metadata()
     finally:
         ctx.disable_run_metadata()

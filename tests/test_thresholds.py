@@ -11,12 +11,14 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from conftest import run
+from conftest import case_fixtures, run
 from test_leading_one import (I64, _check_views, revealed_bits, rt, shares_of,  # noqa: F401 (rt)
                               unmasked)
 from tf_privpy.protocols.mpc.runtime import cost, kernels
 from tf_privpy.protocols.mpc.privpy import leading_one as LO
 from tf_privpy.protocols.mpc.privpy import thresholds as TH
+
+case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 
 #: (width, lo, window, points): sigmoid's breakpoints at f = 20 (lo = f - 1),
 #: exp's pieces (lo = f), unsorted and extreme points, a window that reaches
@@ -171,8 +173,9 @@ def test_protocol_fixed_point_values(rt, mode):
         b.thresholds((px.share0, px.share1), [1, 1 << 60])
 
 
-def test_declared_cost_equals_channel_counts(ring):
+def test_declared_cost_equals_channel_counts(ring_case):
     """cost.thresholds_cost is what the channel counts, in several chunks too."""
+    ring = ring_case.ring
     pts = [-3 << 19, 0, 5 << 19, 9 << 19]
     for batch in (None, 200):
         if batch:
@@ -196,10 +199,11 @@ def _all_thresholds(b, s):
 THRESHOLDS_CIRCUIT = dict(evaluate="gc_evaluate", call=_all_thresholds)
 
 
-def test_views_are_uniform_and_secret_independent(ring, monkeypatch):
+def test_views_are_uniform_and_secret_independent(ring_case, monkeypatch):
     """Every message T1, T2, S1 and S2 receive (tables, decoding bits, labels,
     re-shared bits) and the bits the assistants decode are uniform and the
     same distribution for x = 0 and random x: T sees labels and masked bits."""
+    ring = ring_case.ring
     _check_views(ring, monkeypatch, **THRESHOLDS_CIRCUIT)
 
 

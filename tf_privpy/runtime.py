@@ -145,6 +145,45 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
     return context.set_handle(Handle(rt, make_backend(rt)))
 
 
+def activate(handle: Handle) -> Handle:
+    """Makes an existing embedded runtime handle (from an earlier `tp.init()`)
+    the current one again, its tp.stats() counters back to what they were
+    right after that `tp.init()` (the key set-up's traffic): a test
+    session starts each runtime once and reuses it across cases instead of
+    making new keys per case (tests/conftest.py's `case` fixture).
+
+    Its keys and nonce counters carry on (a (key, nonce) pair is never used
+    twice); PrivateTensors of the runtime current before are rejected, as
+    after `tp.init()`. Not for the distributed mode: a process connected to
+    a cluster runs `tp.init(cluster=...)` instead.
+
+    Args:
+      handle: a runtime handle `tp.init()` returned (or `tp.get_runtime()`).
+
+    Returns:
+      `handle`, now current.
+    """
+    if not isinstance(handle, Handle):
+        raise TypeError(f"activate takes a runtime handle from tp.init(), got "
+                        f"{type(handle).__name__}")
+    if distributed.joined():
+        raise RuntimeError_(
+            "activate() switches between embedded runtimes, but this process has connected "
+            "to a tf_privpy cluster: call tp.init(cluster=...) again instead.")
+    handle.runtime.reset_counters()
+    # The runtimes activate() switches between are made without share stores
+    # (a store is the folder of one tp.init call): none stays attached.
+    share_io.attach_embedded(None)
+    return context.set_handle(handle)
+
+
+def reset_stats() -> None:
+    """Sets the current runtime's tp.stats() counters (messages and bytes per
+    link, rounds, multiplications, comparisons) back to what they were right
+    after `tp.init()`; keys and nonce counters carry on."""
+    get_runtime().runtime.reset_counters()
+
+
 def reset() -> None:
     """Drops the runtime handle (keys, counters). The logical devices stay, as
     TensorFlow cannot change them once initialized; the next `tp.init()` reuses

@@ -143,6 +143,19 @@ class Channels:
         with tf.init_scope():
             return {k: tuple(int(v) for v in c.numpy()) for k, c in self._counters.items()}
 
+    def restore_counts(self, counts: Dict[Tuple[str, str], Tuple[int, int]]) -> None:
+        """Sets every link's message and byte counters to `counts` (an
+        earlier counts()): a runtime reused for a new run starts from its
+        set-up traffic (runtime.Runtime.reset_counters)."""
+        with tf.init_scope():
+            for k, c in self._counters.items():
+                c.assign(tf.constant(counts.get(k, (0, 0)), tf.int64))
+
+    def hooked(self) -> bool:
+        """Whether an observe() or intercept() block is open on these channels."""
+        with self._lock:
+            return bool(self._observers or self._interceptors)
+
     @contextlib.contextmanager
     def observe(self, observer: Observer):
         """Calls observer(src, dst, payload tensors on dst) for every message

@@ -85,6 +85,9 @@ class Runtime:
                             name=f"tp_nonce_{a}{b}_at_{p}")
             for link in keying.links(key_sets.get("link", {}), self.devices):
                 self.channels.secure(link)
+        # what the key set-up sent: tp.stats() of a fresh runtime, restored
+        # by reset_counters
+        self._setup_counts = self.channels.counts()
 
     # ------------------------------------------------------------ devices
     def device(self, party: str) -> str:
@@ -147,6 +150,34 @@ class Runtime:
         with tf.init_scope():
             return dict(zip(PROTOCOL_COUNTERS,
                             (int(v) for v in self._protocol_counters.numpy())))
+
+    def reset_counters(self) -> None:
+        """Sets what tp.stats() reports back to what it was right after this
+        runtime was made (the key set-up's messages, no protocol counts), so
+        a runtime reused for another run (tf_privpy.runtime.activate) looks
+        fresh. The nonce counters are NOT reset: a (key, nonce) pair is never
+        used twice (DESIGN §4), so they only ever advance.
+
+        Raises RuntimeError if an observe() or intercept() block is still open
+        on the channels: its hook would follow the runtime into the next run."""
+        if self.channels.hooked():
+            raise RuntimeError(
+                "an observe() or intercept() block is still open on this runtime's channels: "
+                "close it before reusing the runtime")
+        if not self.streams_in_step():
+            raise RuntimeError(
+                "this runtime's PRG streams are out of step (one end of a pair advanced "
+                "alone): it cannot run protocols any more; tp.init() a new one")
+        self.channels.restore_counts(self._setup_counts)
+        with tf.init_scope():
+            self._protocol_counters.assign(tf.zeros_like(self._protocol_counters))
+
+    def streams_in_step(self) -> bool:
+        """Whether both ends of every pair's PRG stream have taken as many
+        nonces (read eagerly): a protocol call on a pair out of step fails."""
+        with tf.init_scope():
+            return all(len({int(v.numpy()) for v in per.values()}) == 1
+                       for per in self._counters.values())
 
     @contextlib.contextmanager
     def observe(self, observer: Callable[[str, str, tf.Tensor], None]):

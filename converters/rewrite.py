@@ -270,7 +270,8 @@ _BATCHABLE = {"Mul": "multiply", "Relu": "relu", "Less": "compare", "Greater": "
 def _batch_level(level: List[Any], values: Dict, env: Env) -> set:
     """Evaluates a level's independent private products (multiply_many),
     ReLUs (nn.relu_many) and comparisons (less_many) as one protocol call
-    per kind: the rounds of one, whatever their number (PrivPy §5.6 array
+    per kind: one call's messages, whatever their number (the rounds do not
+    change: independent calls overlap on the critical path) (PrivPy §5.6 array
     POs, DESIGN §5 'batching all independent multiplications of a round
     into one kernel call is the point'). Returns the nodes it evaluated."""
     groups: Dict[str, List[Tuple[Any, List[Any]]]] = {}

@@ -312,11 +312,15 @@ def _depth_of(c: dict, t) -> int:
     hit = c["depth"].get(id(t))
     if hit is not None and hit[0] is t:
         return hit[1]
-    # The graph's inputs (a tf.function's arguments and captures, a loop
-    # body's variables) are there when it starts. Any other tensor no
-    # protocol or local op made (a share reshaped outside Backend.local) is
-    # taken to come after everything so far: never fewer rounds than the sum.
-    return 0 if getattr(getattr(t, "op", None), "type", "") == "Placeholder" else c["frontier"]
+    # The graph's inputs are there when it starts: a tf.function's arguments
+    # and a loop body's variables (placeholders), and what it will capture
+    # (eager tensors: the shares of weights shared once at conversion; a
+    # tensor of an enclosing graph). Any other tensor no protocol or local op
+    # made (a share reshaped outside Backend.local) is taken to come after
+    # everything so far: never fewer rounds than the sum.
+    if not tf.is_symbolic_tensor(t) or getattr(getattr(t, "op", None), "type", "") == "Placeholder":
+        return 0
+    return 0 if t.graph is not tf.compat.v1.get_default_graph() else c["frontier"]
 
 
 def propagate(inputs: Sequence, outputs: Sequence) -> None:

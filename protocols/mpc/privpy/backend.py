@@ -120,9 +120,6 @@ class Backend(abc.ABC):
         c0 = self.encode(c, self.holders[0], name, frac_bits=frac_bits)
         with self.on(0):
             z0 = kernels.ring_add(x[0], self._like(c0, x[0]), self.bits)
-        # made outside local(): give the new share x's depth, or the cost
-        # clock would date it after everything traced so far (an over-count)
-        C.propagate(list(x), [z0])
         return z0, x[1]
 
     def _like(self, c: tf.Tensor, share: tf.Tensor) -> tf.Tensor:
@@ -318,7 +315,6 @@ class Backend(abc.ABC):
         for i in range(2):
             with self.on(i):
                 out.append(tf.split(z[i], sizes, axis=0))
-        C.propagate(list(z), out[0] + out[1])
         return [self.map_shares(lambda s, s_=s: sh.reshape(s, s_.as_list(), self.limbs),
                                 (a, b)) for a, b, s in zip(out[0], out[1], shapes)]
 

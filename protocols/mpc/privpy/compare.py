@@ -45,7 +45,6 @@ def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> L
     for i in range(2):
         with backend.on(i):
             out.append(tf.split(bits[i], tf.stack(sizes), axis=0))
-    C.propagate(list(bits), out[0] + out[1])
     return [backend.map_shares(lambda s, shp=shp: sh.reshape(s, shp, limbs), (a, b))
             for a, b, shp in zip(out[0], out[1], shapes)]
 

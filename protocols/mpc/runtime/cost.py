@@ -315,12 +315,46 @@ def _depth_of(c: dict, t) -> int:
     # The graph's inputs are there when it starts: a tf.function's arguments
     # and a loop body's variables (placeholders), and what it will capture
     # (eager tensors: the shares of weights shared once at conversion; a
-    # tensor of an enclosing graph). Any other tensor no protocol or local op
-    # made (a share reshaped outside Backend.local) is taken to come after
-    # everything so far: never fewer rounds than the sum.
-    if not tf.is_symbolic_tensor(t) or getattr(getattr(t, "op", None), "type", "") == "Placeholder":
+    # tensor of an enclosing graph).
+    if not tf.is_symbolic_tensor(t) or t.graph is not tf.compat.v1.get_default_graph():
         return 0
-    return 0 if t.graph is not tf.compat.v1.get_default_graph() else c["frontier"]
+    return _walk(c, t)
+
+
+def _dated(c: dict, t) -> bool:
+    hit = c["depth"].get(id(t))
+    return hit is not None and hit[0] is t
+
+
+@tf.autograph.experimental.do_not_convert
+def _walk(c: dict, t) -> int:
+    """The depth of a tensor no protocol call or Backend.local dated (a share
+    reshaped, split or offset by a public constant where it is made): the
+    deepest of its op's inputs, found by walking back to dated tensors,
+    constants and arguments (memoized in the clock). A value that may hold
+    what an earlier op wrote (a variable read, a zero-input stateful op) is
+    taken to come after everything so far: never fewer rounds than the
+    critical path."""
+    stack, frontier = [t], c["frontier"]
+    while stack:
+        u = stack[-1]
+        if _dated(c, u):
+            stack.pop()
+            continue
+        op = u.op
+        if op.type in ("Placeholder", "Const") or u.graph is not t.graph:
+            d = 0
+        elif not op.inputs or any(i.dtype == tf.resource for i in op.inputs):
+            d = frontier
+        else:
+            todo = [i for i in op.inputs if not _dated(c, i)]
+            if todo:
+                stack.extend(todo)
+                continue
+            d = max(c["depth"][id(i)][1] for i in op.inputs)
+        c["depth"][id(u)] = (u, d)
+        stack.pop()
+    return c["depth"][id(t)][1]
 
 
 def propagate(inputs: Sequence, outputs: Sequence) -> None:

@@ -67,6 +67,12 @@ demo: build
 # one process. Every test's setup/call/teardown seconds go to
 # build/test-durations.json and build/test-durations.txt (slowest first).
 TEST_ARGS ?= -n 2 --dist loadfile
+# The long runs (pytest.ini's `long` marker: 1,000 training steps, 10^6
+# comparisons; the length is what they check) run after the suite as a step
+# of their own, timed apart: the suite stays a quick edit-test loop and the
+# long runs still run in every `make test`. Their tests spread one at a time
+# over the two workers (a file's long tests are independent of each other).
+LONG_TEST_ARGS ?= -n 2 --dist load
 TEST_ENV = TF_PRIVPY_TEST_BAZEL_LIB=$(CURDIR)/$(BAZEL_LIB) \
            TF_PRIVPY_TEST_WHEEL_DIR=$(CURDIR)/$(WHEEL_DIR)
 TIMED := bash tools/timed.sh
@@ -76,14 +82,16 @@ test: build
 	$(TIMED) bazel $(MAKE) --no-print-directory bazel || rm -f $(BAZEL_LIB)
 	$(TIMED) wheel $(MAKE) --no-print-directory wheel || rm -f $(WHEEL_DIR)/.built
 	$(TIMED) chromium bash tools/ensure_chromium.sh
-	$(TEST_ENV) $(TIMED) pytest $(PY) -m pytest -q $(TEST_ARGS) --durations=25 \
+	$(TEST_ENV) $(TIMED) pytest $(PY) -m pytest -q $(TEST_ARGS) -m "not long" --durations=25 \
 	  --durations-file=build/test-durations.json; status=$$?; \
+	$(TEST_ENV) $(TIMED) pytest-long $(PY) -m pytest -q $(LONG_TEST_ARGS) -m long --durations=10 \
+	  --durations-file=build/test-durations-long.json || status=1; \
 	  echo "make test: seconds per step (build/test-phases.txt;" \
-	       "every test's: build/test-durations.txt):"; \
+	       "every test's: build/test-durations.txt and -long.txt):"; \
 	  cat build/test-phases.txt; exit $$status
 
 test-fast: build cc-tests
-	$(PY) -m pytest -q $(TEST_ARGS) -m "not slow" --durations-file=build/test-durations.json
+	$(PY) -m pytest -q $(TEST_ARGS) -m "not slow and not long" --durations-file=build/test-durations.json
 
 # Standalone C++ test programs (no TensorFlow), one sub-make per family so that
 # `make -j2 cc-tests` builds two at a time; each Makefile.standalone knows its

@@ -108,6 +108,7 @@ def _run_case(cfg, name, total=N):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_million_selects_exact(ring_case, name, small_runs):
     cfg = ring_case.config

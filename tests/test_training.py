@@ -378,6 +378,7 @@ def _long_run(model, loss, x, y, xt, yt, steps, batch=128, lr=LR, out=None):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_logistic_regression_mnist_1000_steps():
     (x, y), (xt, yt) = tp.datasets.load_mnist()
     x, y = tp.datasets.mnist_binary(x, y)
@@ -389,6 +390,7 @@ def test_logistic_regression_mnist_1000_steps():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_logistic_regression_breast_cancer_1000_steps():
     (x, y), (xt, yt) = tp.datasets.load_breast_cancer()
     model = seeded(lambda: tp.models.logistic_regression(30))
@@ -438,6 +440,7 @@ def noisy_plaintext_rrmse(model, loss, batches, frac_bits, lr=LR, seed=0, ref=No
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_network_a_mnist_1000_steps():
     """Network A (784-128-128-10, ReLU), 1,000 steps of batch 128 at
     NETWORK_A_LR: the private weights within RRMSE 1e-3 of float64 Keras and

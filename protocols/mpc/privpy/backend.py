@@ -376,8 +376,10 @@ class PrivPyBackend(Backend):
                                             kt_own[p], nt_own[p], bits, party=p, frac_bits=f,
                                             **geo))
         with tf.device(rt.device("S1")):
+            n = z[0].shape.num_elements()  # static when traced shapes are known
             rt.count(rounds=C.advance(list(x) + list(y), C.MUL_ROUNDS, z),
-                     multiplications=tf.size(z[0], out_type=tf.int64) // self.limbs)
+                     multiplications=(n // self.limbs if n is not None else
+                                      tf.size(z[0], out_type=tf.int64) // self.limbs))
         if C.active():
             C.declare(self.mul_bill(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z))))
         return z[0], z[1]

@@ -141,9 +141,16 @@ class Runtime:
     def count(self, rounds=0, multiplications=0, comparisons=0) -> None:
         """Advances the protocol counters in TF state (on S1, which takes part
         in every protocol); arguments may be ints or int64 tensors on S1."""
+        values = (rounds, multiplications, comparisons)
+        static = [tf.get_static_value(v) if tf.is_tensor(v) else v for v in values]
         with tf.device(self.devices["S1"]):
-            self._protocol_counters.assign_add(tf.stack([
-                tf.cast(v, tf.int64) for v in (rounds, multiplications, comparisons)]))
+            if all(v is not None for v in static):
+                # known while tracing (the usual case): one constant, so a
+                # protocol call is counted by two graph ops, not six
+                delta = tf.constant([int(v) for v in static], tf.int64)
+            else:
+                delta = tf.stack([tf.cast(v, tf.int64) for v in values])
+            self._protocol_counters.assign_add(delta, read_value=False)
 
     def protocol_counts(self) -> Dict[str, int]:
         """{"rounds", "multiplications", "comparisons"} so far, read eagerly."""

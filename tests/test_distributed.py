@@ -69,7 +69,14 @@ class Driver:
         self.replies = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        assert self._reply(120).get("ready")
+        self._ready = False
+
+    def wait_ready(self):
+        """Waits for the driver's ready line (its imports done): launching it
+        first lets its TensorFlow import overlap the servers' starts."""
+        if not self._ready:
+            assert self._reply(120).get("ready")
+            self._ready = True
 
     def _read(self):
         for line in self.proc.stdout:
@@ -88,13 +95,23 @@ class Driver:
         except queue.Empty:
             pytest.fail(f"the driver did not answer within {timeout} s:\n{self.stderr_tail()}")
 
-    def call(self, cmd, wait=180, **kwargs):
-        """Runs command `cmd` with kwargs; `wait`: seconds to wait for the reply."""
+    def send(self, cmd, **kwargs):
+        """Starts command `cmd` with kwargs; receive() waits for its reply
+        (meanwhile this process can run the embedded side of a comparison)."""
+        self.wait_ready()
         self.proc.stdin.write(json.dumps(dict(cmd=cmd, **kwargs)) + "\n")
         self.proc.stdin.flush()
+
+    def receive(self, wait=180):
+        """The reply to the command sent last; `wait`: seconds to wait."""
         reply = self._reply(wait)
         assert not reply.get("unexpected"), reply
         return reply
+
+    def call(self, cmd, wait=180, **kwargs):
+        """Runs command `cmd` with kwargs; `wait`: seconds to wait for the reply."""
+        self.send(cmd, **kwargs)
+        return self.receive(wait)
 
     def close(self):
         if self.proc.poll() is None:
@@ -110,7 +127,16 @@ class Driver:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def driver_process(tmp_path_factory):
+    """The driver process, launched before the servers (cluster asks for it)
+    so that its imports run while they start; driver connects it."""
+    d = Driver(tmp_path_factory.mktemp("driver") / "driver.log")
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(driver_process):
     c = LocalCluster(timeout_s=TIMEOUT, start_timeout_s=240)
     c.start()
     yield c
@@ -118,15 +144,23 @@ def cluster():
 
 
 @pytest.fixture(scope="module")
-def driver(cluster, tmp_path_factory):
-    d = Driver(tmp_path_factory.mktemp("driver") / "driver.log")
+def driver(driver_process, cluster):
+    d = driver_process
     reply = d.call("init", cluster=cluster.path, timeout=TIMEOUT)
     assert "error" not in reply, reply
     assert reply["servers"]["T1"] == "/job:t1/replica:0/task:0/device:CPU:0"
     assert reply["servers"]["client"] == "/job:client/replica:0/task:0/device:CPU:0"
     assert reply["soft_placement"] is False
-    yield d
-    d.close()
+    return d
+
+
+@pytest.fixture(scope="module")
+def reference(driver):
+    """The driver's results on INPUTS (cmd_compute), computed once: what
+    test_results_match_numpy_and_embedded checks, and the "before" that the
+    fault tests compare a new runtime's results with (_same_results), which
+    each used to recompute."""
+    return driver.call("compute", **INPUTS)
 
 
 def reinit(driver, cluster):
@@ -196,12 +230,18 @@ def test_public_address_refused(tmp_path):
 
 
 # ------------------------------------------------- python -m tf_privpy.cluster
-def _launch(path):
-    """`python -m tf_privpy.cluster local`; returns (process, {role: pid})
-    once it has written the cluster file and said where."""
-    p = subprocess.Popen([sys.executable, "-m", "tf_privpy.cluster", "local", "--out",
-                          str(path), "--timeout_s", str(TIMEOUT)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+def _spawn_tool(path):
+    """Starts `python -m tf_privpy.cluster local` writing `path`; _await_tool
+    waits for it."""
+    return subprocess.Popen([sys.executable, "-m", "tf_privpy.cluster", "local", "--out",
+                             str(path), "--timeout_s", str(TIMEOUT)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env())
+
+
+def _await_tool(p, path):
+    """{role: pid} of the tool `p`'s servers, once it has written the cluster
+    file and said where."""
     deadline = time.monotonic() + 240
     while not os.path.exists(path):
         assert p.poll() is None, p.communicate()
@@ -212,7 +252,7 @@ def _launch(path):
     assert p.stdout.readline().strip() == f"cluster file: {path}"
     pids = {r.lower(): int(pid) for r, pid in re.findall(r"(S1|S2|T1|T2) \S+ \(pid (\d+)\)", ready)}
     assert sorted(pids) == list(cf.ROLES) and cf.load(path).library == cf.library_identity()
-    return p, pids
+    return pids
 
 
 def _gone(pid, within=10.0):
@@ -229,26 +269,34 @@ def _gone(pid, within=10.0):
 @pytest.mark.slow
 def test_cluster_tool_stops_every_server(tmp_path):
     """Ctrl-C (SIGINT) stops all four and removes the cluster file; when one
-    server dies, the tool stops the others and says which one died."""
-    path = tmp_path / "cluster.json"
-    p, pids = _launch(path)
-    p.send_signal(signal.SIGINT)
-    _, err = p.communicate(timeout=30)
-    assert p.returncode == 0 and "stopping the four servers" in err, err
-    assert all(_gone(pid) for pid in pids.values()) and not path.exists()
+    server dies, the tool stops the others and says which one died. The two
+    tools (eight servers on their own ports) start side by side: their
+    starts are mostly waiting."""
+    path, path2 = tmp_path / "cluster.json", tmp_path / "cluster2.json"
+    procs = [_spawn_tool(path), _spawn_tool(path2)]
+    try:
+        (p, pids), (p2, pids2) = [(q, _await_tool(q, f)) for q, f in zip(procs, (path, path2))]
+        p.send_signal(signal.SIGINT)
+        os.kill(pids2["t1"], signal.SIGKILL)
+        _, err = p.communicate(timeout=30)
+        assert p.returncode == 0 and "stopping the four servers" in err, err
+        assert all(_gone(pid) for pid in pids.values()) and not path.exists()
 
-    p, pids = _launch(path)
-    os.kill(pids["t1"], signal.SIGKILL)
-    _, err = p.communicate(timeout=30)
-    assert p.returncode == 1, err
-    assert "server t1 was killed by SIGKILL; stopping the others" in err, err
-    assert all(_gone(pid) for pid in pids.values()) and not path.exists()
+        _, err = p2.communicate(timeout=30)
+        assert p2.returncode == 1, err
+        assert "server t1 was killed by SIGKILL; stopping the others" in err, err
+        assert all(_gone(pid) for pid in pids2.values()) and not path2.exists()
+    finally:
+        for q in procs:  # a failed check must not leave a tool and its servers running
+            if q.poll() is None:
+                q.send_signal(signal.SIGINT)
+                q.communicate(timeout=30)
 
 
 # ---------------------------------------------------- four servers, a driver
 @pytest.mark.slow
-def test_results_match_numpy_and_embedded(driver):
-    got = driver.call("compute", **INPUTS)
+def test_results_match_numpy_and_embedded(reference):
+    got = reference
     assert "error" not in got, got
     g = {k: np.array(v) for k, v in got.items()}
     np.testing.assert_array_equal(g["share"], X)
@@ -358,11 +406,12 @@ def test_profile_collects_every_servers_own_trace(driver, tmp_path):
 
 
 @pytest.mark.slow
-def test_hung_server_is_named_within_the_timeout(driver, cluster):
+def test_hung_server_is_named_within_the_timeout(driver, cluster, reference):
     """A server that stops answering (SIGSTOP: a hang, not a crash) mid-run:
     keepalive drops it and the driver names it within the timeout; once it
-    is replaced, a new runtime computes the same results."""
-    before = driver.call("compute", **INPUTS)
+    is replaced, a new runtime computes the same results (as the first
+    runtime did: reference)."""
+    before = reference
     r = driver.call("fault", pid=cluster.pids["t2"], sig="SIGSTOP", delay=0.3, n=10 ** 5)
     print("hung T2:", {k: r[k] for k in ("error", "server", "elapsed", "runs")})
     assert r["error"] == "ServerError" and r["server"] == "T2", r
@@ -374,8 +423,10 @@ def test_hung_server_is_named_within_the_timeout(driver, cluster):
 
 
 @pytest.mark.slow
-def test_killed_server_is_named_and_the_cluster_recovers(driver, cluster):
-    before = driver.call("compute", **INPUTS)
+def test_killed_server_is_named_and_the_cluster_recovers(driver, cluster, reference):
+    """A killed server is named at once; after its restart the old runtime
+    says so and a new one computes what the first runtime did (reference)."""
+    before = reference
     r = driver.call("fault", pid=cluster.pids["t1"], sig="SIGKILL", delay=0.5, n=10 ** 5)
     print("killed T1:", {k: r[k] for k in ("error", "server", "elapsed", "runs")})
     assert r["error"] == "ServerError" and r["server"] == "T1", r
@@ -426,9 +477,19 @@ def _swap_identity_key(cluster, role):
 
 
 @pytest.mark.slow
-def test_a_server_with_another_identity_key_is_refused(driver, cluster):
-    """T1 restarted with a key file other than the one the cluster file names:
-    tp.init refuses it, naming T1 and both keys, before any exchange."""
+def test_a_server_with_another_key_is_refused_or_fails_the_exchange(driver, cluster):
+    """Two tests in one (they share T1's swapped key file and the restart
+    that puts the real one back):
+
+    A server with another identity key is refused: T1 restarted with a key
+    file other than the one the cluster file names: tp.init refuses it,
+    naming T1 and both keys, before any exchange.
+
+    A server claiming a key it does not hold fails the exchange: T1 reports
+    the cluster file's public key (test hook) but holds another private key:
+    the check of reports passes, the authenticated exchange does not.
+    tp.init raises a ServerError naming T1, found as the server in every
+    failed pair (S1-T1, S2-T1, T1-T2)."""
     restore = _swap_identity_key(cluster, "t1")
     try:
         cluster.restart("t1")
@@ -436,20 +497,7 @@ def test_a_server_with_another_identity_key_is_refused(driver, cluster):
         assert r["error"] == "ServerError" and r["server"] == "T1", r
         assert "holds the identity key" in r["message"] and cluster.cluster.identity["t1"][:16] \
             in r["message"], r
-    finally:
-        restore()
-    cluster.restart("t1")
-    reinit(driver, cluster)
 
-
-@pytest.mark.slow
-def test_a_server_claiming_a_key_it_does_not_hold_fails_the_exchange(driver, cluster):
-    """T1 reports the cluster file's public key (test hook) but holds another
-    private key: the check of reports passes, the authenticated exchange
-    does not. tp.init raises a ServerError naming T1, found as the server in
-    every failed pair (S1-T1, S2-T1, T1-T2)."""
-    restore = _swap_identity_key(cluster, "t1")
-    try:
         cluster.restart("t1", env={FAKE_PUBLIC_KEY_ENV: cluster.cluster.identity["t1"]})
         r = driver.call("init", cluster=cluster.path, timeout=TIMEOUT)
         assert r["error"] == "ServerError" and r["server"] == "T1", r

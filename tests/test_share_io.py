@@ -276,7 +276,9 @@ import json, sys
 import tensorflow as tf
 import tf_privpy as tp
 from tensorflow.python.ops import script_ops
-tp.init(cluster=sys.argv[1], timeout=60)
+# started with the servers (its imports overlap their starts): the cluster
+# file's path comes on stdin once they answer and the inputs are uploaded
+tp.init(cluster=sys.stdin.readline().strip(), timeout=60)
 # the driver serves no store: a share read placed here would fail, not leak
 assert not [t for t in script_ops._py_funcs._funcs if str(t).startswith("tf_privpy_share_")]
 x, w = tp.load("d-x", tf.float64), tp.load("d-w", tf.float64)
@@ -305,7 +307,9 @@ def test_distributed_upload_load_publish_fetch(tmp_path):
     four servers with S1's and S2's share services beside their TF servers
     (--share_port), owners uploading and fetching over TLS, and a driver that
     loads, predicts and publishes; the driver process has no store function
-    at all. About 15-20 s here (five TF processes on two cores)."""
+    at all. About 15-20 s here (five TF processes on two cores). The driver
+    starts with the servers and waits for the cluster file's path on stdin:
+    its imports overlap their starts."""
     import json
     import subprocess
     import sys
@@ -313,24 +317,32 @@ def test_distributed_upload_load_publish_fetch(tmp_path):
     rng = np.random.default_rng(5)
     x, w = rng.normal(size=(8, 3)), rng.normal(size=(3, 1))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with LocalCluster(timeout_s=60, start_timeout_s=240, share_services=True) as c:
-        assert set(c.cluster.share_services) == {"s1", "s2"}
-        tp.client.upload("d-x", x, cluster=c.owner_cluster("hospital"), progress=False)
-        tp.client.upload("d-w", w, cluster=c.owner_cluster("modeller"), progress=False)
-        tp.client.upload("d-big", rng.normal(size=(2000, 3)),
-                         cluster=c.owner_cluster("hospital"), progress=False)
-        r = subprocess.run([sys.executable, "-c", DRIVER, c.path], capture_output=True,
-                           text=True, timeout=600, cwd=root,
-                           env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
-        replies = [json.loads(l[6:]) for l in r.stdout.splitlines() if l.startswith("REPLY ")]
-        assert r.returncode == 0 and len(replies) == 3, (r.stdout[-2000:], r.stderr[-3000:])
-        assert replies[0]["shape"] == [8, 1]
-        assert replies[1]["code"] == "NOT_FOUND" and replies[1]["server"] == "S1"
-        np.testing.assert_allclose(replies[2]["again"], grid(x), atol=0)
-        got = tp.client.fetch("d-y", cluster=c.owner_cluster("hospital"))
-        np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
-        for role in ("s1", "s2"):  # each server stored only its own share
-            assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=root,
+                              env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        with LocalCluster(timeout_s=60, start_timeout_s=240, share_services=True) as c:
+            assert set(c.cluster.share_services) == {"s1", "s2"}
+            tp.client.upload("d-x", x, cluster=c.owner_cluster("hospital"), progress=False)
+            tp.client.upload("d-w", w, cluster=c.owner_cluster("modeller"), progress=False)
+            tp.client.upload("d-big", rng.normal(size=(2000, 3)),
+                             cluster=c.owner_cluster("hospital"), progress=False)
+            out, err = driver.communicate(c.path + "\n", timeout=600)
+            replies = [json.loads(line[6:]) for line in out.splitlines()
+                       if line.startswith("REPLY ")]
+            assert driver.returncode == 0 and len(replies) == 3, (out[-2000:], err[-3000:])
+            assert replies[0]["shape"] == [8, 1]
+            assert replies[1]["code"] == "NOT_FOUND" and replies[1]["server"] == "S1"
+            np.testing.assert_allclose(replies[2]["again"], grid(x), atol=0)
+            got = tp.client.fetch("d-y", cluster=c.owner_cluster("hospital"))
+            np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
+            for role in ("s1", "s2"):  # each server stored only its own share
+                assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))
+    finally:
+        if driver.poll() is None:  # the cluster failed to start: no path will come
+            driver.kill()
+            driver.communicate()
 
 
 def test_server_share_flags_are_checked():

@@ -11,8 +11,10 @@ wrote 0644 files in 0755 folders, took "name\\n" for a name, let a result
 replace an upload, named a record's checksum in a refusal, and accepted other
 content under a record's upload id.
 """
+import concurrent.futures
 import hashlib
 import os
+import signal
 import stat
 import threading
 import time
@@ -38,27 +40,42 @@ def certs(tmp_path_factory):
     return d
 
 
-def _services(certs, tmp_path_factory, folder, extra_args=None):
+@pytest.fixture(scope="module")
+def _started():
+    """The pairs the module started, stopped together after it: every
+    service is told (SIGTERM) before any is waited for, so their shutdowns
+    overlap instead of adding up."""
+    pairs = []
+    yield pairs
+    services = [s for pair in pairs for s in pair.services]
+    for s in services:
+        if s.proc is not None and s.proc.poll() is None:
+            s.proc.send_signal(signal.SIGTERM)
+    for s in services:
+        s.stop()
+
+
+def _services(certs, tmp_path_factory, started, folder, extra_args=None):
     """S1's and S2's services with their own stores, started; stopped after the module."""
     kw = {"extra_args": extra_args} if extra_args else {}
     pair = local.LocalShareServices(certs, str(tmp_path_factory.mktemp(folder)), **kw).start()
-    yield pair
-    pair.stop()
+    started.append(pair)
+    return pair
 
 
 @pytest.fixture(scope="module")
-def default_pair(certs, tmp_path_factory):
-    yield from _services(certs, tmp_path_factory, "stores")
+def default_pair(certs, tmp_path_factory, _started):
+    return _services(certs, tmp_path_factory, _started, "stores")
 
 
 @pytest.fixture(scope="module")
-def limited(certs, tmp_path_factory):
-    yield from _services(certs, tmp_path_factory, "limited", LIMITED)
+def limited(certs, tmp_path_factory, _started):
+    return _services(certs, tmp_path_factory, _started, "limited", LIMITED)
 
 
 @pytest.fixture(scope="module")
-def deadlines(certs, tmp_path_factory):
-    yield from _services(certs, tmp_path_factory, "deadlines", DEADLINES)
+def deadlines(certs, tmp_path_factory, _started):
+    return _services(certs, tmp_path_factory, _started, "deadlines", DEADLINES)
 
 
 def _header(name, n_bytes, party=0, kind="upload"):
@@ -194,10 +211,14 @@ def test_stalled_upload_is_cut_off_and_its_temp_file_removed(certs, deadlines):
                 yield pb.UploadMessage(commit=pb.Commit(sha256=info.sha256))
             return dave.stubs[0].Upload(msgs(), timeout=30)
 
-        slow("slow-ok", 0.4, 5)  # 2 s, never idle for 1 s
-        assert deadlines[0].has("slow-ok")
-        with pytest.raises(grpc.RpcError) as e:
-            slow("too-long", 0.4, 12)  # 4.8 s > the 3 s deadline
+        # the two slow uploads side by side (each its own call): 3 s, not 5
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            ok = pool.submit(slow, "slow-ok", 0.4, 5)  # 2 s, never idle for 1 s
+            too_long = pool.submit(slow, "too-long", 0.4, 12)  # 4.8 s > the 3 s deadline
+            ok.result()
+            assert deadlines[0].has("slow-ok")
+            with pytest.raises(grpc.RpcError) as e:
+                too_long.result()
         assert e.value.code() == grpc.StatusCode.CANCELLED
         assert wait_for(lambda: not deadlines[0].pending())
         assert not deadlines[0].has("too-long")

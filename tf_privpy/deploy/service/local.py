@@ -143,6 +143,11 @@ class LocalShareServices:
         return self
 
     def stop(self) -> None:
+        """Stops both services: each is told (SIGTERM) before either is
+        waited for, so their grace periods for open calls overlap."""
+        for s in self.services:
+            if s.proc is not None and s.proc.poll() is None:
+                s.proc.send_signal(signal.SIGTERM)
         for s in self.services:
             s.stop()
 

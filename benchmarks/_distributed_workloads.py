@@ -51,14 +51,14 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     the protocols' declared cost of one call (protocols/mpc/runtime/cost.py)."""
     import numpy as np
     import tensorflow as tf
-    from _report import plain_sgd_step
+    from _report import plain_sgd_step, private_function
     rng = np.random.default_rng(0)
     out = {}
 
     def elementwise(name, fn, plain_fn, a, b):
         """fn on private a, b inside one tf.function; plain_fn on float32."""
         pa, pb = tp.share(a), tp.share(b)
-        f, pf = tf.function(fn), tf.function(plain_fn)
+        f, pf = private_function(fn), tf.function(plain_fn)
         ta, tb = tf.constant(a, tf.float32), tf.constant(b, tf.float32)
         out[name] = (lambda: f(pa, pb).numpy(), lambda: pf(ta, tb).numpy(),
                      lambda: tp.cost(fn, pa, pb))

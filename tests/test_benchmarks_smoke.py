@@ -259,12 +259,13 @@ def ours_runner_rows(tmp_path_factory):
     process, one TF import and one AutoGraph conversion of the protocol code they share,
     instead of one each (the fast protocol adds no program rows: the runner skips them).
     --sizes=16 is the programs' size (sort, max); the derived functions' check is about
-    their error, not their size."""
+    their error, not their size. --warmup=0: one timed call each, no untimed one before it
+    (the warm-up of graph_build was a second LeNet-5 conversion and trace)."""
     out = tmp_path_factory.mktemp("ours") / "rows.json"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "peers",
                                                      "tf_privpy_run.py"),
-                        "--sizes=16", "--batches=1", "--reps=1",
+                        "--sizes=16", "--batches=1", "--reps=1", "--warmup=0",
                         "--protocols=privpy-4pc-64,privpy-4pc-64-fast",
                         "--workloads=rsqrt,log,sort,max,lenet5,graph_build", f"--rows={out}"],
                        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)

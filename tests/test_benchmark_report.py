@@ -28,6 +28,13 @@ def _run(tmp_path, drop=()):
     return out.read_text(), tmp_path / "out"
 
 
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory):
+    """(text, out folder) of one report on the whole fixture, shared by the tests that
+    read it (the report and its plots are written once, not once per test)."""
+    return _run(tmp_path_factory.mktemp("report"))
+
+
 def _row(text, start):
     lines = [ln for ln in text.splitlines() if ln.startswith(f"| {start}")]
     assert len(lines) == 1, (start, lines)
@@ -41,8 +48,8 @@ def _ratio(better):
     return f"{num}x {'faster' if better >= 1 else 'slower'}"
 
 
-def test_report_rows_ratios_and_not_run(tmp_path):
-    text, out = _run(tmp_path)
+def test_report_rows_ratios_and_not_run(full_report):
+    text, out = full_report
     anchors = json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
     micro = json.load(open(os.path.join(FIXTURE, "micro.json")))
     m = next(r for r in micro["mul"] if r["n"] == 100)
@@ -95,12 +102,12 @@ def test_report_rows_ratios_and_not_run(tmp_path):
         assert f"](report/{png})" in text
 
 
-def test_report_peer_programs(tmp_path):
+def test_report_peer_programs(full_report):
     """The peers' sort, max, LeNet-5 and graph-build rows (issue 13) beside ours: TF-Encrypted's
     tasks at the fixture's sizes (no ratio to the 2^16 anchor), LeNet-5 per image beside PrivPy's
     LeNet-5 figure (no ratio: another architecture), the graph build beside converter.json's;
     a peer without the workload is listed with its reason."""
-    text, _ = _run(tmp_path)
+    text, _ = full_report
     peers = json.load(open(os.path.join(FIXTURE, "peers.json")))["rows"]
     cmp_ = json.load(open(os.path.join(FIXTURE, "compare.json")))
     conv = json.load(open(os.path.join(FIXTURE, "converter.json")))["rows"][0]

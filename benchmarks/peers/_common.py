@@ -196,10 +196,14 @@ def errors(workload, xs, out):
     return float(err.max()), float(rel.max())
 
 
-def time_reps(fn, reps):
-    """Seconds of `reps` calls of fn after one warm-up call; fn returns the (revealed) result
-    of its last call, kept for the error."""
-    out = fn()
+def time_reps(fn, reps, warmup=1):
+    """Seconds of `reps` calls of fn after `warmup` untimed calls (one: the tracing); fn returns
+    the (revealed) result of its last call, kept for the error."""
+    if reps < 1:
+        raise ValueError(f"--reps must be at least 1, got {reps}")
+    out = None
+    for _ in range(warmup):
+        out = fn()
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -224,6 +228,9 @@ def parse_args(argv=None):
     p.add_argument("--sizes", default="10000,100000")
     p.add_argument("--workloads", default=",".join(ORDER))
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1,
+                   help="untimed calls before the timed ones (tf_privpy's runner; 0: the smoke "
+                   "test, where a second LeNet-5 build would check nothing new)")
     p.add_argument("--protocols", default="")
     p.add_argument("--rows", required=True, help="where to write the JSON")
     p.add_argument("--batches", default=",".join(map(str, LENET5_BATCHES)),

@@ -48,8 +48,10 @@ def main():
         if workload in _common.PROGRAMS:
             return measure_program(workload, n, xs, bits)
         sx = [tp.share(x) for x in xs]
-        f = tf.function(lambda *a, fn=fns[workload]: fn(*a))
-        ts, _ = _common.time_reps(lambda: f(*sx).share0.numpy()[:1], args.reps)
+        # no AutoGraph: the protocol code is plain Python over static shapes (the same graph),
+        # and converting it was most of the trace; the timed calls follow the first one
+        f = tf.function(lambda *a, fn=fns[workload]: fn(*a), autograph=False)
+        ts, _ = _common.time_reps(lambda: f(*sx).share0.numpy()[:1], args.reps, args.warmup)
         out = np.asarray(tp.reveal(f(*sx)), dtype=np.float64)
         return ts, out, (f"embedded 4 servers (S1, S2, T1, T2) in one process, {bits}-bit ring, "
                          f"{mode} numerics, tf.function, time to S1's result share")
@@ -58,9 +60,9 @@ def main():
         where = f"embedded 4 servers in one process, {bits}-bit ring"
         if workload in ("sort", "max"):
             f = tf.function(tp.sort if workload == "sort" else
-                            lambda a: tp.reduce_max(a, axis=1))
+                            lambda a: tp.reduce_max(a, axis=1), autograph=False)
             sx = tp.share(xs[0])
-            ts, _ = _common.time_reps(lambda: f(sx).share0.numpy()[:1], args.reps)
+            ts, _ = _common.time_reps(lambda: f(sx).share0.numpy()[:1], args.reps, args.warmup)
             return ts, np.asarray(tp.reveal(f(sx)), dtype=np.float64), (
                 f"{where}, tf.function, time to S1's result share")
         model = tp.models.lenet5()  # its layers are _common.LENET5_LAYERS
@@ -72,11 +74,12 @@ def main():
             private.concrete(n)  # the first trace of the private graph at this batch
             return private
         if workload == "graph_build":
-            ts, private = _common.time_reps(build, args.reps)
+            ts, private = _common.time_reps(build, args.reps, args.warmup)
             note = "tp.keras.convert (trace, freeze, rewrite, share the weights) + first trace"
         else:
             private = build()
-            ts, _ = _common.time_reps(lambda: private.predict(x).share0.numpy()[:1], args.reps)
+            ts, _ = _common.time_reps(lambda: private.predict(x).share0.numpy()[:1], args.reps,
+                                      args.warmup)
             note = "tp.keras.convert'ed Keras LeNet-5, predict, time to S1's logit shares"
         return ts, private.predict(x, reveal=True).numpy(), f"{where}; {note}"
 

@@ -169,6 +169,20 @@ def test_pregarbled_comparisons(case):
         tp.less(sh(x[:3]), 1.0, pregarbled=tp.garble_comparisons([5]))
 
 
+def test_ops_are_not_converted_by_autograph():
+    """Every tp op (the registry's implementations, hence tp.*, tp.nn.*,
+    tp.math.*) is left alone by AutoGraph inside a user's tf.function, as TF's
+    own APIs are: converting the protocol code made every trace about 3x
+    slower. Fails on the code before opdef.accepting_variables was marked
+    do_not_convert (only tp.sort's internals were)."""
+    from tensorflow.python.autograph.impl.api import is_autograph_artifact
+    from tf_privpy.protocols.mpc.api import registry
+    impls = [op.impl for op in registry.ops() if op.impl is not None]
+    assert impls and all(is_autograph_artifact(f) for f in impls), \
+        [f.__name__ for f in impls if not is_autograph_artifact(f)]
+    assert is_autograph_artifact(tp.reduce_max) and is_autograph_artifact(tp.nn.relu)
+
+
 def test_tf_dispatch_of_nonlinear_functions(rng):
     """tf.* non-linear functions accept PrivateTensors (plaintext oracle: the
     protocols themselves are tested above and in test_numerics.py)."""

@@ -237,7 +237,15 @@ def accepting_variables(impl: Callable) -> Callable:
     lists, as tf.concat's), so that an op takes a variable wherever it takes
     a PrivateTensor, passing TF errors through the runtime's error
     translator, and keeping a traced function's private results on their
-    servers (placement.py). Keeps impl's name, doc and signature."""
+    servers (placement.py). Keeps impl's name, doc and signature.
+
+    Not converted by AutoGraph: the protocol code is plain Python over
+    static shapes (its loops are tf.while_loops it builds itself), so inside
+    a user's tf.function AutoGraph only rewrote every protocol call of every
+    op it reaches, which made a trace about 3x slower (a 3x7x5 reduce_max:
+    15 s against 5 s, the same 1,622 ops). A TF API does not convert its
+    internals either; tp.sort did this first (compare_ops._sort)."""
+    @tf.autograph.experimental.do_not_convert
     @functools.wraps(impl)
     def op(*args, **kwargs):
         placement.keep_returns_in_place()  # a tf.function returns shares where they live

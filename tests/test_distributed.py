@@ -10,15 +10,12 @@ truncated share by share with fresh masks, so a result moves by an ulp or two
 between any two runs, embedded or distributed alike.
 """
 import hashlib
-import json
 import os
-import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -29,6 +26,7 @@ from tf_privpy.deploy import cluster_file as cf
 from tf_privpy.deploy.cluster import LocalCluster
 from tf_privpy.protocols.mpc.runtime import identity as ID
 from tf_privpy.deploy.server import FAKE_IDENTITY_ENV, FAKE_PUBLIC_KEY_ENV, default_identity_key
+from driver_client import Driver, _env  # noqa: F401 (re-exported to test files)
 from tolerances import FUNCTION_TOL, TRUNC_ULPS, matmul_tol, mul_tol, select_tol, ulp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -49,81 +47,6 @@ X = grid(RNG.normal(0, 3, (3, 4)))
 Y = grid(X + np.where(RNG.random((3, 4)) < 0.5, -1, 1) * RNG.uniform(0.01, 2, (3, 4)))
 A, B = grid(RNG.normal(0, 2, (3, 5))), grid(RNG.normal(0, 2, (5, 2)))
 INPUTS = {"x": X.tolist(), "y": Y.tolist(), "a": A.tolist(), "b": B.tolist()}
-
-
-def _env():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, HERE]))
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    return env
-
-
-class Driver:
-    """tests/distributed_driver.py as a subprocess: one JSON command per call."""
-
-    def __init__(self, log_path):
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "distributed_driver.py")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-            env=_env())
-        self.replies = queue.Queue()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self._ready = False
-
-    def wait_ready(self):
-        """Waits for the driver's ready line (its imports done): launching it
-        first lets its TensorFlow import overlap the servers' starts."""
-        if not self._ready:
-            assert self._reply(120).get("ready")
-            self._ready = True
-
-    def _read(self):
-        for line in self.proc.stdout:
-            if line.startswith("REPLY "):
-                self.replies.put(json.loads(line[len("REPLY "):]))
-        self.replies.put({"error": "driver exited", "message": self.stderr_tail()})
-
-    def stderr_tail(self):
-        self.log.flush()
-        with open(self.log.name, errors="replace") as f:
-            return "".join(f.readlines()[-30:])
-
-    def _reply(self, timeout):
-        try:
-            return self.replies.get(timeout=timeout)
-        except queue.Empty:
-            pytest.fail(f"the driver did not answer within {timeout} s:\n{self.stderr_tail()}")
-
-    def send(self, cmd, **kwargs):
-        """Starts command `cmd` with kwargs; receive() waits for its reply
-        (meanwhile this process can run the embedded side of a comparison)."""
-        self.wait_ready()
-        self.proc.stdin.write(json.dumps(dict(cmd=cmd, **kwargs)) + "\n")
-        self.proc.stdin.flush()
-
-    def receive(self, wait=180):
-        """The reply to the command sent last; `wait`: seconds to wait."""
-        reply = self._reply(wait)
-        assert not reply.get("unexpected"), reply
-        return reply
-
-    def call(self, cmd, wait=180, **kwargs):
-        """Runs command `cmd` with kwargs; `wait`: seconds to wait for the reply."""
-        self.send(cmd, **kwargs)
-        return self.receive(wait)
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write('{"cmd": "exit"}\n')
-                self.proc.stdin.flush()
-                self.proc.wait(10)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
-        self.reader.join(10)  # it reads the log once the driver's stdout ends
-        self.log.close()
 
 
 @pytest.fixture(scope="module")

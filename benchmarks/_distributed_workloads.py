@@ -51,18 +51,17 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     the protocols' declared cost of one call (protocols/mpc/runtime/cost.py)."""
     import numpy as np
     import tensorflow as tf
-    from _report import plain_sgd_step, private_function
+    from _report import plain_sgd_step
     rng = np.random.default_rng(0)
     out = {}
 
     def elementwise(name, fn, plain_fn, a, b):
         """fn on private a, b inside one tf.function; plain_fn on float32."""
         pa, pb = tp.share(a), tp.share(b)
-        f, pf = private_function(fn), tf.function(plain_fn)
+        f, pf = tf.function(fn), tf.function(plain_fn)
         ta, tb = tf.constant(a, tf.float32), tf.constant(b, tf.float32)
-        # the bill's trace (tp.cost's tf.function) without AutoGraph too: the same graph
         out[name] = (lambda: f(pa, pb).numpy(), lambda: pf(ta, tb).numpy(),
-                     lambda: tp.cost(tf.autograph.experimental.do_not_convert(fn), pa, pb))
+                     lambda: tp.cost(fn, pa, pb))
 
     n = sizes["mul"]
     elementwise("mul", lambda a, b: tp.reveal((a * b)[:1]), lambda a, b: a * b,
@@ -89,9 +88,8 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     plain_model = tf.function(lambda v: model(v, training=False))
     out["lenet5"] = (lambda: private.predict(xb, reveal=True).numpy(),
                      lambda: plain_model(xb).numpy(),
-                     lambda b=b: private.cost(b) + tp.cost(
-                         tf.autograph.experimental.do_not_convert(tp.reveal),
-                         tp.share(np.zeros((b, 10)))))
+                     lambda b=b: private.cost(b) + tp.cost(tp.reveal,
+                                                          tp.share(np.zeros((b, 10)))))
 
     # one LR step at batch 128 on MNIST 0-4 vs 5-9, as benchmarks/training.py
     b = sizes["lr_step"]

@@ -32,21 +32,6 @@ def best_time(fn: Callable[[], object], reps: int) -> float:
     return timings(fn, reps)[0]
 
 
-def private_function(fn: Callable) -> Callable:
-    """fn as a tf.function without AutoGraph: the benchmarks' private workloads.
-
-    The protocol code is plain Python over static shapes (no tensor-dependent
-    control flow), so AutoGraph changes nothing in the graph; but converting
-    every library function the workload calls was most of its trace time (the
-    smoke run of functions.py: 31 of 43 CPU seconds). The timed calls come
-    after the first one, on the same graph either way. Where the trace time is
-    itself the figure (compare.py's sort_graph), the benchmark keeps a plain
-    tf.function, as a user would write it.
-    """
-    import tensorflow as tf
-    return tf.function(fn, autograph=False)
-
-
 def plain_sgd_step(model, loss, optimizer) -> Callable:
     """One plaintext training step of a Keras model on a batch (x, y), as a
     tf.function: the baseline the private training steps are timed against."""

@@ -78,7 +78,7 @@ def main(argv):
     import numpy as np
     import tensorflow as tf
 
-    from _report import (bar_png, best_time, machine, print_table, private_function,
+    from _report import (bar_png, best_time, machine, print_table,
                          timing_stats, write_json)
     tf.get_logger().setLevel("ERROR")
     rng = np.random.default_rng(0)
@@ -93,7 +93,7 @@ def main(argv):
             # both modes eagerly, so that they differ only in the garbling
             t_full = best_time(lambda: tp.less(x, y).share0.numpy()[:1], F.reps)
             # and with garbling inside one tf.function: no eager per-op dispatch
-            less_fn = private_function(lambda a, b: tp.less(a, b))
+            less_fn = tf.function(lambda a, b: tp.less(a, b))
             st_graph = timing_stats(lambda: less_fn(x, y).share0.numpy()[:1], F.reps)
             t_graph = st_graph["min_s"]
             t_online = float("inf")
@@ -126,7 +126,7 @@ def main(argv):
             print(f"  ring {bits} compare {n:,}: {n / t_graph:,.0f}/s (tf.function)", flush=True)
         n = int(F.sizes[-1])
         x = tp.share(rng.uniform(-100, 100, n))
-        relu = private_function(lambda a: tp.nn.relu(a))
+        relu = tf.function(lambda a: tp.nn.relu(a))
         st = timing_stats(lambda: relu(x).share0.shape, F.reps)
         res["relu"].append({"ring": bits, "n": n, "per_s": n / st["min_s"], "s": st})
         fns = {"reciprocal": (tp.math.reciprocal, tf.math.reciprocal, (0.01, 1000)),
@@ -144,7 +144,7 @@ def main(argv):
         for name, (fn, tf_fn, (lo, hi)) in fns.items():
             vals = rng.uniform(lo, hi, (F.fn_n // 10, 10))
             v = tp.share(vals)
-            f = private_function(lambda a, fn=fn: fn(a))
+            f = tf.function(lambda a, fn=fn: fn(a))
             t = best_time(lambda: f(v).share0.shape, max(1, F.reps - 1))
             pf = tf.function(lambda a, tf_fn=tf_fn: tf_fn(a))
             tv = tf.constant(vals, tf.float32)
@@ -166,7 +166,7 @@ def main(argv):
         for g in map(int, F.max_groups):
             x = rng.uniform(-100, 100, (g, 4))
             v = tp.share(x)
-            f = private_function(lambda a: tp.reduce_max(a, axis=1))
+            f = tf.function(lambda a: tp.reduce_max(a, axis=1))
             st = timing_stats(lambda: f(v).share0.shape, F.reps)
             res["tasks"].append({"ring": bits, "task": f"max of {g} groups of 4",
                                  "s": st["min_s"], "stats": st, "plaintext_s": _plain_stats(

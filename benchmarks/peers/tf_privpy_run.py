@@ -48,9 +48,7 @@ def main():
         if workload in _common.PROGRAMS:
             return measure_program(workload, n, xs, bits)
         sx = [tp.share(x) for x in xs]
-        # no AutoGraph: the protocol code is plain Python over static shapes (the same graph),
-        # and converting it was most of the trace; the timed calls follow the first one
-        f = tf.function(lambda *a, fn=fns[workload]: fn(*a), autograph=False)
+        f = tf.function(lambda *a, fn=fns[workload]: fn(*a))
         ts, _ = _common.time_reps(lambda: f(*sx).share0.numpy()[:1], args.reps, args.warmup)
         out = np.asarray(tp.reveal(f(*sx)), dtype=np.float64)
         return ts, out, (f"embedded 4 servers (S1, S2, T1, T2) in one process, {bits}-bit ring, "
@@ -60,7 +58,7 @@ def main():
         where = f"embedded 4 servers in one process, {bits}-bit ring"
         if workload in ("sort", "max"):
             f = tf.function(tp.sort if workload == "sort" else
-                            lambda a: tp.reduce_max(a, axis=1), autograph=False)
+                            lambda a: tp.reduce_max(a, axis=1))
             sx = tp.share(xs[0])
             ts, _ = _common.time_reps(lambda: f(sx).share0.numpy()[:1], args.reps, args.warmup)
             return ts, np.asarray(tp.reveal(f(sx)), dtype=np.float64), (

@@ -17,7 +17,7 @@ LIB := tf_privpy/_tf_privpy_ops.so
 PROTO := tf_privpy/deploy/service/share_service.proto
 PROTO_STUBS := tf_privpy/deploy/service/share_service_pb2.py tf_privpy/deploy/service/share_service_pb2_grpc.py
 
-.PHONY: all setup build demo test test-fast cc-tests wheel bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
+.PHONY: all setup build demo test test-fast cc-tests cc-bench-aead wheel bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
 
 all: build
 
@@ -53,7 +53,8 @@ demo: build
 # wheel build removes its output, and the test names the step). Steps:
 #   cc-tests  the standalone C++ test programs of ops/*/Makefile.standalone,
 #             into build/cc-tests/<family>/ (tests/test_cc_programs.py and the
-#             kernels' tests run them from there);
+#             kernels' tests run them from there), and benchmarks/aead_gcm.py's
+#             program into build/cc-bench/aead (its smoke test runs it);
 #   bazel     the Bazel build of the op library (tests/test_bazel_build.py
 #             loads it: TF_PRIVPY_TEST_BAZEL_LIB);
 #   wheel     `pip wheel` of a copy of the sources, installed into
@@ -102,7 +103,11 @@ cc_test_bins = $(patsubst ops/$(1)/%.cc,$(CURDIR)/$(CC_TESTS_DIR)/$(1)/%,\
                  $(wildcard ops/$(1)/*_test.cc))
 # paillier's bench has built-in checks that tests/test_paillier_kernels.py runs
 CC_EXTRA_paillier := $(CURDIR)/$(CC_TESTS_DIR)/paillier/paillier_bench
-cc-tests: $(addprefix cc-tests-,$(CC_FAMILIES))
+cc-tests: $(addprefix cc-tests-,$(CC_FAMILIES)) cc-bench-aead
+# benchmarks/aead_gcm.py's program, linked against TF's BoringSSL (the EVP the
+# op library binds to), into build/cc-bench/aead: the smoke test runs it from there
+cc-bench-aead: $(VENV)/.installed
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) benchmarks/aead_gcm.py --build_only
 cc-tests-%:
 	$(MAKE) --no-print-directory -s -f ops/$*/Makefile.standalone OUT=$(CURDIR)/$(CC_TESTS_DIR)/$* \
 	  $(call cc_test_bins,$*) $(CC_EXTRA_$*)

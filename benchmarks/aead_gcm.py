@@ -3,6 +3,7 @@ path against the EVP path, seal and open, one thread and a 2-thread pool,
 for 1, 16 and 128 MiB messages (the wire format of 1 MiB chunks).
 
 Builds ops/aead/aead_bench.cc with `make -f ops/aead/Makefile.standalone`
+(into build/cc-bench/aead, once: make rebuilds it when a source changed)
 against TensorFlow's libtensorflow_framework, so the EVP path is the BoringSSL
 that the op library binds to inside TensorFlow, and runs it: the two paths
 alternate run by run in one process (so load on a shared machine hits both
@@ -22,7 +23,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 
 import tensorflow as tf
 
@@ -43,15 +43,20 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="1,16,128", help="message sizes in MiB")
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"),
                     help="folder for aead_gcm.json")
+    ap.add_argument("--build_dir", default=os.path.join(ROOT, "build", "cc-bench", "aead"),
+                    help="where aead_bench is built (make rebuilds it only when a source "
+                         "changed; `make cc-tests` builds it for the smoke test)")
+    ap.add_argument("--build_only", action="store_true", help="build aead_bench, run nothing")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    with tempfile.TemporaryDirectory() as out:
-        subprocess.run(["make", "-s", "-f", "ops/aead/Makefile.standalone",
-                        f"OUT={out}", f"CRYPTO_LIBS={tf_crypto_libs()}",
-                        os.path.join(out, "aead_bench")], cwd=ROOT, check=True)
-        run = subprocess.run([os.path.join(out, "aead_bench"), str(args.runs)]
-                             + [str(s) for s in sizes], check=True, capture_output=True,
-                             text=True)
+    bench = os.path.join(os.path.abspath(args.build_dir), "aead_bench")
+    subprocess.run(["make", "-s", "-f", "ops/aead/Makefile.standalone",
+                    f"OUT={os.path.dirname(bench)}", f"CRYPTO_LIBS={tf_crypto_libs()}", bench],
+                   cwd=ROOT, check=True)
+    if args.build_only:
+        return 0
+    run = subprocess.run([bench, str(args.runs)] + [str(s) for s in sizes], check=True,
+                         capture_output=True, text=True)
     print(run.stdout, end="")
     rows, lines = {}, []
     for line in run.stdout.splitlines():

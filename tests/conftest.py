@@ -165,3 +165,40 @@ def reap_tff_worker():
     yield
     from tf_privpy import federated
     federated._reap_tff_workers()
+
+
+@pytest.fixture(scope="session")
+def shared_driver_process(tmp_path_factory):
+    """tests/distributed_driver.py as a process (tests/driver_client.py), one
+    per session: test_distributed.py, test_distributed_models.py and
+    test_share_io.py use it when they run in the same worker (each used to start its own: a
+    TensorFlow import and a key exchange). Launched before the servers
+    (shared_cluster asks for it) so that its imports run while they start."""
+    from driver_client import Driver
+    d = Driver(tmp_path_factory.mktemp("driver") / "driver.log")
+    yield d
+    d.close()
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(shared_driver_process):
+    """Four tf_privpy servers (LocalCluster on loopback), one set per session
+    for the distributed test files (test_distributed.py,
+    test_distributed_models.py, test_share_io.py): four TensorFlow processes
+    fewer for each further file in the same worker. A test that leaves a server running
+    another way (another build, key or cluster file) names its role in
+    stale_roles; the next module's driver fixture restarts it first."""
+    from tf_privpy.deploy.cluster import LocalCluster
+    # S1 and S2 run share services too (test_share_io.py's distributed path);
+    # timeout: test_distributed.TIMEOUT
+    c = LocalCluster(timeout_s=9.0, start_timeout_s=240, share_services=True)
+    c.start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="session")
+def stale_roles():
+    """Roles of shared_cluster whose server a test left running with a test
+    hook or another file: restarted plainly before a module connects again."""
+    return set()

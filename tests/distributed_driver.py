@@ -1,4 +1,5 @@
-"""A tf_privpy driver process for tests/test_distributed.py.
+"""A tf_privpy driver process for tests/test_distributed.py (and
+test_distributed_models.py, test_share_io.py).
 
 The test process runs the embedded runtime (tests/conftest.py), and TF 2.14
 cannot connect a process to a cluster and go back, so the distributed driver
@@ -455,6 +456,35 @@ def cmd_lenet5_placement(model_path: str, x, server_pids: Optional[dict]) -> dic
     return out
 
 
+def cmd_share_io() -> dict:
+    """tests/test_share_io.py's distributed path, once tp.init connected this
+    process to a cluster whose S1 and S2 run share services: tp.load of
+    uploaded inputs, predict, tp.publish, a load of a missing name (its
+    error) and a load after it. "stores": the share-store functions this
+    process registered (none: the driver serves no store, so a share read
+    placed here would fail, not leak)."""
+    from tensorflow.python.ops import script_ops
+    out = {"stores": [str(t) for t in script_ops._py_funcs._funcs
+                      if str(t).startswith("tf_privpy_share_")]}
+    x, w = tp.load("d-x", tf.float64), tp.load("d-w", tf.float64)
+    # each publish right after the eager ops that compute it, still in flight
+    # on the servers: an existence check that failed an op there used to fail
+    # the write after it, about 6 times in 15 (TF's remote executors keep an
+    # op's error)
+    big = tp.load("d-big", tf.float64)
+    for i in range(8):
+        tp.publish(tf.sigmoid(tf.matmul(big, w)), f"d-y{i}", owner="hospital")
+    out["published"] = tp.publish(tf.sigmoid(tf.matmul(x, w)), "d-y", owner="hospital")
+    try:
+        tp.load("d-missing")
+    except tp.client.ShareServiceError as e:
+        out["missing"] = {"code": e.code.name, "server": e.server, "msg": str(e)}
+    # the failed op's error is not left on S1 for the next op there (TF's
+    # remote executors are asynchronous and keep it unless cleared)
+    out["again"] = tp.reveal(tp.load("d-x", tf.float64)).numpy().tolist()
+    return out
+
+
 def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
                 "init_swapped": cmd_init_swapped, "checkpoint_save": cmd_checkpoint_save,
@@ -464,7 +494,9 @@ def main() -> None:
                 "profile": cmd_profile,
                 # tests/test_distributed_models.py
                 "functions": functions, "lenet5": cmd_lenet5, "lr_step": lr_step,
-                "lenet5_placement": cmd_lenet5_placement}
+                "lenet5_placement": cmd_lenet5_placement,
+                # tests/test_share_io.py
+                "share_io": cmd_share_io}
     print(REPLY + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)

@@ -89,3 +89,13 @@ class Driver:
                 self.proc.wait()
         self.reader.join(10)  # it reads the log once the driver's stdout ends
         self.log.close()
+
+
+def connect(driver, cluster, stale_roles, timeout):
+    """tp.init in `driver` on the session's `cluster` (conftest.shared_cluster),
+    after restarting the servers an earlier test left running another way
+    (stale_roles); returns init's reply."""
+    for role in sorted(stale_roles):
+        cluster.restart(role)
+    stale_roles.clear()
+    return driver.call("init", cluster=cluster.path, timeout=timeout)

@@ -23,10 +23,9 @@ import pytest
 
 import tf_privpy as tp
 from tf_privpy.deploy import cluster_file as cf
-from tf_privpy.deploy.cluster import LocalCluster
 from tf_privpy.protocols.mpc.runtime import identity as ID
 from tf_privpy.deploy.server import FAKE_IDENTITY_ENV, FAKE_PUBLIC_KEY_ENV, default_identity_key
-from driver_client import Driver, _env  # noqa: F401 (re-exported to test files)
+from driver_client import Driver, _env, connect  # noqa: F401 (re-exported to test files)
 from tolerances import FUNCTION_TOL, TRUNC_ULPS, matmul_tol, mul_tol, select_tol, ulp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,26 +49,27 @@ INPUTS = {"x": X.tolist(), "y": Y.tolist(), "a": A.tolist(), "b": B.tolist()}
 
 
 @pytest.fixture(scope="module")
-def driver_process(tmp_path_factory):
-    """The driver process, launched before the servers (cluster asks for it)
-    so that its imports run while they start; driver connects it."""
-    d = Driver(tmp_path_factory.mktemp("driver") / "driver.log")
-    yield d
-    d.close()
+def driver_process(shared_driver_process):
+    """The driver process (conftest.shared_driver_process: one per session,
+    shared with test_distributed_models.py in the same worker)."""
+    return shared_driver_process
 
 
 @pytest.fixture(scope="module")
-def cluster(driver_process):
-    c = LocalCluster(timeout_s=TIMEOUT, start_timeout_s=240)
-    c.start()
-    yield c
-    c.stop()
+def cluster(shared_cluster):
+    """The four servers (conftest.shared_cluster: one set per session)."""
+    assert shared_cluster.timeout_s == TIMEOUT
+    return shared_cluster
 
 
 @pytest.fixture(scope="module")
-def driver(driver_process, cluster):
+def driver(driver_process, cluster, stale_roles):
+    """The driver connected to the cluster, for this module: a server an
+    earlier module left running another way (stale_roles) is restarted
+    first, and tp.init runs again (an earlier module may have reset the
+    driver's runtime: test_embedded_mode_needs_a_fresh_process)."""
     d = driver_process
-    reply = d.call("init", cluster=cluster.path, timeout=TIMEOUT)
+    reply = connect(d, cluster, stale_roles, TIMEOUT)
     assert "error" not in reply, reply
     assert reply["servers"]["T1"] == "/job:t1/replica:0/task:0/device:CPU:0"
     assert reply["servers"]["client"] == "/job:client/replica:0/task:0/device:CPU:0"
@@ -558,10 +558,12 @@ def test_keygen_and_new_write_identity_keys(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_another_library_build_is_refused(driver, cluster):
+def test_another_library_build_is_refused(driver, cluster, stale_roles):
     """A server reporting another tf_privpy build (test hook) is refused by
-    tp.init, naming it and both builds."""
+    tp.init, naming it and both builds. T2 keeps the hook: the next module
+    using the session's cluster restarts it (stale_roles)."""
     fake = "0.0.0-fake:" + "0" * 64
+    stale_roles.add("t2")
     cluster.restart("t2", env={FAKE_IDENTITY_ENV: fake})
     r = driver.call("init", cluster=cluster.path, timeout=TIMEOUT)
     assert r["error"] == "ServerError" and r["server"] == "T2", r

@@ -32,7 +32,9 @@ import pytest
 import tf_privpy as tp
 import zoo
 from distributed_driver import functions, lenet5, lr_step
-# one cluster and one driver for the module: test_distributed's fixtures
+# test_distributed's fixtures: the session's cluster and driver process
+# (conftest.shared_cluster), which test_distributed.py uses too when it runs
+# in the same worker, connected again for this module
 from test_distributed import F, MB, cluster, driver, driver_process, grid  # noqa: F401,F811
 from tolerances import (FUNCTION_TOL, TRUNC_ULPS, dense_sgd_step_tol, keras_tol, select_tol,
                         ulp)

@@ -271,78 +271,39 @@ def test_without_stores_the_error_says_how_to_attach(services):
         tp.init(share_stores={"S1": services[0].store_dir, "S2": services[1].store_dir})
 
 
-DRIVER = """
-import json, sys
-import tensorflow as tf
-import tf_privpy as tp
-from tensorflow.python.ops import script_ops
-# started with the servers (its imports overlap their starts): the cluster
-# file's path comes on stdin once they answer and the inputs are uploaded
-tp.init(cluster=sys.stdin.readline().strip(), timeout=60)
-# the driver serves no store: a share read placed here would fail, not leak
-assert not [t for t in script_ops._py_funcs._funcs if str(t).startswith("tf_privpy_share_")]
-x, w = tp.load("d-x", tf.float64), tp.load("d-w", tf.float64)
-# each publish right after the eager ops that compute it, still in flight on
-# the servers: an existence check that failed an op there used to fail the
-# write after it, about 6 times in 15 (TF's remote executors keep an op's error)
-big = tp.load("d-big", tf.float64)
-for i in range(8):
-    tp.publish(tf.sigmoid(tf.matmul(big, w)), f"d-y{i}", owner="hospital")
-y = tf.sigmoid(tf.matmul(x, w))
-print("REPLY", json.dumps(tp.publish(y, "d-y", owner="hospital")), flush=True)
-try:
-    tp.load("d-missing")
-except tp.client.ShareServiceError as e:
-    print("REPLY", json.dumps({"code": e.code.name, "server": e.server, "msg": str(e)}))
-# the failed op's error is not left on S1 for the next op there (TF's remote
-# executors are asynchronous and keep it unless cleared)
-again = tp.reveal(tp.load("d-x", tf.float64)).numpy()
-print("REPLY", json.dumps({"again": again.tolist()}), flush=True)
-"""
-
-
 @pytest.mark.slow
-def test_distributed_upload_load_publish_fetch(tmp_path):
-    """The distributed path, each piece its own process: `cluster local`'s
-    four servers with S1's and S2's share services beside their TF servers
-    (--share_port), owners uploading and fetching over TLS, and a driver that
-    loads, predicts and publishes; the driver process has no store function
-    at all. About 15-20 s here (five TF processes on two cores). The driver
-    starts with the servers and waits for the cluster file's path on stdin:
-    its imports overlap their starts."""
-    import json
-    import subprocess
-    import sys
-    from tf_privpy.deploy.cluster import LocalCluster
+def test_distributed_upload_load_publish_fetch(shared_cluster, shared_driver_process,
+                                               stale_roles):
+    """The distributed path, each piece its own process: the session's four
+    servers (conftest.shared_cluster, which test_distributed.py and
+    test_distributed_models.py use too in the same worker) with S1's and
+    S2's share services beside their TF servers (--share_port), owners
+    uploading and fetching over TLS, and a driver process
+    (tests/distributed_driver.py, cmd_share_io) that loads, predicts and
+    publishes; the driver process has no store function at all. It used to
+    start a cluster and a driver of its own: five TensorFlow processes."""
+    from driver_client import connect
+    c, driver = shared_cluster, shared_driver_process
     rng = np.random.default_rng(5)
     x, w = rng.normal(size=(8, 3)), rng.normal(size=(3, 1))
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    driver = subprocess.Popen([sys.executable, "-c", DRIVER], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              cwd=root,
-                              env=dict(os.environ, PYTHONPATH=root, TF_CPP_MIN_LOG_LEVEL="3"))
-    try:
-        with LocalCluster(timeout_s=60, start_timeout_s=240, share_services=True) as c:
-            assert set(c.cluster.share_services) == {"s1", "s2"}
-            tp.client.upload("d-x", x, cluster=c.owner_cluster("hospital"), progress=False)
-            tp.client.upload("d-w", w, cluster=c.owner_cluster("modeller"), progress=False)
-            tp.client.upload("d-big", rng.normal(size=(2000, 3)),
-                             cluster=c.owner_cluster("hospital"), progress=False)
-            out, err = driver.communicate(c.path + "\n", timeout=600)
-            replies = [json.loads(line[6:]) for line in out.splitlines()
-                       if line.startswith("REPLY ")]
-            assert driver.returncode == 0 and len(replies) == 3, (out[-2000:], err[-3000:])
-            assert replies[0]["shape"] == [8, 1]
-            assert replies[1]["code"] == "NOT_FOUND" and replies[1]["server"] == "S1"
-            np.testing.assert_allclose(replies[2]["again"], grid(x), atol=0)
-            got = tp.client.fetch("d-y", cluster=c.owner_cluster("hospital"))
-            np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
-            for role in ("s1", "s2"):  # each server stored only its own share
-                assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))
-    finally:
-        if driver.poll() is None:  # the cluster failed to start: no path will come
-            driver.kill()
-            driver.communicate()
+    assert set(c.cluster.share_services) == {"s1", "s2"}
+    # servers an earlier test left running another way restart first
+    reply = connect(driver, c, stale_roles, c.timeout_s)
+    assert "error" not in reply, reply
+    tp.client.upload("d-x", x, cluster=c.owner_cluster("hospital"), progress=False)
+    tp.client.upload("d-w", w, cluster=c.owner_cluster("modeller"), progress=False)
+    tp.client.upload("d-big", rng.normal(size=(2000, 3)),
+                     cluster=c.owner_cluster("hospital"), progress=False)
+    r = driver.call("share_io", wait=600)
+    assert set(r) == {"stores", "published", "missing", "again"}, (r, driver.stderr_tail())
+    assert r["stores"] == []  # the driver serves no store: a share read there fails
+    assert r["published"]["shape"] == [8, 1]
+    assert r["missing"]["code"] == "NOT_FOUND" and r["missing"]["server"] == "S1"
+    np.testing.assert_allclose(r["again"], grid(x), atol=0)
+    got = tp.client.fetch("d-y", cluster=c.owner_cluster("hospital"))
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-(grid(x) @ grid(w)))), atol=1e-3)
+    for role in ("s1", "s2"):  # each server stored only its own share
+        assert os.path.exists(os.path.join(c.share_store(role), "records", "d-y.rec"))
 
 
 def test_server_share_flags_are_checked():

@@ -7,6 +7,7 @@ weights and the same batches): one step within the bound tests/tolerances.py
 derives (dense_sgd_step_tol), and long trainings (slow) within RRMSE 1e-3 of
 the weights and 0.5 % of test accuracy."""
 import collections
+import dataclasses
 import time
 
 import numpy as np
@@ -222,6 +223,22 @@ def test_the_gradient_form_pass():
     assert 2 * fast.rounds < slow.rounds and fast.comparisons < slow.comparisons
 
 
+
+def test_cost_of_a_traced_batch_is_the_bill_of_its_trace():
+    """cost(b) after a step on batch b returns the bill recorded while that
+    step was traced, without tracing again, and it equals a fresh trace's."""
+    trainer = tp.keras.convert_training(seeded(_lr_bce), "binary_crossentropy",
+                                        tf.keras.optimizers.SGD(LR))
+    fresh = trainer.cost(4)  # nothing traced at batch 4 yet: a trace of its own
+    x, y = np.zeros((4, 6), np.float32), np.ones((4, 1), np.float32)
+    trainer.step(x, y)
+    traces = trainer._fn.experimental_get_tracing_count()
+    cached = trainer.cost(4)
+    assert cached.as_dict() == fresh.as_dict() and cached.rounds > 0
+    assert trainer._fn.experimental_get_tracing_count() == traces
+    cached.rounds += 1  # a copy: the trainer's record is not changed
+    assert trainer.cost(4).as_dict() == fresh.as_dict()
+
 def test_unsupported_nodes_are_reported_at_once():
     model = tf.keras.Sequential([L.InputLayer((7, 7, 1)), L.Conv2D(2, 3, dilation_rate=2),
                                  L.BatchNormalization(), L.MaxPooling2D(3, strides=1),
@@ -236,6 +253,37 @@ def test_unsupported_nodes_are_reported_at_once():
         assert what in text, (what, text)
     assert len(err.value.problems) >= 4
 
+
+
+def test_the_dry_run_skips_moded_functions_with_the_same_refusals(monkeypatch):
+    """check_step's dry run puts shared zeros in place of the moded
+    functions' protocols (sigmoid, tanh, their gradients' divisions): the
+    refusals after them (a dilated convolution and its gradients, an
+    overlapping max-pooling gradient) are reported exactly as when every
+    node is traced in full."""
+    from tf_privpy.converters import training as training_mod
+    model = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((6, 6, 1)), L.Conv2D(1, 3, activation="sigmoid"),
+        L.Conv2D(1, 2, dilation_rate=2, activation="tanh"), L.MaxPooling2D(2, strides=1),
+        L.Flatten(), L.Dense(2)]))
+    ts = training_mod.trace_step(model, tf.keras.losses.MeanSquaredError(),
+                                 tf.keras.optimizers.SGD(LR),
+                                 tf.TensorSpec([1, 6, 6, 1], tf.float32, name="x"),
+                                 tf.TensorSpec([1, 2], tf.float32, name="y"))
+    skipped = []
+    refuses_nothing = training_mod._refuses_nothing
+
+    def counting(n, ins, t):
+        out = refuses_nothing(n, ins, t)
+        skipped.extend([n.op] if out else [])
+        return out
+    monkeypatch.setattr(training_mod, "_refuses_nothing", counting)
+    fast = training_mod.check_step(ts, tp.Policy())
+    assert {"Sigmoid", "Tanh"} <= set(skipped), skipped
+    monkeypatch.setattr(training_mod, "_refuses_nothing", lambda *a: False)
+    full = training_mod.check_step(ts, tp.Policy())
+    assert [dataclasses.astuple(p) for p in fast] == [dataclasses.astuple(p) for p in full]
+    assert {"MaxPoolGrad", "SpaceToBatchND"} <= {p.op for p in fast}, fast
 
 def test_conv_training_step(ring, rng):
     """Conv2DBackpropInput / Conv2DBackpropFilter (stride 1, VALID and SAME) and

@@ -58,7 +58,12 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
     their adapters. The weights and the optimizer's slots are shared once,
     into tp.Variables on S1 and S2, and each step assigns their new shares:
     they stay private from step to step. Every node that cannot be
-    converted is reported at once in a tp.UnsupportedOpError.
+    converted is reported at once in a tp.UnsupportedOpError, here, before
+    anything is shared: from an analysis of the traced step and a dry run
+    (the private step traced at batch 1 on shared zeros, never run; the
+    protocols of exp, log, divide, sigmoid, tanh, which refuse nothing, are
+    left out of it). `trainer.cost(b)` after a step on batch b reuses the
+    bill recorded while tracing that step.
 
     Args:
       model: a built tf.keras.Model.

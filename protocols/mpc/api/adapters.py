@@ -93,6 +93,7 @@ def unary(name: str, moded: bool = False) -> Callable:
     def fn(env, node, ins):
         return [impl(name)(env.operand(ins[0]), **(numerics(env) if moded else {}))]
     fn.__name__ = f"unary_{name}"
+    fn.refuses_nothing = moded  # see binary
     return fn
 
 
@@ -102,6 +103,12 @@ def binary(name: str, moded: bool = False) -> Callable:
         return [impl(name)(env.operand(ins[0]), env.operand(ins[1]),
                            **(numerics(env) if moded else {}))]
     fn.__name__ = f"binary_{name}"
+    # a moded function (exp, divide, sigmoid, ...) of floats refuses nothing
+    # and returns a private float of its operands' broadcast shape: a
+    # training step's dry run (converters/training.py check_step) puts shared
+    # zeros of the traced shape in its place instead of tracing its protocol
+    # (most of the dry run's graph: network A's divisions alone, 60%)
+    fn.refuses_nothing = moded
     return fn
 
 

@@ -3,8 +3,7 @@ graph, and the cost bill computed before anything runs (DESIGN §8)."""
 from __future__ import annotations
 
 import collections
-import copy
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -40,21 +39,9 @@ class PrivateModel:
         self._traced = traced
         self._env = Env(policy, batch="batch_same_depth" in self.passes)
         self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
-        #: (shape, dtype) of each plain input -> the bill recorded while
-        #: tracing predict on them (cost() reuses it instead of tracing again)
-        self._bills: Dict[Tuple, cost.Cost] = {}
 
     # ------------------------------------------------------------ running
     def _run(self, *inputs):
-        # every trace records its own bill: the same declarations cost()
-        # collects, as it traces this very function on the same specs
-        with cost.record() as bill:
-            outs = self._evaluate(inputs)
-        if not any(isinstance(x, PrivateTensor) for x in inputs):
-            self._bills[tuple((tuple(x.shape), x.dtype) for x in inputs)] = bill
-        return outs
-
-    def _evaluate(self, inputs):
         xs = []
         for x, spec in zip(inputs, self._traced.input_specs):
             if isinstance(x, PrivateTensor) or self.policy.inputs == "public":
@@ -111,18 +98,10 @@ class PrivateModel:
         """The bill of one predict on a batch, from the protocols' declarations,
         computed by tracing (nothing runs): rounds, multiplications,
         comparisons, and messages and bytes per server pair. Sharing the
-        input is included; sharing the weights happened once at conversion.
-
-        A batch size predict, concrete() or graph() has traced already costs
-        nothing more: the bill recorded during that trace is returned (the
-        same declarations, from the same function on the same shapes)."""
-        specs = self._specs(batch_size)
-        known = self._bills.get(tuple((tuple(s.shape), s.dtype) for s in specs))
-        if known is not None:
-            return copy.deepcopy(known)
+        input is included; sharing the weights happened once at conversion."""
         fn = tf.function(self._run, autograph=False)
         with cost.record() as bill:
-            fn.get_concrete_function(*specs)
+            fn.get_concrete_function(*self._specs(batch_size))
         return bill
 
     def concrete(self, batch_size: int = 1):

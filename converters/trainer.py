@@ -6,7 +6,6 @@ model."""
 from __future__ import annotations
 
 import collections
-import copy
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -87,9 +86,6 @@ class PrivateTrainer:
         self._env = Env(self.policy)
         self._private: Dict[int, PrivateVariable] = {}   # id(tf variable) -> tp.Variable
         self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
-        #: _bill_key of a step traced on plain x, y -> the bill recorded while
-        #: tracing it (cost() reuses it instead of tracing the step again)
-        self._bills: Dict[Tuple, cost.Cost] = {}
         # trace once at the model's own shapes (batch 1), with a dry run of
         # the private step, so that every unsupported node is reported now,
         # before anything is shared
@@ -141,19 +137,9 @@ class PrivateTrainer:
             return v.read_value() if isinstance(v, PrivateVariable) else v
         return registry.get("share").impl(v, name=name)
 
-    @staticmethod
-    def _bill_key(x, y, return_loss: bool) -> Tuple:
-        return (tuple(x.shape), tuple(y.shape), tf.as_dtype(y.dtype), bool(return_loss))
-
     def _run(self, x, y, return_loss=False):
         ts = self._traced(self._specs(x.shape[0], y.dtype, y.shape.as_list()), return_loss)
-        # every trace records its own bill: the same declarations cost()
-        # collects, as it traces this very function on the same specs
-        with cost.record() as bill:
-            outs = evaluate_step(ts, self._env, [self._share(x, "x"), self._share(y, "y")])
-        if not isinstance(x, (PrivateTensor, PrivateVariable)) and \
-                not isinstance(y, (PrivateTensor, PrivateVariable)):
-            self._bills[self._bill_key(x, y, return_loss)] = bill
+        outs = evaluate_step(ts, self._env, [self._share(x, "x"), self._share(y, "y")])
         return outs[0] if outs else None
 
     def _inputs(self, x, y):
@@ -218,15 +204,8 @@ class PrivateTrainer:
         """The bill of one step on a batch, from the protocols' declarations,
         computed by tracing (nothing runs): rounds, multiplications,
         comparisons, messages and bytes per server pair, sharing the batch
-        included (sharing the weights happened once, at conversion).
-
-        A batch size step, concrete() or graph() has traced already costs
-        nothing more: the bill recorded during that trace is returned (the
-        same declarations, from the same function on the same shapes)."""
+        included (sharing the weights happened once, at conversion)."""
         specs = self._specs(batch_size)
-        known = self._bills.get(self._bill_key(specs[0], specs[1], False))
-        if known is not None:
-            return copy.deepcopy(known)
         fn = tf.function(self._run, autograph=False)
         with cost.record() as bill:
             fn.get_concrete_function(*specs)

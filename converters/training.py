@@ -432,7 +432,11 @@ def _private_dtype(ins) -> tf.DType:
 def _refuses_nothing(n, ins, ts: TracedStep) -> bool:
     """Whether check_step's dry run may skip the node's protocol: its
     adapter refuses nothing (a moded function of floats, adapters.binary),
-    it sees a private float and its one output's traced shape is known."""
+    it sees a private float and its one output's traced shape is known.
+    A setting of the config these functions cannot meet (a fast-mode
+    domain too wide for its error, an unknown method) is a ValueError of
+    the function itself: it is raised when the first step is traced, still
+    before anything runs, instead of here."""
     fn = lookup(n.op)
     shapes = ts.shapes.get(n.name, [])
     private = [v for v in ins if isinstance(v, PrivateTensor)]

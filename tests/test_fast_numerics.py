@@ -241,8 +241,8 @@ def test_converter_policy_selects_the_mode():
     bills = {}
     for m in ("exact", "fast"):
         pm = tp.keras.convert(model, policy=tp.Policy(numerics_mode=m))
+        bills[m] = pm.cost(8).comparisons
         got = pm.predict(x, reveal=True).numpy()
-        bills[m] = pm.cost(8).comparisons  # the bill of predict's trace: no second trace
         np.testing.assert_allclose(got, want, atol=2 * FAST_TOL[128]["softmax"][1] + 1e-4)
     # fast: one sign per sigmoid element and the softmax's max tree (4 per
     # row of 5), no range reduction; exact: one window-thresholds circuit per
@@ -271,9 +271,9 @@ def test_training_policy_selects_the_mode():
         trainer = tp.keras.convert_training(model, tf.keras.losses.BinaryCrossentropy(),
                                             tf.keras.optimizers.SGD(0.1),
                                             policy=tp.Policy(numerics_mode=m))
-        trainer.step(x, y)
-        c = trainer.cost(8)  # the bill of the step's trace: no second trace
+        c = trainer.cost(8)
         bills[m] = (c.comparisons, c.rounds > 20)
+        trainer.step(x, y)
         weights[m] = np.concatenate([np.ravel(v) for v in trainer.weights(reveal=True)])
         model.set_weights(w0)
     assert bills == {"exact": (8, False), "fast": (8, True)}, bills

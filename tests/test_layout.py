@@ -160,7 +160,7 @@ def test_no_import_circles():
 
 #: protocols/mpc's rooms (DESIGN §2), lowest first: a room imports only rooms
 #: below it (and protocols' own loader and config)
-MPC_ROOMS = ("runtime", "privpy", "fixedpoint", "api")
+MPC_ROOMS = ("runtime", "privpy", "bitwise", "fixedpoint", "api")
 
 
 def test_mpc_rooms_point_down():

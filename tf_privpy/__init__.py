@@ -34,7 +34,7 @@ from tf_privpy.protocols.mpc.runtime.placement import PlacementError  # noqa: E4
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable as Variable  # noqa: E402
 from tf_privpy.protocols.mpc.api.checkpoint import (  # noqa: E402
     CheckpointError, restore_variables, save_variables)
-from tf_privpy.runtime import (check_servers, client_devices, get_runtime, init,  # noqa: E402
+from tf_privpy.runtime import (check_servers, client_devices, comparison, get_runtime, init,  # noqa: E402
                                is_initialized, reset, servers)
 from tf_privpy.distributed import ClusterError, ServerError  # noqa: E402
 from tf_privpy.stats import Stats, cost, stats  # noqa: E402
@@ -79,6 +79,7 @@ __all__ = sorted(list(_registry.namespace("")) + [
     "CheckpointError", "ClusterError", "Config", "PlacementError", "cond", "OpLibraryError",
     "Policy", "PrivateTensor",
     "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
+    "comparison",
     "converters", "convert", "datasets",
     "federated", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",
     "models", "nn", "ProfileError", "profile", "profiling", "publish", "reset",

@@ -8,7 +8,9 @@ same protocols on four server processes (tf_privpy/distributed.py).
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+import contextlib
+
+from typing import Dict, Iterator, List, Optional
 
 import tensorflow as tf
 
@@ -175,6 +177,28 @@ def activate(handle: Handle) -> Handle:
     # (a store is the folder of one tp.init call): none stays attached.
     share_io.attach_embedded(None)
     return context.set_handle(handle)
+
+
+@contextlib.contextmanager
+def comparison(family: str) -> Iterator[None]:
+    """Comparisons built inside run as `family`: "garbled" (PrivPy's garbled
+    comparator: 2 rounds, about 4 KB per comparison) or "bitwise" (boolean
+    shares, a carry tree with triples dealt by T1: 8 rounds, about 100
+    bytes), whatever `tp.Config(comparison=...)` chose. It covers every
+    comparison built inside (less, ReLU, max, argmax, sort, where's
+    condition...); inside a tf.function it applies while the function is
+    traced. docs/comparisons.md says which is faster where.
+
+    Example:
+      >>> with tp.comparison("bitwise"):
+      ...     y = tp.nn.relu(x)
+    """
+    backend = get_runtime().backend
+    if not hasattr(backend, "comparison"):
+        raise ValueError(f"the {backend.name} backend has no comparison protocols to choose "
+                         "from: tp.comparison belongs to the privpy backend")
+    with backend.comparison(family):
+        yield
 
 
 def reset_stats() -> None:

@@ -1,6 +1,8 @@
 """Secret-shared computation on the four servers (PrivPy, DESIGN §5-7)."""
-from .privpy.backend import BACKENDS, Backend, PlaintextBackend, PrivPyBackend, make_backend
+from .backends import BACKENDS, make_backend
+from .bitwise.backend import BitwiseBackend
+from .privpy.backend import Backend, PlaintextBackend, PrivPyBackend
 from .runtime.runtime import CLIENT, PARTIES, Runtime
 
-__all__ = ["BACKENDS", "Backend", "CLIENT", "PARTIES", "PlaintextBackend", "PrivPyBackend",
+__all__ = ["BACKENDS", "Backend", "BitwiseBackend", "CLIENT", "PARTIES", "PlaintextBackend", "PrivPyBackend",
            "Runtime", "make_backend"]

@@ -463,13 +463,6 @@ class PlaintextBackend(Backend):
         return bits if table is None else lo.apply_table(self, bits, table)
 
 
-BACKENDS = {"privpy": PrivPyBackend, "plaintext": PlaintextBackend}
-
-
-def make_backend(runtime: Runtime) -> Backend:
-    return BACKENDS[runtime.config.backend](runtime)
-
-
 def _on_device(x: tf.Tensor, device: str) -> bool:
     """Whether x is (eager) or is placed to be (graph) on `device`."""
     if not x.device:

@@ -1,4 +1,5 @@
-"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, aead, kex, check families)."""
+"""Thin wrappers around the MPC kernels (ring, prg, mul, gc, b2a, bitwise, aead, kex, check
+families)."""
 from __future__ import annotations
 
 from typing import Sequence, Tuple, Union
@@ -166,6 +167,35 @@ def bit_unmask_table(shares, mask, table, ring_bits: int, party: int):
     shares of b @ table[:K] + table[K] ([n, J])."""
     return _ops().tf_privpy_bit_unmask_table(shares=list(shares), mask=mask, table=table,
                                              ring_bits=ring_bits, party=party)
+
+
+# ------------------------------------------------------------ bitwise family
+# The bitwise comparison (ops/bitwise/bitwise.h): states and messages are
+# int64 words, [blocks, words], blocks = ceil(n / 64).
+def bw_deal(key_s1, nonce_s1, key_s2, nonce_s2, n, ring_bits: int, frac_bits: int):
+    """The dealer T: (S2's corrections [words], S2's ring shares of r·2^f [n])."""
+    return _ops().tf_privpy_bw_deal(key_s1=key_s1, nonce_s1=nonce_s1, key_s2=key_s2,
+                                    nonce_s2=nonce_s2, n=tf.cast(n, tf.int64),
+                                    ring_bits=ring_bits, frac_bits=frac_bits)
+
+
+def bw_input(low, key, nonce, party: int):
+    """Server `party`, step 0: (state, message) from the flat low halves."""
+    return _ops().tf_privpy_bw_input(low=low, key=key, nonce=nonce, party=party)
+
+
+def bw_step(state, received, key, nonce, corrections, step: int, party: int):
+    """Server `party`, step 1-7: (state, message)."""
+    return _ops().tf_privpy_bw_step(state=state, received=received, key=key, nonce=nonce,
+                                    corrections=corrections, step=step, party=party)
+
+
+def bw_finish(own, received, key, nonce, ring, n, ring_bits: int, frac_bits: int,
+              party: int):
+    """Server `party`: its arithmetic share [n] of the bit, scaled by 2^frac_bits."""
+    return _ops().tf_privpy_bw_finish(own=own, received=received, key=key, nonce=nonce,
+                                      ring=ring, n=tf.cast(n, tf.int64), ring_bits=ring_bits,
+                                      frac_bits=frac_bits, party=party)
 
 
 # ---------------------------------------------------------------- aead family

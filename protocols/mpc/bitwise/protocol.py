@@ -1,0 +1,147 @@
+"""The bitwise comparison (issue 26): [x < 0] for shares x = x1 + x2 by a
+carry circuit on boolean shares, its AND gates from Beaver triples dealt by
+an assistant, in eight message rounds and about 100 bytes per comparison
+(the garbled circuit of privpy/circuits.py: 2 rounds, 4,113 bytes).
+
+S1 and S2 bit-slice the low 64 bits of their shares (mod 2^64 is a ring
+homomorphism, DESIGN §3) and compute MSB(x1 + x2) = x1_63 ^ x2_63 ^ carry,
+the carry by a reduction tree of (generate, propagate) pairs: ABY3
+(Mohassel & Rindal, CCS 2018) §5.3's parallel-prefix adder restricted to its
+top output, as SPU's SEMI2K computes an MSB with a trusted dealer. The
+dealer is T1: it shares a PRG stream with each server, so both servers'
+halves of every triple are derived from those streams and only S2's product
+shares travel (T1 -> S2, one message that overlaps round 1); T1 sees no
+message of the servers, only stream nonces. The last round opens msb ^ r
+for a dealt bit r that T1 also shares arithmetically (the re-sharing of
+DESIGN §6 step 5), so no party learns the bit. The math and the message
+layout are in ops/bitwise/bitwise.h.
+
+Rounds (tp.stats): 8. Bytes per comparison in a batch of n (blocks of 64):
+61.75 between S1 and S2, 22.9 of corrections and one ring element (8 or 16
+bytes) from T1, plus a 16-byte nonce header per batch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import tensorflow as tf
+
+from ..runtime import cost as C
+from ..runtime import kernels
+from ..runtime import shares as sh
+
+#: the dealer of the Beaver triples (any assistant; T1 by the design's default)
+DEALER = "T1"
+SERVERS = ("S1", "S2")
+#: message hops on the critical path: step 0 (level-0 openings), six tree
+#: levels, the opening of msb ^ r; the dealer's message overlaps step 0
+BITWISE_ROUNDS = 8
+#: words (8 bytes) per block of 64 comparisons of each server's message in
+#: steps 0-7, and of the dealer's corrections (ops/bitwise/bitwise.h)
+MESSAGE_WORDS = (63, 95, 47, 23, 11, 5, 2, 1)
+CORRECTION_WORDS = 63 + 120
+BLOCK = 64
+#: comparisons per dealt batch: the dealer's buffers take about 120 bytes per
+#: comparison while it works (both servers' stream words), so bigger batches
+#: go in chunks whose dealing runs one after another (their rounds overlap)
+CHUNK = 1 << 21
+
+
+def ltz_cost(n: int, ring_bits: int) -> C.Cost:
+    """What a bitwise comparison of n elements sends (declared beside the
+    protocol; tests/test_bitwise.py checks it against the channel's
+    counters): chunks of CHUNK side by side."""
+    c = C.Cost()
+    for start in range(0, max(n, 1), CHUNK):
+        c = c.beside(_chunk_cost(min(CHUNK, n - start), ring_bits))
+    return c
+
+
+def _chunk_cost(n: int, ring_bits: int) -> C.Cost:
+    blocks = math.ceil(n / BLOCK)
+    c = C.Cost(rounds=BITWISE_ROUNDS, comparisons=n)
+    for words in MESSAGE_WORDS:
+        c.send("S1", "S2", blocks * words * 8)
+        c.send("S2", "S1", blocks * words * 8)
+    c.send(DEALER, "S2", blocks * CORRECTION_WORDS * 8 + n * ring_bits // 8 + C.NONCE_BYTES)
+    c.send(DEALER, "S1", C.NONCE_BYTES)
+    return c
+
+
+def ltz(backend, x, frac_bits: int):
+    """Shares of [x < 0]·2^frac_bits (frac_bits 0: the plain bit) for shares
+    x of any shape, by the bitwise protocol; same shape as x."""
+    rt, limbs = backend.rt, backend.limbs
+    shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), x)
+
+    def low_half(s, party):
+        flat = sh.reshape(s, [-1], limbs)
+        return flat[:, 0] if limbs == 2 else flat     # mod 2^64 is a ring homomorphism
+
+    low = backend.local(low_half, x)
+    n_static = low[0].shape[0]
+    if C.active() and n_static is not None:   # else the caller declares (ltz_bill)
+        C.declare(ltz_cost(n_static, backend.bits))
+    if n_static is None or n_static <= CHUNK:
+        out = _batch(backend, low, n_static, frac_bits)[:2]
+    else:
+        outs, after = [], None
+        for b in range(0, n_static, CHUNK):
+            part = backend.map_shares(lambda s, b=b: s[b:b + CHUNK], low)
+            outs.append(_batch(backend, part, part[0].shape[0], frac_bits, after))
+            after = outs[-1][2]
+        out = backend.map_many(lambda p: tf.concat(p, 0), [o[:2] for o in outs])
+    with tf.device(rt.device("S1")):   # the chunks' rounds overlap: one count
+        n = n_static if n_static is not None else tf.shape(low[0], out_type=tf.int64)[0]
+        rt.count(rounds=C.advance(list(low), BITWISE_ROUNDS, out), comparisons=n)
+    return backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
+
+
+def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None):
+    """One dealt batch: (S1's share, S2's share, the dealer's output), the
+    dealer starting after `after` (the previous chunk's, on the dealer)."""
+    rt, bits = backend.rt, backend.bits
+    n, key, nonce = {}, {}, {}
+    for p, party in enumerate(SERVERS):
+        key[p], nonce[p] = rt.key_material(party, DEALER, party)
+        with tf.device(rt.device(party)):
+            n[p] = tf.shape(low[p], out_type=tf.int64)[0]
+    # The dealer: both servers' triple halves from its streams with them,
+    # S2's product shares sent with the stream nonces for the checks.
+    kd, nd = {}, {}
+    for p, party in enumerate(SERVERS):
+        kd[p], nd[p] = rt.key_material(party, DEALER, DEALER)
+    if n_static is None:   # the size is public: S1 tells the dealer
+        (n_t,) = rt.send("S1", DEALER, headers=(n[0],))[1]
+    else:
+        with tf.device(rt.device(DEALER)):
+            n_t = tf.constant(n_static, tf.int64)
+    with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
+        corr, ring = kernels.bw_deal(kd[0], nd[0], kd[1], nd[1], n_t, bits, frac_bits)
+    dealt = corr
+    (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", corr, ring, headers=(nd[1],))
+    corr = rt.check_stream("S2", DEALER, "S2", nonce[1], nd_s2, DEALER, corr)
+    _, (nd_s1,) = rt.send(DEALER, "S1", headers=(nd[0],))
+    state, msg = {}, {}
+    for p, party in enumerate(SERVERS):
+        with tf.device(rt.device(party)):
+            state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
+    for step in range(1, len(MESSAGE_WORDS)):
+        recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
+        for p, party in enumerate(SERVERS):
+            with tf.device(rt.device(party)):
+                extra = corr if p == 1 else tf.zeros([0], tf.int64)
+                state[p], msg[p] = kernels.bw_step(state[p], recv[p], key[p], nonce[p], extra,
+                                                   step=step, party=p)
+    recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
+    out = []
+    for p, party in enumerate(SERVERS):
+        with tf.device(rt.device(party)):
+            r = ring if p == 1 else tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
+            z = kernels.bw_finish(msg[p], recv[p], key[p], nonce[p], r, n[p], bits, frac_bits,
+                                  party=p)
+            if p == 0:   # S1's stream with the dealer must have been in step
+                z = rt.check_stream("S1", DEALER, "S1", nonce[0], nd_s1, DEALER, z)
+            out.append(z)
+    return out[0], out[1], dealt

@@ -98,7 +98,7 @@ test-fast: build cc-tests
 # `make -j2 cc-tests` builds two at a time; each Makefile.standalone knows its
 # sources and headers, so a program is rebuilt only when one of them changed.
 CC_TESTS_DIR := build/cc-tests
-CC_FAMILIES := ring prg aead kex gc batchcrypt paillier
+CC_FAMILIES := ring prg aead kex gc bitwise batchcrypt paillier
 cc_test_bins = $(patsubst ops/$(1)/%.cc,$(CURDIR)/$(CC_TESTS_DIR)/$(1)/%,\
                  $(wildcard ops/$(1)/*_test.cc))
 # paillier's bench has built-in checks that tests/test_paillier_kernels.py runs

@@ -207,3 +207,30 @@ def test_a_dealer_stream_out_of_step_is_refused(ring_case, pair):
     with pytest.raises(tf.errors.InvalidArgumentError, match="out of step"):
         with tp.comparison("bitwise"):
             tp.reveal(tp.less(x, 0.0))
+
+
+def test_triples_dealt_ahead_leave_only_the_servers_rounds(case):
+    """tp.prepare_comparisons under the bitwise family: the set-up sends
+    T1's two messages now; the online comparison only the servers' rounds
+    (no dealer message), the same bits; a second use is refused, also in a
+    re-run tf.function."""
+    x = np.random.default_rng(6).uniform(-50, 50, (10, 7))
+    px = tp.share(x)
+    with tp.comparison("bitwise"), tp.stats() as setup:
+        prepared = tp.prepare_comparisons([10, 7])
+    assert set(setup.links) == {("T1", "S1"), ("T1", "S2")}
+    fn = lambda v: tp.less(v, 0.0, pregarbled=prepared)   # noqa: E731
+    f = fn if case.mode == "eager" else tf.function(fn)
+    with tp.stats() as online, cost.record() as declared:
+        out = f(px)
+    sent = {k: v for k, v in online.links.items() if k != ("client", "S1")}
+    assert set(sent) == {("S1", "S2"), ("S2", "S1")}
+    if case.mode == "eager":
+        assert {k: tuple(v) for k, v in declared.links.items()
+                if k != ("client", "S1")} == sent
+    assert online.rounds == protocol.BITWISE_ROUNDS
+    np.testing.assert_array_equal(tp.reveal(out).numpy(), (x < 0).astype(float))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="already used"):
+        f(px)
+    with pytest.raises(ValueError, match="prepared for 70 elements"):
+        tp.less(tp.share(np.zeros(3)), 0.0, pregarbled=prepared)

@@ -5,7 +5,9 @@ path; the channel AEAD (HMAC-SHA256 against RFC 4231, AES-128-GCM against the
 GCM specification's test cases, tamper rejection; the VAES/VPCLMULQDQ GCM
 against the same cases and byte for byte against EVP, ~2 s); the key exchange's X25519 /
 HKDF-SHA256 against RFC 7748 / RFC 5869 with the system's OpenSSL
-(tests/test_kex.py runs them inside TF, on BoringSSL).
+(tests/test_kex.py runs them inside TF, on BoringSSL); the bitwise
+comparison's three parties in one process against the plain sign (ties,
+bounds, powers of two, both rings).
 
 The programs are built once, into build/cc-tests/<family>/ (`make cc-tests`,
 which `make test` runs first); make rebuilds one only when a source or header
@@ -39,3 +41,7 @@ def test_aead_cc():
 
 def test_kex_cc():
     _run_standalone("ops/kex/Makefile.standalone")
+
+
+def test_bitwise_cc():
+    _run_standalone("ops/bitwise/Makefile.standalone")

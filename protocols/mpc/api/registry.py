@@ -56,6 +56,11 @@ def _garble_cost(shape) -> cost.Cost:
     return c
 
 
+def _prepare_cost(shape) -> cost.Cost:
+    """The set-up phase of the comparison family the runtime runs now."""
+    return context.get_handle().backend.prepare_cost(shape)
+
+
 def _ex(*args, **kwargs) -> Callable[[], Example]:
     return lambda: Example(args, kwargs)
 
@@ -180,6 +185,9 @@ _TABLE = [
     OpDef("garble_comparisons", compare_ops.garble_comparisons,
           "Setup phase: garbles the comparators of one later comparison.", _ex([2, 3]),
           cost_fn=_garble_cost),
+    OpDef("prepare_comparisons", compare_ops.prepare_comparisons,
+          "Setup phase of the comparison family in use, for one later comparison.",
+          _ex([2, 3]), cost_fn=_prepare_cost),
     OpDef("sign", compare_ops.sign, "-1, 0 or 1 per element.", _ex(X23), ("Sign",),
           (_unary(tf.math.sign),), ("math.sign",),
           adapter=A.unary("sign")),

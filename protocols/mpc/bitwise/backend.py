@@ -5,7 +5,8 @@ A comparison runs either as PrivPy's garbled circuit (Protocol 2, DESIGN §6;
 2 rounds, about 4 KB) or as this folder's bitwise protocol (protocol.py; 8
 rounds, about 100 bytes), chosen by `Config.comparison`, and per call inside
 `backend.comparison(name)` (tp.comparison). Comparisons made ahead of time
-(`garble_ahead`) are garbled ones whatever the choice; the leading-one and
+with `garble_ahead` are garbled ones whatever the choice, with
+`prepare_ahead` (tp.prepare_comparisons) those of the family chosen; the leading-one and
 window-thresholds circuits of the derived functions stay garbled circuits
 (one circuit per element replaces many comparisons there).
 """
@@ -14,8 +15,11 @@ from __future__ import annotations
 import contextlib
 from typing import Iterator, List
 
+import tensorflow as tf
+
 from ..privpy.backend import PrivPyBackend
 from . import protocol
+from .ahead import Predealt, setup_cost
 
 #: the comparison families, Config.comparison's values
 COMPARISONS = ("garbled", "bitwise")
@@ -49,9 +53,25 @@ class BitwiseBackend(PrivPyBackend):
         return protocol.ltz_cost(n, self.bits)
 
     def ltz(self, x, pregarbled=None, integer: bool = False):
+        frac_bits = 0 if integer else self.cfg.frac_bits
+        if isinstance(pregarbled, Predealt):
+            return protocol.ltz(self, x, frac_bits, predealt=pregarbled)
         if pregarbled is not None or self.comparison_family == "garbled":
             return super().ltz(x, pregarbled, integer=integer)
-        return protocol.ltz(self, x, 0 if integer else self.cfg.frac_bits)
+        return protocol.ltz(self, x, frac_bits)
+
+    def prepare_ahead(self, shape):
+        """The set-up phase of one later comparison of `shape` in the family
+        chosen now: garbled tables to T1 and T2, or triples dealt to S2."""
+        if self.comparison_family == "garbled":
+            return self.garble_ahead(shape)
+        return Predealt(self, shape)
+
+    def prepare_cost(self, shape):
+        """What `prepare_ahead(shape)` sends now."""
+        if self.comparison_family == "garbled":
+            return super().prepare_cost(shape)
+        return setup_cost(tf.TensorShape(shape).num_elements(), self.bits)
 
 
 def check_family(family: str) -> str:

@@ -23,7 +23,7 @@ bytes) from T1, plus a 16-byte nonce header per batch.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
@@ -54,11 +54,12 @@ def ltz_cost(n: int, ring_bits: int) -> C.Cost:
     counters): chunks of CHUNK side by side."""
     c = C.Cost()
     for start in range(0, max(n, 1), CHUNK):
-        c = c.beside(_chunk_cost(min(CHUNK, n - start), ring_bits))
+        c = c.beside(batch_cost(min(CHUNK, n - start), ring_bits))
     return c
 
 
-def _chunk_cost(n: int, ring_bits: int) -> C.Cost:
+def batch_cost(n: int, ring_bits: int) -> C.Cost:
+    """What one dealt batch of n comparisons sends."""
     blocks = math.ceil(n / BLOCK)
     c = C.Cost(rounds=BITWISE_ROUNDS, comparisons=n)
     for words in MESSAGE_WORDS:
@@ -69,9 +70,11 @@ def _chunk_cost(n: int, ring_bits: int) -> C.Cost:
     return c
 
 
-def ltz(backend, x, frac_bits: int):
+def ltz(backend, x, frac_bits: int, predealt=None):
     """Shares of [x < 0]·2^frac_bits (frac_bits 0: the plain bit) for shares
-    x of any shape, by the bitwise protocol; same shape as x."""
+    x of any shape, by the bitwise protocol; same shape as x. With
+    `predealt` (ahead.Predealt, tp.prepare_comparisons): the triples were
+    dealt ahead and only the servers' rounds run."""
     rt, limbs = backend.rt, backend.limbs
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), x)
 
@@ -81,51 +84,84 @@ def ltz(backend, x, frac_bits: int):
 
     low = backend.local(low_half, x)
     n_static = low[0].shape[0]
-    if C.active() and n_static is not None:   # else the caller declares (ltz_bill)
-        C.declare(ltz_cost(n_static, backend.bits))
-    if n_static is None or n_static <= CHUNK:
-        out = _batch(backend, low, n_static, frac_bits)[:2]
+    if predealt is not None:
+        if C.active():
+            C.declare(ahead_online_cost(n_static, backend.bits))
+        out = online(backend, low, predealt.consume(n_static), 0)
+        if frac_bits:   # dealt for integer bits: scale locally, exactly
+            out = backend.fixed_from_bits(out)
     else:
-        outs, after = [], None
-        for b in range(0, n_static, CHUNK):
-            part = backend.map_shares(lambda s, b=b: s[b:b + CHUNK], low)
-            outs.append(_batch(backend, part, part[0].shape[0], frac_bits, after))
-            after = outs[-1][2]
-        out = backend.map_many(lambda p: tf.concat(p, 0), [o[:2] for o in outs])
+        if C.active() and n_static is not None:   # else the caller declares (ltz_bill)
+            C.declare(ltz_cost(n_static, backend.bits))
+        out = _chunked(backend, low, n_static, frac_bits)
     with tf.device(rt.device("S1")):   # the chunks' rounds overlap: one count
         n = n_static if n_static is not None else tf.shape(low[0], out_type=tf.int64)[0]
         rt.count(rounds=C.advance(list(low), BITWISE_ROUNDS, out), comparisons=n)
     return backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
 
 
-def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None):
-    """One dealt batch: (S1's share, S2's share, the dealer's output), the
-    dealer starting after `after` (the previous chunk's, on the dealer)."""
-    rt, bits = backend.rt, backend.bits
-    n, key, nonce = {}, {}, {}
+def _chunked(backend, low, n_static: Optional[int], frac_bits: int):
+    """Dealt batches of at most CHUNK comparisons, the dealer working on one
+    after the other; the servers' rounds overlap."""
+    if n_static is None or n_static <= CHUNK:
+        return _batch(backend, low, n_static, frac_bits)[:2]
+    outs, after = [], None
+    for b in range(0, n_static, CHUNK):
+        part = backend.map_shares(lambda s, b=b: s[b:b + CHUNK], low)
+        outs.append(_batch(backend, part, part[0].shape[0], frac_bits, after))
+        after = outs[-1][2]
+    return backend.map_many(lambda p: tf.concat(p, 0), [o[:2] for o in outs])
+
+
+def ahead_online_cost(n: int, ring_bits: int) -> C.Cost:
+    """The online phase of n comparisons dealt ahead (ahead.py): the
+    servers' messages only."""
+    full = batch_cost(n, ring_bits)
+    c = C.Cost(rounds=full.rounds, comparisons=n)
+    for link in (("S1", "S2"), ("S2", "S1")):
+        msgs, nbytes = full.links[link]
+        c.send(link[0], link[1], nbytes, msgs)
+    return c
+
+
+def deal(rt, n_static: Optional[int], n_s1: tf.Tensor, bits: int, frac_bits: int,
+         after=None) -> Dict[str, Any]:
+    """The dealer's part of one batch of n comparisons: T1 regenerates both
+    servers' triple halves from its streams with them and sends S2 its
+    product shares and its ring shares of r·2^frac_bits, with T1's stream
+    nonces as headers for the servers' checks. `n_s1`: n on S1 (sent to
+    the dealer when not static); `after`: an op on the dealer to start
+    after. Returns the servers' (key, nonce) by party index, S2's
+    `corrections` and `ring`, the checked-nonce pairs `checks` {party
+    index: (own nonce, the dealer's)} and `dealt` (the dealer's output)."""
+    key, nonce, kd, nd = {}, {}, {}, {}
     for p, party in enumerate(SERVERS):
         key[p], nonce[p] = rt.key_material(party, DEALER, party)
-        with tf.device(rt.device(party)):
-            n[p] = tf.shape(low[p], out_type=tf.int64)[0]
-    # The dealer: both servers' triple halves from its streams with them,
-    # S2's product shares sent with the stream nonces for the checks.
-    kd, nd = {}, {}
-    for p, party in enumerate(SERVERS):
         kd[p], nd[p] = rt.key_material(party, DEALER, DEALER)
     if n_static is None:   # the size is public: S1 tells the dealer
-        (n_t,) = rt.send("S1", DEALER, headers=(n[0],))[1]
+        (n_t,) = rt.send("S1", DEALER, headers=(n_s1,))[1]
     else:
         with tf.device(rt.device(DEALER)):
             n_t = tf.constant(n_static, tf.int64)
     with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
-        corr, ring = kernels.bw_deal(kd[0], nd[0], kd[1], nd[1], n_t, bits, frac_bits)
-    dealt = corr
-    (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", corr, ring, headers=(nd[1],))
+        dealt, ring = kernels.bw_deal(kd[0], nd[0], kd[1], nd[1], n_t, bits, frac_bits)
+    (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", dealt, ring, headers=(nd[1],))
     corr = rt.check_stream("S2", DEALER, "S2", nonce[1], nd_s2, DEALER, corr)
     _, (nd_s1,) = rt.send(DEALER, "S1", headers=(nd[0],))
-    state, msg = {}, {}
+    return dict(key=key, nonce=nonce, corrections=corr, ring=ring,
+                checks={0: (nonce[0], nd_s1)}, dealt=dealt)
+
+
+def online(backend, low, m: Dict[str, Any], frac_bits: int):
+    """The servers' eight rounds on flat low halves `low` with the dealt
+    material `m` (from `deal`, or stored ahead: ahead.py): their shares of
+    [x < 0]·2^frac_bits, after S1's pending stream check if any."""
+    rt, bits = backend.rt, backend.bits
+    key, nonce, corr, ring = m["key"], m["nonce"], m["corrections"], m["ring"]
+    state, msg, n = {}, {}, {}
     for p, party in enumerate(SERVERS):
         with tf.device(rt.device(party)):
+            n[p] = tf.shape(low[p], out_type=tf.int64)[0]
             state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
     for step in range(1, len(MESSAGE_WORDS)):
         recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
@@ -141,7 +177,17 @@ def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None):
             r = ring if p == 1 else tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
             z = kernels.bw_finish(msg[p], recv[p], key[p], nonce[p], r, n[p], bits, frac_bits,
                                   party=p)
-            if p == 0:   # S1's stream with the dealer must have been in step
-                z = rt.check_stream("S1", DEALER, "S1", nonce[0], nd_s1, DEALER, z)
+            if p in m.get("checks", {}):   # this server's stream with the dealer was in step
+                own, theirs = m["checks"][p]
+                z = rt.check_stream(party, DEALER, party, own, theirs, DEALER, z)
             out.append(z)
-    return out[0], out[1], dealt
+    return out[0], out[1]
+
+
+def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None):
+    """One dealt batch: (S1's share, S2's share, the dealer's output), the
+    dealer starting after `after` (the previous chunk's, on the dealer)."""
+    with tf.device(backend.rt.device("S1")):
+        n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
+    m = deal(backend.rt, n_static, n_s1, backend.bits, frac_bits, after)
+    return online(backend, low, m, frac_bits) + (m["dealt"],)

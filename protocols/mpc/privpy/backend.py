@@ -174,6 +174,20 @@ class Backend(abc.ABC):
         raise ValueError(f"the {self.name} backend has no garbled circuits to prepare; "
                          "garbling ahead belongs to the privpy backend")
 
+    def prepare_ahead(self, shape):
+        """The set-up phase of one later comparison of `shape` (single-use):
+        the garbled comparators here; a backend with other comparison
+        families prepares the one chosen."""
+        return self.garble_ahead(shape)
+
+    def prepare_cost(self, shape) -> C.Cost:
+        """What `prepare_ahead(shape)` sends: the garbled tables, offline."""
+        n = int(np.prod(tf.TensorShape(shape).as_list(), dtype=np.int64))
+        c = C.Cost(rounds=1)
+        for t, k in (("T1", n // 2), ("T2", n - n // 2)):
+            c.send("S1", t, k * (C.GC_TABLE_BYTES + C.GC_DECODE_BYTES))
+        return c
+
     def map_shares(self, fn, x: Shares) -> Shares:
         """Applies a shape function (reshape, slice, ...) to both shares."""
         return self.local(lambda s, party: fn(s), x)

@@ -45,11 +45,13 @@ def _check_any_private(what, *vals):
 
 
 def less(x, y, name: Optional[str] = None, pregarbled=None) -> PrivateTensor:
-    """Private [x < y] with broadcasting (one garbled-circuit comparison per element).
+    """Private [x < y] with broadcasting (one comparison per element, by the
+    comparison family in use: tp.comparison, tp.Config(comparison=...)).
 
     Args:
-      pregarbled: optional garbled comparators from `tp.garble_comparisons`
-        (the setup phase), so that only input labels travel now.
+      pregarbled: optional comparisons prepared ahead (the setup phase), by
+        `tp.garble_comparisons` or `tp.prepare_comparisons`: their family
+        runs, whatever is chosen now, and only its online messages travel.
 
     Example:
       >>> tp.reveal(tp.less(tp.share([1.0, 3.0]), 2.0))   # [True, False]
@@ -78,6 +80,23 @@ def garble_comparisons(shape):
     """
     h = C.handle_of()
     return h.backend.garble_ahead(shape)
+
+
+def prepare_comparisons(shape):
+    """Setup phase of the comparison family in use (tp.comparison,
+    tp.Config(comparison=...)) for ONE later `tp.less`/`tp.greater` of the
+    given shape: garbled comparators stored at T1 and T2 (as
+    `tp.garble_comparisons`), or, for the bitwise family, the triples T1
+    deals stored at S2, so that the online phase is the servers' eight
+    rounds between themselves (about 62 bytes per comparison). Single-use:
+    a second use fails, also inside a re-run tf.function.
+
+    Example:
+      >>> with tp.comparison("bitwise"):
+      ...     p = tp.prepare_comparisons([1000])
+      >>> c = tp.less(x, y, pregarbled=p)
+    """
+    return C.handle_of().backend.prepare_ahead(shape)
 
 
 def less_equal(x, y, name: Optional[str] = None) -> PrivateTensor:

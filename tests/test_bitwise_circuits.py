@@ -21,7 +21,9 @@ from tf_privpy.protocols.mpc.runtime import cost
 
 case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 #: the setting's reader, before `choose` replaces it
-SETTING = bw_backend.bitwise_circuit_setting
+SETTING = bw_backend.bitwise_circuit_limit
+#: limits that make every circuit run garbled / as comparisons
+LIMITS = {"garbled": 0, "comparisons": 10 ** 6}
 
 
 def edge_ints(width: int, low: int):
@@ -118,9 +120,11 @@ def test_thresholds_equal_the_garbled_circuit(ring_case):
 
 @pytest.fixture
 def choose(monkeypatch):
-    """choose(value): the bitwise family's choice for both circuits."""
+    """choose("garbled" or "comparisons"): the bitwise family's choice for
+    both circuits, whatever their number of comparisons."""
     def set_choice(value):
-        monkeypatch.setattr(bw_backend, "bitwise_circuit_setting", lambda cfg, circuit: value)
+        monkeypatch.setattr(bw_backend, "bitwise_circuit_limit",
+                            lambda cfg, circuit: LIMITS[value])
     return set_choice
 
 
@@ -176,32 +180,39 @@ def test_derived_functions_agree_under_both_choices(ring_case, choose, fn):
         check(run_bitwise(func, x).reveal().numpy(), ref(v), target, u, f"{fn} {choice}")
 
 
-def test_the_setting_picks_the_protocol(ring_case, choose):
-    """bitwise_circuits "comparisons": one bitwise ltz (8 rounds, one
-    comparison per threshold and element); "garbled": the circuit (2
-    rounds, one per element); the garbled family ignores it; a bad value
-    or circuit name is refused."""
+def test_the_setting_picks_the_protocol(ring_case, choose, monkeypatch):
+    """Within bitwise_circuits' limit: one bitwise ltz (8 rounds, one
+    comparison per threshold and element); above it: the garbled circuit
+    (2 rounds, one per element); the garbled family ignores it; bad values
+    and circuit names are refused."""
     b = tp.get_runtime().backend
     f = b.cfg.frac_bits
     x = shares_of(np.arange(-5, 5, dtype=np.int64) << f)
     pts = [-(2 << f), 0, 2 << f]
+    for limit, want in ((3, (protocol.BITWISE_ROUNDS, 10 * len(pts))),
+                        (2, (cost.CIRCUIT_ROUNDS, 10))):
+        monkeypatch.setattr(bw_backend, "bitwise_circuit_limit", lambda cfg, c, n=limit: n)
+        with tp.comparison("bitwise"), cost.record() as bill:
+            b.thresholds(x, pts)
+        assert (bill.rounds, bill.comparisons) == want
+        # columns 0 and 3 of the plain leading one: [x < 1], [x < 8], [x < 0]
+        with tp.comparison("bitwise"), cost.record() as bill:
+            b.leading_one(x, [0, 3])
+        assert (bill.rounds, bill.comparisons) == want
     choose("comparisons")
-    with tp.comparison("bitwise"), cost.record() as bill:
-        b.thresholds(x, pts)
-    assert (bill.rounds, bill.comparisons) == (protocol.BITWISE_ROUNDS, 10 * len(pts))
     with tp.comparison("garbled"), cost.record() as bill:
         b.thresholds(x, pts)
     assert (bill.rounds, bill.comparisons) == (cost.CIRCUIT_ROUNDS, 10)
-    choose("garbled")
-    with tp.comparison("bitwise"), cost.record() as bill:
-        b.leading_one(x, [0, 3])
-    assert (bill.rounds, bill.comparisons) == (cost.CIRCUIT_ROUNDS, 10)
-    monkey_cfg = tp.Config(functions={"common": {"bitwise_circuits": {"thresholds": "fss"}}})
-    with pytest.raises(ValueError, match="must be one of"):
-        SETTING(monkey_cfg, "thresholds")
+    ring = str(b.cfg.ring_bits)
+    for bad in ("comparisons", -1, {ring: 2.5}, True):
+        cfg = b.cfg.replace(functions={"common": {"bitwise_circuits": {"thresholds": bad}}})
+        with pytest.raises(ValueError, match="must be a count"):
+            SETTING(cfg, "thresholds")
+    cfg = b.cfg.replace(functions={"common": {"bitwise_circuits": {"thresholds": {ring: 7}}}})
+    assert SETTING(cfg, "thresholds") == 7
+    assert SETTING(cfg, "leading_one") >= 0          # from defaults.json
     with pytest.raises(ValueError, match="no circuit"):
-        SETTING(monkey_cfg, "sort")
-    assert SETTING(monkey_cfg, "leading_one") in BC.CHOICES
+        SETTING(cfg, "sort")
 
 
 @pytest.mark.parametrize("fn", ["sigmoid", "reciprocal"])

@@ -57,39 +57,46 @@ class BitwiseBackend(PrivPyBackend):
             return super().ltz(x, pregarbled, integer=integer)
         return protocol.ltz(self, x, 0 if integer else self.cfg.frac_bits)
 
-    def circuit_choice(self, circuit: str) -> str:
-        """How `circuit` ("leading_one" or "thresholds") runs now: "garbled"
-        under the garbled family, else the config's bitwise_circuits
-        setting ("comparisons" or "garbled")."""
+    def circuit_choice(self, circuit: str, comparisons: int) -> str:
+        """How `circuit` ("leading_one" or "thresholds") runs now, if as
+        comparisons it takes `comparisons` per element: "garbled" under the
+        garbled family, else "comparisons" up to the config's
+        bitwise_circuits limit for the circuit (per ring), "garbled" above."""
         if self.comparison_family == "garbled":
             return "garbled"
-        return bitwise_circuit_setting(self.cfg, circuit)
+        limit = bitwise_circuit_limit(self.cfg, circuit)
+        return "comparisons" if comparisons <= limit else "garbled"
 
     def _leading_one(self, x, columns, magnitude, width, table):
-        if self.circuit_choice("leading_one") == "garbled":
+        m = len(circuits.leading_one_terms(columns, magnitude, width)[0])
+        if self.circuit_choice("leading_one", m) == "garbled":
             return super()._leading_one(x, columns, magnitude, width, table)
         return circuits.leading_one(self, x, columns, magnitude, width, table=table)
 
     def _thresholds(self, x, points, integer, width, table):
-        if self.circuit_choice("thresholds") == "garbled":
+        if self.circuit_choice("thresholds", len(points)) == "garbled":
             return super()._thresholds(x, points, integer, width, table)
         return circuits.thresholds(self, x, points, width, integer, table=table)
 
 
-def bitwise_circuit_setting(cfg, circuit: str) -> str:
-    """The config's choice for `circuit` under the bitwise family
-    (functions.common.bitwise_circuits, keys missing from the config's dict
-    taken from defaults.json); ValueError for an unknown circuit or value."""
+def bitwise_circuit_limit(cfg, circuit: str) -> int:
+    """The most comparisons per element for which `circuit` runs as bitwise
+    comparisons under the bitwise family (functions.common.bitwise_circuits
+    [circuit][ring]; keys missing from the config's dict are taken from
+    defaults.json); 0: always the garbled circuit. ValueError for an unknown
+    circuit or a bad value."""
     if circuit not in circuits.CIRCUITS:
         raise ValueError(f"bitwise_circuits has no circuit {circuit!r}: one of "
                          f"{circuits.CIRCUITS}")
     own = (cfg.functions.get("common") or {}).get("bitwise_circuits") or {}
-    choice = own.get(circuit) or DEFAULTS["functions"]["common"]["bitwise_circuits"][circuit]
-    if choice not in circuits.CHOICES:
-        raise ValueError(f"bitwise_circuits[{circuit!r}] must be one of {circuits.CHOICES}, "
-                         f"got {choice!r}: set it in tp.Config(functions={{'common': "
+    per_ring = own.get(circuit, DEFAULTS["functions"]["common"]["bitwise_circuits"][circuit])
+    limit = per_ring.get(str(cfg.ring_bits)) if isinstance(per_ring, dict) else per_ring
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"bitwise_circuits[{circuit!r}] must be a count >= 0 of comparisons "
+                         f"per element (or one per ring, {{'128': n, '64': n}}), got "
+                         f"{per_ring!r}: set it in tp.Config(functions={{'common': "
                          "{'bitwise_circuits': {...}}})")
-    return choice
+    return limit
 
 
 def check_family(family: str) -> str:

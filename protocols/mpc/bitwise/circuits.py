@@ -4,7 +4,8 @@
 ONE bitwise `ltz` (protocol.py: 8 rounds, about 100 bytes per comparison)
 over an [N, M] tensor of x minus public ring integers, then at most one
 local integer matmul. Whether the bitwise family runs them this way or
-keeps the garbled circuit is a per-circuit setting ("bitwise_circuits" in
+keeps the garbled circuit is a per-circuit setting: as comparisons up to a
+number of comparisons per element ("bitwise_circuits" in
 protocols/defaults.json, measured in docs/comparisons_functions.md).
 
 thresholds: [x < θ_k] = ltz(x - θ_k), K comparisons per element.
@@ -40,9 +41,8 @@ from ..privpy import thresholds as th
 from ..runtime import kernels
 from ..runtime import shares as sh
 
-#: the circuits the bitwise family may run as comparisons, and the choices
+#: the circuits the bitwise family may run as comparisons
 CIRCUITS = ("leading_one", "thresholds")
-CHOICES = ("comparisons", "garbled")
 
 
 def ring_ints(values, ring_bits: int) -> np.ndarray:

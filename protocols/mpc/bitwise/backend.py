@@ -6,9 +6,11 @@ A comparison runs either as PrivPy's garbled circuit (Protocol 2, DESIGN §6;
 rounds, about 100 bytes), chosen by `Config.comparison`, and per call inside
 `backend.comparison(name)` (tp.comparison). Comparisons made ahead of time
 with `garble_ahead` are garbled ones whatever the choice, with
-`prepare_ahead` (tp.prepare_comparisons) those of the family chosen; the leading-one and
-window-thresholds circuits of the derived functions stay garbled circuits
-(one circuit per element replaces many comparisons there).
+`prepare_ahead` (tp.prepare_comparisons) those of the family chosen. The derived
+functions' leading-one and window-thresholds circuits run, under "bitwise",
+as batched bitwise comparisons (circuits.py) or stay garbled circuits, per
+circuit by the setting functions.common.bitwise_circuits
+(protocols/defaults.json; the figures in docs/comparisons_functions.md).
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from typing import Iterator, List
 
 import tensorflow as tf
 
+from ...config import DEFAULTS
 from ..privpy.backend import PrivPyBackend
+from . import circuits
 from . import protocol
 from .ahead import Predealt, setup_cost
 
@@ -72,6 +76,47 @@ class BitwiseBackend(PrivPyBackend):
         if self.comparison_family == "garbled":
             return super().prepare_cost(shape)
         return setup_cost(tf.TensorShape(shape).num_elements(), self.bits)
+
+    def circuit_choice(self, circuit: str, comparisons: int) -> str:
+        """How `circuit` ("leading_one" or "thresholds") runs now, if as
+        comparisons it takes `comparisons` per element: "garbled" under the
+        garbled family, else "comparisons" up to the config's
+        bitwise_circuits limit for the circuit (per ring), "garbled" above."""
+        if self.comparison_family == "garbled":
+            return "garbled"
+        limit = bitwise_circuit_limit(self.cfg, circuit)
+        return "comparisons" if comparisons <= limit else "garbled"
+
+    def _leading_one(self, x, columns, magnitude, width, table):
+        m = len(circuits.leading_one_terms(columns, magnitude, width)[0])
+        if self.circuit_choice("leading_one", m) == "garbled":
+            return super()._leading_one(x, columns, magnitude, width, table)
+        return circuits.leading_one(self, x, columns, magnitude, width, table=table)
+
+    def _thresholds(self, x, points, integer, width, table):
+        if self.circuit_choice("thresholds", len(points)) == "garbled":
+            return super()._thresholds(x, points, integer, width, table)
+        return circuits.thresholds(self, x, points, width, integer, table=table)
+
+
+def bitwise_circuit_limit(cfg, circuit: str) -> int:
+    """The most comparisons per element for which `circuit` runs as bitwise
+    comparisons under the bitwise family (functions.common.bitwise_circuits
+    [circuit][ring]; keys missing from the config's dict are taken from
+    defaults.json); 0: always the garbled circuit. ValueError for an unknown
+    circuit or a bad value."""
+    if circuit not in circuits.CIRCUITS:
+        raise ValueError(f"bitwise_circuits has no circuit {circuit!r}: one of "
+                         f"{circuits.CIRCUITS}")
+    own = (cfg.functions.get("common") or {}).get("bitwise_circuits") or {}
+    per_ring = own.get(circuit, DEFAULTS["functions"]["common"]["bitwise_circuits"][circuit])
+    limit = per_ring.get(str(cfg.ring_bits)) if isinstance(per_ring, dict) else per_ring
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise ValueError(f"bitwise_circuits[{circuit!r}] must be a count >= 0 of comparisons "
+                         f"per element (or one per ring, {{'128': n, '64': n}}), got "
+                         f"{per_ring!r}: set it in tp.Config(functions={{'common': "
+                         "{'bitwise_circuits': {...}}})")
+    return limit
 
 
 def check_family(family: str) -> str:

@@ -438,7 +438,8 @@ class CostTracker:
 
     Every Shares value gets a depth: the critical path of rounds that
     produced it (a batched multiplication adds cost.MUL_ROUNDS, a batched
-    comparison or circuit cost.CIRCUIT_ROUNDS; local operations add none).
+    comparison or circuit the rounds its protocol declares; local
+    operations add none).
     Values the tracker has not seen raise, so nothing is silently counted as free; register inputs first.
     Also counts elementwise products and comparisons.
     """
@@ -510,23 +511,26 @@ class CostTracker:
             self._set(o, (d[0] + C.MUL_ROUNDS, d[1] + C.MUL_ROUNDS, d[2]))
         return outs
 
-    def _circuit(self, x: Shares, out: Shares) -> Shares:
-        """A garbled comparator or circuit per element of x (out): one
-        comparison round, counted as one comparison per element
+    def _circuit(self, x: Shares, call) -> Shares:
+        """A comparison or circuit per element of x: its rounds are what
+        the protocol declares (cost.record around the call: 2 for a garbled
+        batch, 8 for a bitwise one), counted as one comparison per element
         (cost.leading_one_cost, cost.thresholds_cost)."""
         d = self.depth(x)
+        with C.record() as bill:
+            out = call()
         self.comparisons += self._size(x)
-        self._set(out, (d[0] + C.CIRCUIT_ROUNDS, d[1], d[2] + C.CIRCUIT_ROUNDS))
+        self._set(out, (d[0] + bill.rounds, d[1], d[2] + bill.rounds))
         return out
 
     def ltz(self, x: Shares, **kw) -> Shares:
-        return self._circuit(x, self._b.ltz(x, **kw))
+        return self._circuit(x, lambda: self._b.ltz(x, **kw))
 
     def leading_one(self, x: Shares, columns, **kw) -> Shares:
-        return self._circuit(x, self._b.leading_one(x, columns, **kw))
+        return self._circuit(x, lambda: self._b.leading_one(x, columns, **kw))
 
     def thresholds(self, x: Shares, points, **kw) -> Shares:
-        return self._circuit(x, self._b.thresholds(x, points, **kw))
+        return self._circuit(x, lambda: self._b.thresholds(x, points, **kw))
 
 
 def measure(backend: Backend, fn, *inputs: Shares) -> Dict[str, float]:

@@ -67,7 +67,9 @@ ROOT = os.path.dirname(HERE)
 flags.DEFINE_list("parts", None, "settings to run: embedded, loopback, lan, wan (default: all; "
                   "with --quick: embedded, loopback)")
 flags.DEFINE_list("workloads", None, "workloads to time: " + ", ".join(
-    ("mul", "matmul", "less", "lenet5", "lr_step")) + " (default: all)")
+    ("mul", "matmul", "less", "relu", "lenet5", "lr_step")) + " (default: all)")
+flags.DEFINE_list("comparisons", None, "comparison families the comparing workloads (less, "
+                  "relu, lenet5) run under, each its own row: garbled, bitwise (default: both)")
 flags.DEFINE_bool("quick", False, "tiny sizes, one repeat: checks that everything runs")
 flags.DEFINE_integer("reps", 5, "timed calls per workload at most (median, min, max)")
 flags.DEFINE_float("budget_s", 30.0, "stop repeating a workload once its timed calls "
@@ -87,7 +89,7 @@ F = flags.FLAGS
 from _distributed_report import markdown, med, tables  # noqa: E402
 from _distributed_worker import REPLY, run_worker  # noqa: E402
 from _distributed_workloads import (  # noqa: E402
-    FULL, NETWORKS, PARTS, PORTS, QUICK, ROLES, chosen, label)
+    FULL, NETWORKS, PARTS, PORTS, QUICK, ROLES, families, groups, keys, label)
 
 
 # ======================================================================
@@ -288,32 +290,41 @@ def measure(parts: list, res: dict, tmp: str) -> None:
                 res["settings"][part].update(drivers[part].reply())
             except (RuntimeError, OSError) as e:
                 drop(part, "setup", e)
-        for name in chosen():
+        for _, group in groups():
+            # a workload's keys (its comparison families) on every setting,
+            # one call of each (setting, key) in turn
             first, times = {}, {}
-            for part in list(drivers):
-                r = ask(part, "warmup", name=name)
-                if r:
-                    first[part], times[part] = r["first_s"], []
-            active = [p for p in drivers if p in times]
-            while active:  # one call of each setting in turn
-                for part in list(active):
-                    r = ask(part, "call", name=name)
-                    if r is None:
-                        active.remove(part)
+            for key in group:
+                for part in list(drivers):
+                    r = ask(part, "warmup", name=key)
+                    if r:
+                        first[part, key], times[part, key] = r["first_s"], []
+            active = [pk for pk in times if pk[0] in drivers]
+            while active:
+                for pk in list(active):
+                    if pk[0] not in drivers:
+                        active.remove(pk)
                         continue
-                    ts = times[part]
+                    r = ask(pk[0], "call", name=pk[1])
+                    if r is None:
+                        active.remove(pk)
+                        continue
+                    ts = times[pk]
                     ts.append(r["time_s"])
                     reps = 1 if F.quick else F.reps
                     if len(ts) >= reps or sum(ts) + ts[-1] > F.budget_s:
-                        active.remove(part)
-            for part in list(drivers):
-                row = ask(part, "finish", name=name)
-                if row:
-                    row.update(first_s=first[part], times_s=times[part])
-                    res["settings"][part]["workloads"][name] = row
-            print(f"  {label(name, res['sizes'])}: " + ", ".join(
-                f"{p} {1e3 * med(times[p]):.1f} ms ({len(times[p])})" for p in drivers),
-                flush=True)
+                        active.remove(pk)
+            for key in group:
+                for part in list(drivers):
+                    if (part, key) not in times:
+                        continue
+                    row = ask(part, "finish", name=key)
+                    if row:
+                        row.update(first_s=first[part, key], times_s=times[part, key])
+                        res["settings"][part]["workloads"][key] = row
+                print(f"  {label(key, res['sizes'])}: " + ", ".join(
+                    f"{p} {1e3 * med(times[p, key]):.1f} ms ({len(times[p, key])})"
+                    for p in drivers if (p, key) in times), flush=True)
 
 
 class CpuMeter:
@@ -349,7 +360,7 @@ def main(argv):
     del argv
     if F.worker:
         return run_worker()
-    chosen()  # a wrong --workloads fails before any cluster starts
+    keys()  # a wrong --workloads or --comparisons fails before any cluster starts
     sys.path.insert(0, HERE)
     from _report import bar_png, machine, print_table, write_json
     sizes = QUICK if F.quick else FULL
@@ -358,6 +369,7 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"--parts: unknown {sorted(unknown)}; choose from {PARTS}")
     res = {"machine": machine(), "quick": F.quick, "sizes": sizes, "reps": F.reps,
+           "comparisons": list(families()),
            "settings": {}, "skipped": {}, "errors": {}}
     tmp = tempfile.mkdtemp(prefix="tf_privpy_netbench_")
 
@@ -403,15 +415,15 @@ def main(argv):
     series = {}
     emb = res["settings"].get("embedded")
     if emb:
-        series["plaintext TF"] = [1e3 * med(emb["workloads"][n]["plaintext_times_s"])
-                                  for n in chosen()]
+        series["plaintext TF"] = [1e3 * med(emb["workloads"][k]["plaintext_times_s"])
+                                  if k in emb["workloads"] else 0.0 for k in keys()]
     for part in PARTS:
         if part in res["settings"]:
-            series[part] = [1e3 * med(res["settings"][part]["workloads"][n]["times_s"])
-                            for n in chosen()]
+            w = res["settings"][part]["workloads"]
+            series[part] = [1e3 * med(w[k]["times_s"]) if k in w else 0.0 for k in keys()]
     if series:
         bar_png(os.path.join(F.out, "distributed.png"), "median ms per call, by setting",
-                [label(n, sizes) for n in chosen()], series, "ms", legend_outside=True)
+                [label(k, sizes) for k in keys()], series, "ms", legend_outside=True)
     if res["errors"]:
         sys.exit(1)
 

@@ -3,12 +3,23 @@ server processes over loopback, and on a simulated LAN and WAN, with the
 bytes each server pair sent beside the protocols' declared cost bill.
 
 Workloads (128-bit ring): a private multiplication of 10^6 elements, a
-1024x1024 private matmul, 10^5 comparisons (tp.less, garbling included),
-LeNet-5 inference at batch 100 (the Keras model converted as in
-benchmarks/converter.py, input shared by the client, predictions revealed to
-it) and one logistic-regression SGD step at batch 128 on MNIST (as in
-benchmarks/training.py). The first three end with a one-element reveal to
-the driver, so every timed call ends with a result on the client.
+1024x1024 private matmul, 10^5 comparisons (tp.less, all phases: garbling or
+the dealer's triples included), ReLU of 10^5, LeNet-5 inference at batch 100
+(the Keras model converted as in benchmarks/converter.py, input shared by
+the client, predictions revealed to it) and one logistic-regression SGD step
+at batch 128 on MNIST (as in benchmarks/training.py). The element-wise ones
+end with a one-element reveal to the driver, so every timed call ends with a
+result on the client.
+
+The comparing workloads (less, ReLU, LeNet-5) run once per comparison family
+of --comparisons (issue 26: "garbled", PrivPy's garbled circuits, and
+"bitwise", protocols/mpc/bitwise/), each a row of its own ("less 1e5
+bitwise"), with its own tf.functions traced inside tp.comparison(family):
+the driver builds every graph, so the scope there chooses what the servers
+run (tests/test_benchmarks_smoke.py checks the bytes on the cluster's
+links). A workload's families are timed in turn call by call, like the
+settings, and a last table sets them side by side per setting: time, rounds,
+bytes between the servers per element or image, and the ratio to embedded.
 
 Settings, each with a driver process of its own (a process that joined a
 cluster cannot go back to the embedded mode):
@@ -26,7 +37,7 @@ cluster cannot go back to the embedded mode):
 
 Embedded and loopback are started together and stay up; each workload is
 warmed up on both and then timed one call at a time on each in turn, so that
-whatever else the machine runs weighs on both alike (an idle driver or server
+whatever else the machine runs weighs on all alike (an idle driver or server
 uses no CPU). LAN and WAN run the same way after them, each alone (during
 LeNet-5 b100 a cluster's servers hold GBs: three clusters at once do not fit
 in the machine's 24 GB). Each time is the median of up to --reps calls after
@@ -38,6 +49,7 @@ whole program takes about 10 minutes on two cores; --quick runs tiny sizes
     python benchmarks/distributed.py                          # what `make bench` runs
     python benchmarks/distributed.py --quick --parts=embedded,loopback,lan
     python benchmarks/distributed.py --parts=wan --workloads=mul,lr_step
+    python benchmarks/distributed.py --workloads=less,relu,lenet5 --comparisons=bitwise
 
 Results go to benchmarks/results/distributed.json, distributed.png and
 distributed.md (the tables as markdown).

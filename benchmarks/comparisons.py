@@ -189,7 +189,7 @@ def main(argv):
     del argv
     import numpy as np
     import tensorflow as tf
-    from _report import bar_png, machine, print_table, write_json
+    from _report import bar_png, cpu_model, machine, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     fams = tuple(F.comparisons)
     unknown = sorted(set(fams) - set(FAMILIES))
@@ -206,7 +206,7 @@ def main(argv):
     else:
         (x, y), (xt, _) = tp.datasets.load_mnist(flatten=False)
         model, images = tp.models.train("lenet5", x, y), xt[:F.lenet_batch]
-    res = {"machine": machine(), "cpu": _cpu_model(), "quick": F.quick, "sizes": F.sizes,
+    res = {"machine": machine(), "cpu": cpu_model(), "quick": F.quick, "sizes": F.sizes,
            "relu_n": F.relu_n, "lenet_batch": F.lenet_batch, "reps": 1 if F.quick else F.reps,
            "families": list(fams), "peers": PEERS, "rows": [], "plaintext": [],
            "loadavg_before": os.getloadavg()}
@@ -230,17 +230,6 @@ def main(argv):
     labels += [f"ReLU {F.relu_n:.0e}".replace("e+0", "e"), f"LeNet-5 b{F.lenet_batch} per image"]
     bar_png(os.path.join(F.out, "comparisons.png"),
             f"comparison families, embedded, {ring}-bit ring: median ms", labels, series, "ms")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -42,9 +42,12 @@ uses no CPU). LAN and WAN run the same way after them, each alone (during
 LeNet-5 b100 a cluster's servers hold GBs: three clusters at once do not fit
 in the machine's 24 GB). Each time is the median of up to --reps calls after
 the warm-up call (fewer when a call is slow: a setting stops repeating once
-another call would take it past --budget_s), reported with min and max. The
-whole program takes about 10 minutes on two cores; --quick runs tiny sizes
-(embedded and loopback only unless --parts says otherwise) in about a minute.
+another call would take it past --budget_s), reported with min and max. On
+two loaded cores, less, ReLU and LeNet-5 under both families took 4 minutes
+embedded and loopback (--reps=3 --budget_s=15) and 8.5 minutes LAN and WAN;
+the garbled LeNet-5 b100 takes about 20 s a call on loopback, 56 s on the WAN.
+--quick runs tiny sizes (embedded and loopback only unless --parts says
+otherwise) in about two minutes.
 
     python benchmarks/distributed.py                          # what `make bench` runs
     python benchmarks/distributed.py --quick --parts=embedded,loopback,lan
@@ -374,13 +377,14 @@ def main(argv):
         return run_worker()
     keys()  # a wrong --workloads or --comparisons fails before any cluster starts
     sys.path.insert(0, HERE)
-    from _report import bar_png, machine, print_table, write_json
+    from _report import bar_png, cpu_model, machine, print_table, write_json
     sizes = QUICK if F.quick else FULL
     parts = F.parts or (["embedded", "loopback"] if F.quick else list(PARTS))
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise app.UsageError(f"--parts: unknown {sorted(unknown)}; choose from {PARTS}")
-    res = {"machine": machine(), "quick": F.quick, "sizes": sizes, "reps": F.reps,
+    res = {"machine": machine(), "cpu": cpu_model(), "quick": F.quick, "sizes": sizes,
+           "reps": F.reps,
            "comparisons": list(families()),
            "settings": {}, "skipped": {}, "errors": {}}
     tmp = tempfile.mkdtemp(prefix="tf_privpy_netbench_")
@@ -403,9 +407,12 @@ def main(argv):
     res["cpu"] = meter.result()
 
     cpu = res["cpu"]
-    md = [f"Measured {res['machine']['date']} on {res['machine']['cpus']} cores"
-          f"{' (--quick sizes)' if F.quick else ''}, embedded and loopback interleaved call "
-          "by call. "
+    md = [f"Measured {res['machine']['date']} on {res['machine']['cpus']} cores "
+          f"({res['cpu']})"
+          f"{' (--quick sizes)' if F.quick else ''}, "
+          f"{' and '.join(p for p in PARTS if p in res['settings']) or 'no setting'}; "
+          "the calls of each workload interleaved (settings run together: embedded and "
+          "loopback; comparison families). "
           f"Other processes used {cpu['other_cores']:.2f} cores on average meanwhile"
           f"{' (UNDER LOAD)' if cpu['other_cores'] > 0.25 else ''}; load average "
           f"{cpu['loadavg_before'][0]:.1f} before, {cpu['loadavg_after'][0]:.1f} after.\n"]

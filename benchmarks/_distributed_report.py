@@ -1,7 +1,7 @@
 """The tables of benchmarks/distributed.py's report (printed, and written to
 results/distributed.md) from its results."""
-from _distributed_workloads import (NETWORKS, PROTOCOL_PAIRS, TARGET_RATIO, TFE_LR_MS,
-                                    chosen, label)
+from _distributed_workloads import (COMPARING, NETWORKS, PARTS, PROTOCOL_PAIRS, TARGET_RATIO,
+                                    TFE_LR_MS, families, keys, label, split)
 
 
 # ---------------------------------------------------------------- report
@@ -25,11 +25,13 @@ def tables(res: dict) -> list:
     emb, loop = st.get("embedded"), st.get("loopback")
     if emb or loop:
         rows = []
-        for name in chosen():
-            e = emb["workloads"][name] if emb else None
-            lp = loop["workloads"][name] if loop else None
+        for name in keys():
+            e = emb["workloads"].get(name) if emb else None
+            lp = loop["workloads"].get(name) if loop else None
+            if not (e or lp):
+                continue
             ratio = med(lp["times_s"]) / med(e["times_s"]) if e and lp else None
-            target = TARGET_RATIO.get(name)
+            target = TARGET_RATIO.get(split(name)[0])
             rows.append([label(name, sizes),
                          f"{1e3 * med(e['plaintext_times_s']):.2f}" if e else "-",
                          ms_range(e["times_s"]) if e else "-",
@@ -46,10 +48,12 @@ def tables(res: dict) -> list:
         rtt = NETWORKS["wan"]["rtt_ms"]
         rate = rate_bps(NETWORKS["wan"]["rate"])
         rows = []
-        for name in chosen():
-            la = lan["workloads"][name] if lan else None
-            wa = wan["workloads"][name] if wan else None
+        for name in keys():
+            la = lan["workloads"].get(name) if lan else None
+            wa = wan["workloads"].get(name) if wan else None
             any_ = la or wa
+            if not any_:
+                continue
             rounds = any_["rounds"]
             uplink = {}
             for k, v in any_["bill"]["links"].items():
@@ -72,8 +76,10 @@ def tables(res: dict) -> list:
     src = loop or emb
     if src:
         rows = []
-        for name in chosen():
-            w = src["workloads"][name]
+        for name in keys():
+            w = src["workloads"].get(name)
+            if w is None:
+                continue
             bill = {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
             wire = w.get("wire_bytes")
             row = [label(name, sizes)]
@@ -100,7 +106,59 @@ def tables(res: dict) -> list:
                     ["workload"] + [p.replace("->", "→") for p in PROTOCOL_PAIRS]
                     + ["other server pairs (TCP)", "client→servers", "servers→client",
                        "TCP / bill between servers", "channel counters = bill"], rows))
+    fam = families_table(res)
+    if fam:
+        out.append(fam)
     return out
+
+
+def _server_bytes(w: dict) -> int:
+    """Bytes one call sent between the four servers (the channels' counters)."""
+    return sum(v for k, v in w["channel_bytes"].items() if "client" not in k)
+
+
+def families_table(res: dict):
+    """(title, header, rows) of the comparison families side by side in each
+    setting (issue 26), or None with fewer than two families measured."""
+    fams = families()
+    if len(fams) < 2:
+        return None
+    sizes, st = res["sizes"], res["settings"]
+    emb = st.get("embedded")
+    rows = []
+    for name in (n for n in COMPARING if n in sizes):
+        for part in (p for p in PARTS if p in st):
+            w = st[part]["workloads"]
+            got = {f: w[f"{name}:{f}"] for f in fams if f"{name}:{f}" in w}
+            if len(got) < 2:
+                continue
+            ms = {f: 1e3 * med(r["times_s"]) for f, r in got.items()}
+            best = min(ms, key=ms.get)
+            per = sizes[name]   # comparisons' inputs, or images
+            row = [label(name, sizes), part]
+            for f in fams:
+                r = got[f]
+                row += [f"{ms[f]:.1f}", r["rounds"], _bytes(_server_bytes(r) / per)]
+            row.append(f"{best} ({max(ms.values()) / ms[best]:.2f}x)")
+            # distributed against embedded, per family (issue 26's LeNet-5 target)
+            for f in fams:
+                e = emb["workloads"].get(f"{name}:{f}") if emb and part != "embedded" else None
+                row.append(f"{ms[f] / (1e3 * med(e['times_s'])):.2f}x" if e else "-")
+            rows.append(row)
+    if not rows:
+        return None
+    unit = "per element (per image for LeNet-5)"
+    header = ["workload", "setting"]
+    for f in fams:
+        header += [f"{f} ms", f"{f} rounds", f"{f} bytes {unit}"]
+    header += ["faster"] + [f"{f} / embedded" for f in fams]
+    return ("Comparison families side by side (interleaved call by call): median ms, "
+            "rounds and server-to-server bytes (channel counters) of one call", header, rows)
+
+
+def _bytes(b: float) -> str:
+    """Bytes per element or image: B up to 10^5, else MB."""
+    return f"{b:,.0f} B" if b < 1e5 else f"{b / 1e6:.2f} MB"
 
 
 def _mb(b) -> str:

@@ -12,7 +12,7 @@ import time
 from absl import flags
 
 import tf_privpy as tp
-from _distributed_workloads import FULL, QUICK, build_workloads, repeat
+from _distributed_workloads import FULL, QUICK, build_workloads, families, repeat
 
 F = flags.FLAGS
 
@@ -83,11 +83,12 @@ class Worker:
         if F.server_pids:
             self.parties = {int(p): r.upper() for r, p in json.loads(F.server_pids).items()}
             self.parties[os.getpid()] = "client"
-        self.workloads, self.stats, self.calls, self.wire = {}, None, 0, None
+        # per workload: tp.stats() of each timed call; ss bytes of the last
+        self.workloads, self.counted, self.wire = {}, {}, {}
 
     def setup(self) -> dict:
         t0 = time.perf_counter()
-        self.workloads = build_workloads(QUICK if F.quick else FULL, F.quick)
+        self.workloads = build_workloads(QUICK if F.quick else FULL, F.quick, families())
         return {"init_s": self.init_s, "setup_s": time.perf_counter() - t0,
                 "servers": tp.servers()}
 
@@ -95,31 +96,38 @@ class Worker:
         t0 = time.perf_counter()
         self.workloads[name][0]()  # tracing, first-run setup
         first = time.perf_counter() - t0
-        # the counters advance in TF state per call: read once around the
-        # timed calls (untimed) and divided by their number
-        self.stats, self.calls, self.wire = tp.stats(), 0, None
-        self.stats.__enter__()
+        self.counted[name] = []
         return {"first_s": first}
 
     def call(self, name: str) -> dict:
-        before = tcp_sockets() if self.parties else None
-        t0 = time.perf_counter()
-        self.workloads[name][0]()
-        t = time.perf_counter() - t0
-        if self.parties:
-            time.sleep(0.1)  # trailing control messages
-            self.wire = pair_bytes(before, tcp_sockets(), self.parties)
-        self.calls += 1
+        """One timed call of workload `name`. The counters (TF state the
+        graph advances) are read around it, outside the timed span, so that
+        several workloads can be timed in turn (the comparison families of
+        one workload, interleaved)."""
+        with tp.stats() as st:   # (its reads of the counters fall outside ss's window)
+            before = tcp_sockets() if self.parties else None
+            t0 = time.perf_counter()
+            self.workloads[name][0]()
+            t = time.perf_counter() - t0
+            if self.parties:
+                time.sleep(0.1)  # trailing control messages
+                self.wire[name] = pair_bytes(before, tcp_sockets(), self.parties)
+        self.counted[name].append(st)
         return {"time_s": t}
 
     def finish(self, name: str) -> dict:
-        st, n = self.stats, self.calls
-        st.__exit__(None, None, None)
+        sts = self.counted.pop(name)
+        n = len(sts)
+        links = {}
+        for st in sts:
+            for k, v in links_json(st.links).items():
+                links[k] = links.get(k, 0) + v
         _, plain, bill = self.workloads[name]
-        row = {"rounds": st.rounds // n, "multiplications": st.multiplications // n,
-               "comparisons": st.comparisons // n,
-               "channel_bytes": {k: v // n for k, v in links_json(st.links).items()},
-               "bill": bill().as_dict(), "wire_bytes": self.wire}
+        row = {"rounds": sum(s.rounds for s in sts) // n,
+               "multiplications": sum(s.multiplications for s in sts) // n,
+               "comparisons": sum(s.comparisons for s in sts) // n,
+               "channel_bytes": {k: v // n for k, v in links.items()},
+               "bill": bill().as_dict(), "wire_bytes": self.wire.get(name)}
         if not F.cluster:  # plaintext TF, in the embedded driver
             plain()
             row["plaintext_times_s"] = repeat(plain, 1 if F.quick else max(3, F.reps),

@@ -12,9 +12,14 @@ import tf_privpy as tp
 F = flags.FLAGS
 
 PARTS = ("embedded", "loopback", "lan", "wan")
-WORKLOADS = ("mul", "matmul", "less", "lenet5", "lr_step")
-FULL = {"mul": 10 ** 6, "matmul": 1024, "less": 10 ** 5, "lenet5": 100, "lr_step": 128}
-QUICK = {"mul": 1000, "matmul": 16, "less": 100, "lenet5": 2, "lr_step": 8}
+WORKLOADS = ("mul", "matmul", "less", "relu", "lenet5", "lr_step")
+#: the workloads made of comparisons: timed once per comparison family
+#: (issue 26: protocols/mpc/bitwise/ beside the garbled circuits)
+COMPARING = ("less", "relu", "lenet5")
+FAMILIES = ("garbled", "bitwise")
+FULL = {"mul": 10 ** 6, "matmul": 1024, "less": 10 ** 5, "relu": 10 ** 5, "lenet5": 100,
+        "lr_step": 128}
+QUICK = {"mul": 1000, "matmul": 16, "less": 100, "relu": 100, "lenet5": 2, "lr_step": 8}
 #: the network settings of TF-Encrypted's benchmarks (shared/ANCHORS.md)
 NETWORKS = {"lan": {"rate": "40gbit", "rtt_ms": 0.01}, "wan": {"rate": "352mbit", "rtt_ms": 20.0}}
 #: issue 11: distributed on loopback within 1.5x of embedded for these
@@ -30,38 +35,93 @@ def chosen() -> tuple:
     return tuple(w for w in WORKLOADS if w in F.workloads)
 
 
+def families() -> tuple:
+    """The comparison families --comparisons selects (default: both)."""
+    fams = tuple(F.comparisons or FAMILIES)
+    unknown = sorted(set(fams) - set(FAMILIES))
+    if unknown:
+        raise app.UsageError(f"--comparisons: unknown {unknown}; choose from {list(FAMILIES)}")
+    return tuple(f for f in FAMILIES if f in fams)
+
+
+def groups() -> list:
+    """[(workload, [key, ...])]: the keys timed together, interleaved call by
+    call: a comparing workload once per family ("less:bitwise"), so that the
+    machine's load weighs on both families alike; the others once ("mul")."""
+    return [(w, [f"{w}:{f}" for f in families()] if w in COMPARING else [w])
+            for w in chosen()]
+
+
+def keys() -> list:
+    """Every timed key, in the report's order."""
+    return [k for _, ks in groups() for k in ks]
+
+
+def split(key: str) -> tuple:
+    """"less:bitwise" -> ("less", "bitwise"); "mul" -> ("mul", None)."""
+    name, _, family = key.partition(":")
+    return name, family or None
+
+
 TARGET_RATIO = {"lenet5": 1.5, "matmul": 1.5}
 #: TF-Encrypted's LR step at batch 128 on MNIST (ANCHORS.md), ms: LAN, WAN
 TFE_LR_MS = {"lan": (10, 12), "wan": (760, 840)}
 PORTS = {"client": 7100, "s1": 7101, "s2": 7102, "t1": 7103, "t2": 7104}
 ROLES = ("s1", "s2", "t1", "t2")
-#: the server pairs the protocols send on (DESIGN §5, §6)
-PROTOCOL_PAIRS = ("S1->T1", "S1->T2", "S2->T1", "S2->T2", "T1->S2", "T2->S1")
+#: the server pairs the protocols send on (DESIGN §5, §6; the bitwise
+#: comparisons add S1 <-> S2 and the dealer T1's corrections, bitwise/protocol.py)
+PROTOCOL_PAIRS = ("S1->T1", "S1->T2", "S2->T1", "S2->T2", "T1->S2", "T2->S1",
+                  "S1->S2", "S2->S1", "T1->S1")
 
 
-def label(name: str, sizes: dict) -> str:
+def label(key: str, sizes: dict) -> str:
+    """A row's name: the workload and its size, and its comparison family."""
+    name, family = split(key)
     n = sizes[name]
-    return {"mul": f"mul {n:.0e}".replace("e+0", "e"), "matmul": f"matmul {n}x{n}",
-            "less": f"less {n:.0e}".replace("e+0", "e"), "lenet5": f"LeNet-5 b{n}",
+    text = {"mul": f"mul {n:.0e}".replace("e+0", "e"), "matmul": f"matmul {n}x{n}",
+            "less": f"less {n:.0e}".replace("e+0", "e"),
+            "relu": f"ReLU {n:.0e}".replace("e+0", "e"), "lenet5": f"LeNet-5 b{n}",
             "lr_step": f"LR step b{n}"}[name]
+    return f"{text} {family}" if family else text
 
 
-def build_workloads(sizes: dict, quick: bool) -> dict:
-    """name -> (run, plaintext run, bill): run() does one timed call, bill()
-    the protocols' declared cost of one call (protocols/mpc/runtime/cost.py)."""
+def scoped(family, fn):
+    """fn run inside tp.comparison(family) (None: no scope). The scope acts
+    when a tf.function is traced (the warm-up call) and on eager code; the
+    driver builds every graph, so choosing the family there is all it takes
+    (the servers run what it sends them)."""
+    if family is None:
+        return fn
+
+    def run():
+        with tp.comparison(family):
+            return fn()
+    return run
+
+
+def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
+    """key -> (run, plaintext run, bill): run() does one timed call, bill()
+    the protocols' declared cost of one call (protocols/mpc/runtime/cost.py).
+    The comparing workloads get one key per family in `fams` ("less:bitwise"),
+    each with tf.functions (and a converted model) of its own: a trace keeps
+    the family it was traced with."""
     import numpy as np
     import tensorflow as tf
     from _report import plain_sgd_step
     rng = np.random.default_rng(0)
     out = {}
 
-    def elementwise(name, fn, plain_fn, a, b):
-        """fn on private a, b inside one tf.function; plain_fn on float32."""
-        pa, pb = tp.share(a), tp.share(b)
-        f, pf = tf.function(fn), tf.function(plain_fn)
-        ta, tb = tf.constant(a, tf.float32), tf.constant(b, tf.float32)
-        out[name] = (lambda: f(pa, pb).numpy(), lambda: pf(ta, tb).numpy(),
-                     lambda: tp.cost(fn, pa, pb))
+    def elementwise(name, fn, plain_fn, *args):
+        """fn on private args inside one tf.function; plain_fn on float32."""
+        priv = [tp.share(a) for a in args]
+        plain = [tf.constant(a, tf.float32) for a in args]
+        pf = tf.function(plain_fn)
+        for family in (fams if name in COMPARING else (None,)):
+            f = tf.function(fn)
+            key = f"{name}:{family}" if family else name
+            out[key] = (scoped(family, lambda f=f: f(*priv).numpy()),
+                        lambda: pf(*plain).numpy(),
+                        scoped(family, lambda: tp.cost(fn, *priv)))
 
     n = sizes["mul"]
     elementwise("mul", lambda a, b: tp.reveal((a * b)[:1]), lambda a, b: a * b,
@@ -72,6 +132,9 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
     n = sizes["less"]
     elementwise("less", lambda a, b: tp.reveal(tp.less(a, b)[:1]), lambda a, b: a < b,
                 rng.uniform(-100, 100, n), rng.uniform(-100, 100, n))
+    n = sizes["relu"]
+    elementwise("relu", lambda a: tp.reveal(tp.nn.relu(a)[:1]), tf.nn.relu,
+                rng.uniform(-100, 100, n))
 
     # MNIST digits; --quick: random images and an untrained LeNet-5 (the
     # time does not depend on the values; loading and training would dominate)
@@ -83,13 +146,15 @@ def build_workloads(sizes: dict, quick: bool) -> dict:
         (x, y), (xt, _) = tp.datasets.load_mnist(flatten=False)
     b = sizes["lenet5"]
     model = tp.models.lenet5() if quick else tp.models.train("lenet5", x, y)
-    private = tp.keras.convert(model)
     xb = xt[:b]
     plain_model = tf.function(lambda v: model(v, training=False))
-    out["lenet5"] = (lambda: private.predict(xb, reveal=True).numpy(),
-                     lambda: plain_model(xb).numpy(),
-                     lambda b=b: private.cost(b) + tp.cost(tp.reveal,
-                                                          tp.share(np.zeros((b, 10)))))
+    for family in fams:
+        private = tp.keras.convert(model)   # its predict traces keep this family
+        out[f"lenet5:{family}"] = (
+            scoped(family, lambda p=private: p.predict(xb, reveal=True).numpy()),
+            lambda: plain_model(xb).numpy(),
+            scoped(family, lambda b=b, p=private: p.cost(b) + tp.cost(
+                tp.reveal, tp.share(np.zeros((b, 10))))))
 
     # one LR step at batch 128 on MNIST 0-4 vs 5-9, as benchmarks/training.py
     b = sizes["lr_step"]

@@ -51,6 +51,18 @@ def machine() -> Dict[str, str]:
             "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), for the benchmarks' headers."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def print_table(title: str, header: List[str], rows: List[List]) -> None:
     cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]

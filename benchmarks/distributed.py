@@ -3,12 +3,23 @@ server processes over loopback, and on a simulated LAN and WAN, with the
 bytes each server pair sent beside the protocols' declared cost bill.
 
 Workloads (128-bit ring): a private multiplication of 10^6 elements, a
-1024x1024 private matmul, 10^5 comparisons (tp.less, garbling included),
-LeNet-5 inference at batch 100 (the Keras model converted as in
-benchmarks/converter.py, input shared by the client, predictions revealed to
-it) and one logistic-regression SGD step at batch 128 on MNIST (as in
-benchmarks/training.py). The first three end with a one-element reveal to
-the driver, so every timed call ends with a result on the client.
+1024x1024 private matmul, 10^5 comparisons (tp.less, all phases: garbling or
+the dealer's triples included), ReLU of 10^5, LeNet-5 inference at batch 100
+(the Keras model converted as in benchmarks/converter.py, input shared by
+the client, predictions revealed to it) and one logistic-regression SGD step
+at batch 128 on MNIST (as in benchmarks/training.py). The element-wise ones
+end with a one-element reveal to the driver, so every timed call ends with a
+result on the client.
+
+The comparing workloads (less, ReLU, LeNet-5) run once per comparison family
+of --comparisons (issue 26: "garbled", PrivPy's garbled circuits, and
+"bitwise", protocols/mpc/bitwise/), each a row of its own ("less 1e5
+bitwise"), with its own tf.functions traced inside tp.comparison(family):
+the driver builds every graph, so the scope there chooses what the servers
+run (tests/test_benchmarks_smoke.py checks the bytes on the cluster's
+links). A workload's families are timed in turn call by call, like the
+settings, and a last table sets them side by side per setting: time, rounds,
+bytes between the servers per element or image, and the ratio to embedded.
 
 Settings, each with a driver process of its own (a process that joined a
 cluster cannot go back to the embedded mode):
@@ -26,18 +37,22 @@ cluster cannot go back to the embedded mode):
 
 Embedded and loopback are started together and stay up; each workload is
 warmed up on both and then timed one call at a time on each in turn, so that
-whatever else the machine runs weighs on both alike (an idle driver or server
+whatever else the machine runs weighs on all alike (an idle driver or server
 uses no CPU). LAN and WAN run the same way after them, each alone (during
 LeNet-5 b100 a cluster's servers hold GBs: three clusters at once do not fit
 in the machine's 24 GB). Each time is the median of up to --reps calls after
 the warm-up call (fewer when a call is slow: a setting stops repeating once
-another call would take it past --budget_s), reported with min and max. The
-whole program takes about 10 minutes on two cores; --quick runs tiny sizes
-(embedded and loopback only unless --parts says otherwise) in about a minute.
+another call would take it past --budget_s), reported with min and max. On
+two loaded cores, less, ReLU and LeNet-5 under both families took 4 minutes
+embedded and loopback (--reps=3 --budget_s=15) and 8.5 minutes LAN and WAN;
+the garbled LeNet-5 b100 takes about 20 s a call on loopback, 56 s on the WAN.
+--quick runs tiny sizes (embedded and loopback only unless --parts says
+otherwise) in about two minutes.
 
     python benchmarks/distributed.py                          # what `make bench` runs
     python benchmarks/distributed.py --quick --parts=embedded,loopback,lan
     python benchmarks/distributed.py --parts=wan --workloads=mul,lr_step
+    python benchmarks/distributed.py --workloads=less,relu,lenet5 --comparisons=bitwise
 
 Results go to benchmarks/results/distributed.json, distributed.png and
 distributed.md (the tables as markdown).
@@ -67,7 +82,9 @@ ROOT = os.path.dirname(HERE)
 flags.DEFINE_list("parts", None, "settings to run: embedded, loopback, lan, wan (default: all; "
                   "with --quick: embedded, loopback)")
 flags.DEFINE_list("workloads", None, "workloads to time: " + ", ".join(
-    ("mul", "matmul", "less", "lenet5", "lr_step")) + " (default: all)")
+    ("mul", "matmul", "less", "relu", "lenet5", "lr_step")) + " (default: all)")
+flags.DEFINE_list("comparisons", None, "comparison families the comparing workloads (less, "
+                  "relu, lenet5) run under, each its own row: garbled, bitwise (default: both)")
 flags.DEFINE_bool("quick", False, "tiny sizes, one repeat: checks that everything runs")
 flags.DEFINE_integer("reps", 5, "timed calls per workload at most (median, min, max)")
 flags.DEFINE_float("budget_s", 30.0, "stop repeating a workload once its timed calls "
@@ -87,7 +104,7 @@ F = flags.FLAGS
 from _distributed_report import markdown, med, tables  # noqa: E402
 from _distributed_worker import REPLY, run_worker  # noqa: E402
 from _distributed_workloads import (  # noqa: E402
-    FULL, NETWORKS, PARTS, PORTS, QUICK, ROLES, chosen, label)
+    FULL, NETWORKS, PARTS, PORTS, QUICK, ROLES, families, groups, keys, label)
 
 
 # ======================================================================
@@ -288,32 +305,41 @@ def measure(parts: list, res: dict, tmp: str) -> None:
                 res["settings"][part].update(drivers[part].reply())
             except (RuntimeError, OSError) as e:
                 drop(part, "setup", e)
-        for name in chosen():
+        for _, group in groups():
+            # a workload's keys (its comparison families) on every setting,
+            # one call of each (setting, key) in turn
             first, times = {}, {}
-            for part in list(drivers):
-                r = ask(part, "warmup", name=name)
-                if r:
-                    first[part], times[part] = r["first_s"], []
-            active = [p for p in drivers if p in times]
-            while active:  # one call of each setting in turn
-                for part in list(active):
-                    r = ask(part, "call", name=name)
-                    if r is None:
-                        active.remove(part)
+            for key in group:
+                for part in list(drivers):
+                    r = ask(part, "warmup", name=key)
+                    if r:
+                        first[part, key], times[part, key] = r["first_s"], []
+            active = [pk for pk in times if pk[0] in drivers]
+            while active:
+                for pk in list(active):
+                    if pk[0] not in drivers:
+                        active.remove(pk)
                         continue
-                    ts = times[part]
+                    r = ask(pk[0], "call", name=pk[1])
+                    if r is None:
+                        active.remove(pk)
+                        continue
+                    ts = times[pk]
                     ts.append(r["time_s"])
                     reps = 1 if F.quick else F.reps
                     if len(ts) >= reps or sum(ts) + ts[-1] > F.budget_s:
-                        active.remove(part)
-            for part in list(drivers):
-                row = ask(part, "finish", name=name)
-                if row:
-                    row.update(first_s=first[part], times_s=times[part])
-                    res["settings"][part]["workloads"][name] = row
-            print(f"  {label(name, res['sizes'])}: " + ", ".join(
-                f"{p} {1e3 * med(times[p]):.1f} ms ({len(times[p])})" for p in drivers),
-                flush=True)
+                        active.remove(pk)
+            for key in group:
+                for part in list(drivers):
+                    if (part, key) not in times:
+                        continue
+                    row = ask(part, "finish", name=key)
+                    if row:
+                        row.update(first_s=first[part, key], times_s=times[part, key])
+                        res["settings"][part]["workloads"][key] = row
+                print(f"  {label(key, res['sizes'])}: " + ", ".join(
+                    f"{p} {1e3 * med(times[p, key]):.1f} ms ({len(times[p, key])})"
+                    for p in drivers if (p, key) in times), flush=True)
 
 
 class CpuMeter:
@@ -349,15 +375,17 @@ def main(argv):
     del argv
     if F.worker:
         return run_worker()
-    chosen()  # a wrong --workloads fails before any cluster starts
+    keys()  # a wrong --workloads or --comparisons fails before any cluster starts
     sys.path.insert(0, HERE)
-    from _report import bar_png, machine, print_table, write_json
+    from _report import bar_png, cpu_model, machine, print_table, write_json
     sizes = QUICK if F.quick else FULL
     parts = F.parts or (["embedded", "loopback"] if F.quick else list(PARTS))
     unknown = set(parts) - set(PARTS)
     if unknown:
         raise app.UsageError(f"--parts: unknown {sorted(unknown)}; choose from {PARTS}")
-    res = {"machine": machine(), "quick": F.quick, "sizes": sizes, "reps": F.reps,
+    res = {"machine": machine(), "cpu": cpu_model(), "quick": F.quick, "sizes": sizes,
+           "reps": F.reps,
+           "comparisons": list(families()),
            "settings": {}, "skipped": {}, "errors": {}}
     tmp = tempfile.mkdtemp(prefix="tf_privpy_netbench_")
 
@@ -379,9 +407,12 @@ def main(argv):
     res["cpu"] = meter.result()
 
     cpu = res["cpu"]
-    md = [f"Measured {res['machine']['date']} on {res['machine']['cpus']} cores"
-          f"{' (--quick sizes)' if F.quick else ''}, embedded and loopback interleaved call "
-          "by call. "
+    md = [f"Measured {res['machine']['date']} on {res['machine']['cpus']} cores "
+          f"({res['cpu']})"
+          f"{' (--quick sizes)' if F.quick else ''}, "
+          f"{' and '.join(p for p in PARTS if p in res['settings']) or 'no setting'}; "
+          "the calls of each workload interleaved (settings run together: embedded and "
+          "loopback; comparison families). "
           f"Other processes used {cpu['other_cores']:.2f} cores on average meanwhile"
           f"{' (UNDER LOAD)' if cpu['other_cores'] > 0.25 else ''}; load average "
           f"{cpu['loadavg_before'][0]:.1f} before, {cpu['loadavg_after'][0]:.1f} after.\n"]
@@ -403,15 +434,15 @@ def main(argv):
     series = {}
     emb = res["settings"].get("embedded")
     if emb:
-        series["plaintext TF"] = [1e3 * med(emb["workloads"][n]["plaintext_times_s"])
-                                  for n in chosen()]
+        series["plaintext TF"] = [1e3 * med(emb["workloads"][k]["plaintext_times_s"])
+                                  if k in emb["workloads"] else 0.0 for k in keys()]
     for part in PARTS:
         if part in res["settings"]:
-            series[part] = [1e3 * med(res["settings"][part]["workloads"][n]["times_s"])
-                            for n in chosen()]
+            w = res["settings"][part]["workloads"]
+            series[part] = [1e3 * med(w[k]["times_s"]) if k in w else 0.0 for k in keys()]
     if series:
         bar_png(os.path.join(F.out, "distributed.png"), "median ms per call, by setting",
-                [label(n, sizes) for n in chosen()], series, "ms", legend_outside=True)
+                [label(k, sizes) for k in keys()], series, "ms", legend_outside=True)
     if res["errors"]:
         sys.exit(1)
 

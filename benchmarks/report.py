@@ -1,7 +1,8 @@
 """One benchmark report: benchmarks/REPORT.md and its plots (benchmarks/report/*.png).
 
 Reads what the benchmark programs wrote to benchmarks/results/ (micro, compare,
-functions, converter, training, he, distributed, paillier, batchcrypt_codec),
+functions, converter, training, he, distributed, comparisons, paillier,
+batchcrypt_codec),
 the peers' rows (results/peers.json, written by the peer driver), the record
 of the last `make bench` (results/run.json, written by benchmarks/run_all.py)
 and the anchors' published figures (benchmarks/anchors.json, copied with their
@@ -36,6 +37,7 @@ PROGRAMS = {
     "functions": "benchmarks/functions.py", "converter": "benchmarks/converter.py",
     "training": "benchmarks/training.py", "he": "benchmarks/he.py",
     "distributed": "benchmarks/distributed.py", "paillier": "benchmarks/paillier.py",
+    "comparisons": "benchmarks/comparisons.py",
     "batchcrypt_codec": "benchmarks/batchcrypt_codec.py", "aead_gcm": "benchmarks/aead_gcm.py",
     "peers": "benchmarks/peers_run.py (results/peers.json)",
 }

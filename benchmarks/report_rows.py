@@ -328,7 +328,7 @@ def _times_measure(ts) -> Optional[Measure]:
 def group_distributed(res, A) -> List[Row]:
     d = res.get("distributed", {})
     st, sizes = d.get("settings", {}), d.get("sizes", {})
-    names = ("mul", "matmul", "less", "lenet5", "lr_step")
+    names = ("mul", "matmul", "less", "relu", "lenet5", "lr_step")
     if not st:
         why = "; ".join(f"{k}: {v}" for k, v in d.get("errors", {}).items())
         return [Row("mul, matmul, less, LeNet-5, LR step: embedded vs loopback, LAN, WAN", "s",
@@ -336,13 +336,22 @@ def group_distributed(res, A) -> List[Row]:
                     anchor_table=A)]
     rows = []
     emb = st.get("embedded", {}).get("workloads", {})
+    # the comparing workloads are timed once per comparison family
+    # ("less:bitwise"); results from before the families name them "less"
+    keys = []
     for name in names:
+        fams = [k for k in (f"{name}:{f}" for f in d.get("comparisons", ()))
+                if any(k in s.get("workloads", {}) for s in st.values())]
+        keys += fams or ([name] if name != "relu" or name in sizes else [])
+    for key in keys:
+        name, _, family = key.partition(":")
         size = sizes.get(name, "?")
         size_text = f"{size:,}" if isinstance(size, int) else str(size)
-        base = _times_measure(emb.get(name, {}).get("times_s"))
-        plain = _times_measure(emb.get(name, {}).get("plaintext_times_s"))
+        size_text += f", {family}" if family else ""
+        base = _times_measure(emb.get(key, {}).get("times_s"))
+        plain = _times_measure(emb.get(key, {}).get("plaintext_times_s"))
         for part in ("embedded", "loopback", "lan", "wan"):
-            w = st.get(part, {}).get("workloads", {}).get(name)
+            w = st.get(part, {}).get("workloads", {}).get(key)
             ours = _times_measure(w.get("times_s")) if w else None
             why = d.get("errors", {}).get(part) or d.get("skipped", {}).get(part)
             if w is None and not why and part not in (d.get("parts") or ()):
@@ -355,6 +364,39 @@ def group_distributed(res, A) -> List[Row]:
                 akeys = ["tfe_lr_step_b128" if part == "lan" else "tfe_lr_step_b128_wan"]
             rows.append(Row(f"{name} ({size_text}), {part}{rel}", "s", akeys, ours, status[:160],
                             plaintext=plain if part == "embedded" else None, anchor_table=A))
+    return rows
+
+
+def group_comparisons(res, A) -> List[Row]:
+    """benchmarks/comparisons.py: per ring and family, bytes per comparison
+    (against SPU SEMI2K's published cost model), comparisons per second at
+    the largest size, ReLU and LeNet-5 per image, embedded."""
+    c = res.get("comparisons", {})
+    if not c.get("rows"):
+        return [Row("comparison families: bytes per comparison, less, ReLU, LeNet-5", "B",
+                    ["spu_semi2k_bytes_per_cmp"], status=_missing(res, "comparisons"),
+                    anchor_table=A)]
+    rows = []
+    top = max(map(int, c["sizes"]))
+    for r in c["rows"]:
+        ring, fam = r["ring"], r["family"]
+        p = _pick(c.get("plaintext"), ring=ring) or {}
+        rows.append(Row(f"bytes per comparison, all phases, {fam}, {ring}-bit "
+                        f"({r['rounds']} rounds)", "B", ["spu_semi2k_bytes_per_cmp"],
+                        Measure(r["bytes_per_cmp"]), anchor_table=A))
+        less = r.get(f"less_{top}")
+        rows.append(Row(f"tp.less of {top:,}, {fam}, {ring}-bit", "1/s", [],
+                        stats_measure(less, rate_n=top) if less else None,
+                        plaintext=stats_measure(p.get(f"less_{top}"), rate_n=top),
+                        anchor_table=A))
+        rows.append(Row(f"ReLU of {c['relu_n']:,}, {fam}, {ring}-bit", "s", [],
+                        stats_measure(r.get("relu")), plaintext=stats_measure(p.get("relu")),
+                        anchor_table=A))
+        b = c["lenet_batch"]
+        rows.append(Row(f"LeNet-5 per image, batch {b}, {fam}, {ring}-bit "
+                        f"({r['lenet5']['bytes_per_image'] / 1e6:.2f} MB per image)", "s", [],
+                        stats_measure(r.get("lenet5"), per=b),
+                        plaintext=stats_measure(p.get("lenet5"), per=b), anchor_table=A))
     return rows
 
 
@@ -381,8 +423,16 @@ def groups(res: dict, anchors: Dict[str, dict]):
          "Peers here are python-paillier runs made by benchmarks/he.py in the same run." + he_q),
         ("Scalar product (seed 004)", group_scalar_product(res, anchors), he_q.strip() or None),
         ("Many-user vector sum (seed 002)", group_vector_sum(res, anchors), he_q.strip() or None),
+        ("Comparison families (garbled circuits, bitwise)", group_comparisons(res, anchors),
+         "benchmarks/comparisons.py: both families embedded, timed interleaved call by call; "
+         "bytes are what tp.stats counts between the servers for one tp.less of 10^5 (all "
+         "phases: garbling or the dealer's triples included). SPU's figure is its published "
+         "cost model, not a run."
+         + (quick if res.get("comparisons", {}).get("quick") else "")),
         ("Distributed vs embedded", group_distributed(res, anchors),
          "benchmarks/distributed.py: the same workloads embedded, on four server processes over "
-         "loopback, and on shaped LAN/WAN namespaces; the calls of each setting interleaved."
+         "loopback, and on shaped LAN/WAN namespaces; the calls of each setting interleaved, "
+         "and the comparing workloads (less, ReLU, LeNet-5) under each comparison family, "
+         "the families' calls interleaved too."
          + (quick if res.get("distributed", {}).get("quick") else "")),
     ]

@@ -45,6 +45,8 @@ PROGRAMS = [
     ("he", [], ["--quick"]),
     ("paillier", [], ["--bits=2048", "--n=64", "--scalar_n=20000", "--users=800"]),
     ("batchcrypt_codec", [], ["--values=100000", "--reps=3"]),
+    # the comparison families side by side, embedded, both rings (issue 26)
+    ("comparisons", [], ["--reps=1"]),
     # full sizes (--quick's are too small to compare), the two settings that need no root
     ("distributed", [], ["--parts=embedded,loopback", "--reps=3", "--budget_s=10"]),
     ("aead_gcm", [], ["--runs=3", "--sizes=1,16"]),

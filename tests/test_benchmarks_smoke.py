@@ -1,5 +1,5 @@
 """benchmarks/micro.py, compare.py, functions.py, converter.py, training.py,
-aead_gcm.py, paillier.py, batchcrypt_codec.py and distributed.py run end to end at
+aead_gcm.py, paillier.py, batchcrypt_codec.py, comparisons.py and distributed.py run end to end at
 tiny sizes (one ring), and the python-paillier helpers batchcrypt_phe.py and
 phe_tasks.py on a few values, so the benchmarks `make bench` runs cannot rot
 (he.py: tests/test_benchmarks_he.py; report.py and run_all.py:
@@ -32,6 +32,7 @@ RUNS = {
     "paillier": (["--bits=1024", "--n=8", "--phe_n=2", "--scalar_n=0", "--users=16"],
                  f"paillier_{os.cpu_count()}t.json"),
     "batchcrypt_codec": (["--values=2000", "--reps=1"], "batchcrypt_codec.json"),
+    "comparisons": (["--quick", "--rings=64"], "comparisons.json"),
 }
 
 
@@ -76,6 +77,14 @@ def test_benchmark_runs(name, tmp_path):
         assert all(r["tf_plaintext_us_per_elt"] > 0 for r in res["rows"])
     if name == "paillier":
         assert res["ops"]["1024"]["decrypt, CRT"] > 0 and res["workloads"]
+    if name == "comparisons":
+        rows = {r["family"]: r for r in res["rows"]}
+        assert sorted(rows) == ["bitwise", "garbled"] and res["plaintext"][0]["relu"]
+        # issue 26's bound on the bitwise family; the garbled one's 4 KB
+        assert rows["bitwise"]["bytes_per_cmp"] <= 400 and rows["bitwise"]["rounds"] <= 8
+        assert rows["garbled"]["bytes_per_cmp"] > 4000
+        for r in rows.values():
+            assert r["less_1000"]["median_s"] > 0 and r["lenet5"]["bytes_per_image"] > 0
     if name == "batchcrypt_codec":
         assert res["steps"]["encode = quantize + pack"]["s"] > 0
 
@@ -118,9 +127,18 @@ def test_distributed_benchmark_runs(tmp_path):
             # on the server by TF: the driver's links may carry less)
             if "client" not in pair:
                 assert w["wire_bytes"].get(pair, 0) >= nbytes, (name, pair, w["wire_bytes"])
-    assert res["settings"]["embedded"]["workloads"]["lenet5"]["plaintext_times_s"]
+    assert res["settings"]["embedded"]["workloads"]["lenet5:garbled"]["plaintext_times_s"]
+    # the comparing workloads ran under each family on the cluster too: the
+    # driver's tp.comparison scope reached the graphs the servers run
+    loop = res["settings"]["loopback"]["workloads"]
+    for name in ("less", "relu", "lenet5"):
+        g, b = loop[f"{name}:garbled"], loop[f"{name}:bitwise"]
+        assert b["comparisons"] == g["comparisons"] > 0, name
+        assert sum(b["channel_bytes"].values()) < sum(g["channel_bytes"].values()) / 5, name
+        assert b["channel_bytes"].get("S1->S2") and not g["channel_bytes"].get("S1->S2"), name
     md = (tmp_path / "distributed.md").read_text()
     assert "Loopback (four server processes) vs embedded" in md
+    assert "Comparison families side by side" in md
     assert (tmp_path / "distributed.png").stat().st_size > 0
 
 

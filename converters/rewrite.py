@@ -15,13 +15,15 @@ The training half (training.py) reuses `topo`, `src`, `node_problem` and
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.config import COMPARISONS
+from tf_privpy.protocols.mpc.runtime import context, cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.adapters import Node, Unsupported, Weight  # noqa: F401
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
@@ -55,6 +57,10 @@ class Policy:
         Softmax, LogSoftmax and the softmax of the cross-entropy gradients):
         "exact" or "fast" (comparison-free methods on stated domains,
         docs/numerics.md); None (default): the runtime config's.
+      comparison: the comparison protocol family of the converted model's
+        comparisons (ReLU, max-pooling, argmax, where...): "garbled" or
+        "bitwise" (docs/comparisons.md); None (default): the runtime's
+        (tp.Config(comparison=...) or an enclosing tp.comparison scope).
 
     Example:
       >>> tp.keras.convert_training(model, loss, opt, policy=tp.Policy(numerics_mode="fast"))
@@ -63,15 +69,30 @@ class Policy:
     inputs: str = "private"
     weights: str = "private"
     numerics_mode: Optional[str] = None
+    comparison: Optional[str] = None
 
     def __post_init__(self):
         for k in ("inputs", "weights"):
             if getattr(self, k) not in ("private", "public"):
                 raise ValueError(f"Policy.{k} must be 'private' or 'public', "
                                  f"got {getattr(self, k)!r}")
+        if self.comparison not in (None,) + COMPARISONS:
+            raise ValueError(f"Policy.comparison must be None (the runtime's) or one of "
+                             f"{COMPARISONS}, got {self.comparison!r}")
         if self.numerics_mode not in (None, "exact", "fast"):
             raise ValueError(f"Policy.numerics_mode must be None (the config's), 'exact' or "
                              f"'fast', got {self.numerics_mode!r}")
+
+    def comparisons(self):
+        """A scope in which the converted graph is built: the comparison
+        family the policy asks for, or the runtime's (a no-op scope)."""
+        if self.comparison is None:
+            return contextlib.nullcontext()
+        backend = context.get_handle().backend
+        if not hasattr(backend, "comparison"):
+            raise ValueError(f"Policy(comparison={self.comparison!r}) needs the privpy backend; "
+                             f"the runtime runs {backend.name!r}: drop the setting")
+        return backend.comparison(self.comparison)
 
     def numerics(self) -> Dict[str, str]:
         """The keyword arguments that carry numerics_mode to a function."""
@@ -319,12 +340,13 @@ def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
     env.nodes = {n.name: n for n in order}
     levels = _levels(traced, env.policy, order) if env.batch else [order]
     env.batched = {}
-    for level in levels:
-        done = _batch_level(level, values, env) if env.batch else set()
-        for n in level:
-            if n.op in _SKIP or (n.name, 0) in values or n.name in done:
-                continue
-            eval_node(n, traced, env, values)
+    with env.policy.comparisons():
+        for level in levels:
+            done = _batch_level(level, values, env) if env.batch else set()
+            for n in level:
+                if n.op in _SKIP or (n.name, 0) in values or n.name in done:
+                    continue
+                eval_node(n, traced, env, values)
     results = [values[src(o)] for o in traced.outputs]
     return [env.operand(r) if isinstance(r, Weight) else r for r in results]
 

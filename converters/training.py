@@ -338,6 +338,13 @@ def _consumed(graph_def) -> set:
 
 def evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
                   problems: Optional[List[Problem]] = None) -> List[Any]:
+    """`_evaluate_step` with the comparisons of the policy's family."""
+    with env.policy.comparisons():
+        return _evaluate_step(ts, env, inputs, problems)
+
+
+def _evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
+                   problems: Optional[List[Problem]] = None) -> List[Any]:
     """Replays the step on `inputs` (x, y: PrivateTensors or public
     tensors); updates the variables; returns the loss if traced with it.
 

@@ -177,6 +177,32 @@ def test_predict_is_one_traced_function_and_cost_equals_a_run(ring):
     assert "cost of one predict (batch 2)" in private.summary(batch_size=2)
 
 
+def test_the_policy_chooses_the_comparison_family(ring):
+    """Policy(comparison=...): the converted model's comparisons (ReLU,
+    max-pooling, argmax) run in that family whatever the runtime's default;
+    both give the same predictions, the bills differ as the families do."""
+    model = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((6, 6, 1)), L.Conv2D(2, 3, activation="relu"), L.MaxPooling2D(),
+        L.Flatten(), L.Dense(3)]))
+    x = np.random.default_rng(7).normal(size=(2, 6, 6, 1)).astype(np.float32)
+    out, bills = {}, {}
+    for family in ("garbled", "bitwise"):
+        private = tp.keras.convert(model, policy=tp.Policy(comparison=family))
+        bills[family] = private.cost(batch_size=2)
+        private.predict(x)   # traced once (the weights are shared then)
+        with tp.stats() as s:
+            y = private.predict(x)
+        out[family] = tp.reveal(y).numpy()
+        assert s.links == {k: tuple(v) for k, v in bills[family].links.items()}
+    cfg = tp.get_runtime().config    # both exact: they differ by the truncations only
+    runs = keras_tol(model, x, cfg.frac_bits, cfg.ring_bits, encoded=True)
+    assert np.all(np.abs(out["garbled"] - out["bitwise"]) <= 2 * runs)
+    assert bills["bitwise"].bytes < bills["garbled"].bytes / 5
+    assert ("S1", "S2") in bills["bitwise"].links and ("S1", "S2") not in bills["garbled"].links
+    with pytest.raises(ValueError, match="Policy.comparison must be"):
+        tp.Policy(comparison="fss")
+
+
 def test_public_weights_are_local_products(ring):
     model = seeded(lambda: tf.keras.Sequential([L.InputLayer((5,)), L.Dense(3)]))
     private = tp.keras.convert(model, policy=tp.Policy(weights="public"))

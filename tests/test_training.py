@@ -122,6 +122,27 @@ def test_one_step_matches_plaintext(ring, case, rng):
     assert np.allclose(got[0], want[0], atol=1e-5 + t.max())
 
 
+def test_the_policy_chooses_the_comparison_family(ring, rng):
+    """Policy(comparison="bitwise"): the step's ReLUs and their gradients'
+    bits are bitwise comparisons (S1 and S2 exchange messages; the garbled
+    family never does), the step as exact as plaintext's bound."""
+    build, loss, kind, acts, labels = STEP_CASES["mlp_cce"]
+    model = seeded(build)
+    x = rng.uniform(-1, 1, (8, 6)).astype(np.float32)
+    y = labels(rng)
+    w0 = model.get_weights()
+    trainer = tp.keras.convert_training(model, loss(), tf.keras.optimizers.SGD(LR),
+                                        policy=tp.Policy(comparison="bitwise"))
+    with tp.stats() as s:
+        trainer.step(x, y)
+    assert ("S1", "S2") in s.links
+    ref, _ = plaintext_training(model, loss(), [(x, y)])
+    tol = dense_sgd_step_tol(x, y, list(zip(w0[::2], w0[1::2])), acts, kind,
+                             float(np.float32(LR)), frac(), ring)
+    for g, w, t in zip(trainer.weights(reveal=True), ref.get_weights(), tol):
+        assert np.all(np.abs(g - w) <= t), (np.abs(g - w).max(), t.max())
+
+
 def test_momentum_several_steps_and_the_loss(ring, rng):
     model = seeded(_mlp_cce)
     batches = [(rng.uniform(-1, 1, (8, 6)).astype(np.float32), _onehot(rng, 8, 3))

@@ -44,6 +44,8 @@ flags.DEFINE_integer("bytes_n", 100_000, "comparisons whose tp.stats give bytes 
 flags.DEFINE_integer("reps", 3, "timed calls per family and workload (median, min, max)")
 flags.DEFINE_bool("quick", False, "tiny sizes, one call, an untrained LeNet-5 on random "
                   "images: checks that everything runs in seconds")
+flags.DEFINE_bool("resnet50", True, "the cost bill of ResNet50 (batch 1, 224x224, traced, not "
+                  "run) per family, in the first ring (about 20 s each; off with --quick)")
 flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for comparisons.json/.png")
 F = flags.FLAGS
 
@@ -159,6 +161,20 @@ def measure_ring(bits: int, fams: tuple, data: dict, res: dict) -> None:
     res["plaintext"].append(plain)
 
 
+def resnet50_bills(fams: tuple) -> dict:
+    """Issue 26's target: ResNet50's converted bill at batch 1, per family
+    (traced, nothing runs; tf.keras.applications.ResNet50(weights=None),
+    seeded): bytes, rounds, comparisons."""
+    import tensorflow as tf
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.applications.ResNet50(weights=None)
+    out = {}
+    for f in fams:
+        bill = tp.keras.convert(model, policy=tp.Policy(comparison=f)).cost(batch_size=1)
+        out[f] = {"bytes": bill.bytes, "rounds": bill.rounds, "comparisons": bill.comparisons}
+    return out
+
+
 def table(res: dict) -> tuple:
     """(title, header, rows) of the printed table."""
     sizes = list(map(int, res["sizes"]))
@@ -212,6 +228,10 @@ def main(argv):
            "loadavg_before": os.getloadavg()}
     for bits in map(int, F.rings):
         measure_ring(bits, fams, {"model": model, "images": images}, res)
+    if F.resnet50 and not F.quick:
+        tp.reset()
+        tp.init(tp.Config(ring_bits=int(F.rings[0])))
+        res["resnet50_bill"] = resnet50_bills(fams)
     res["seconds"] = time.perf_counter() - t_start
     res["loadavg_after"] = os.getloadavg()
     title, header, rows = table(res)
@@ -219,6 +239,10 @@ def main(argv):
           f"{res['loadavg_before'][0]:.1f} before, {res['loadavg_after'][0]:.1f} after; "
           f"{res['seconds']:.0f} s")
     print_table(title, header, rows)
+    for f, b in res.get("resnet50_bill", {}).items():
+        print(f"ResNet50 bill, batch 1, {F.rings[0]}-bit ring, {f}: {b['bytes'] / 1e9:.2f} GB, "
+              f"{b['rounds']} rounds, {b['comparisons']:,} comparisons (issue 26 target: "
+              "at most 5 GB)")
     write_json(os.path.join(F.out, "comparisons.json"), res)
     ring = int(F.rings[0])
     series = {}

@@ -66,13 +66,14 @@ def test_local_ops_stay_on_share_holders(ring):
 # hand-picked), traced in a tf.function and run eagerly on its registered
 # example: each op that reads a share or a protocol message runs on a server,
 # and every value that changes party goes through the channel
-# (tests/graphcheck.py). tp.share has no private input and garbling ahead
-# creates TF variables eagerly: both are covered by the tests above.
+# (tests/graphcheck.py). tp.share has no private input and garbling or dealing
+# ahead creates TF variables eagerly: covered by the tests above and by
+# test_comparisons_dealt_ahead_run_on_their_owners.
 import graphcheck  # noqa: E402
 from tf_privpy.protocols.mpc.runtime import placement  # noqa: E402
 from tf_privpy.protocols.mpc.api import registry  # noqa: E402
 
-NO_PRIVATE_INPUT = {"share", "garble_comparisons"}
+NO_PRIVATE_INPUT = {"share", "garble_comparisons", "prepare_comparisons"}
 OPS = sorted(op.name for op in registry.ops() if op.name not in NO_PRIVATE_INPUT)
 
 
@@ -116,6 +117,17 @@ def test_every_op_runs_on_its_owners_eagerly(name):
         fn(*private)
     assert rec.ran or name == "identity", "the recorder saw no op"
     assert not rec.violations, f"{name}:\n" + "\n".join(rec.violations[:20])
+
+
+def test_comparisons_dealt_ahead_run_on_their_owners():
+    """The bitwise family's set-up (T1 deals, S2 stores) and online phase,
+    eagerly: every op that reads a share or a message runs on its owner."""
+    x = tp.share(_A)
+    rec = graphcheck.EagerRecorder(tp.servers(), [x.share0, x.share1])
+    with rec.active(), tp.comparison("bitwise"):
+        prepared = tp.prepare_comparisons([2, 3])
+        tp.less(x, 0.0, pregarbled=prepared)
+    assert rec.ran and not rec.violations, "\n".join(rec.violations[:20])
 
 
 def _outputs(v):

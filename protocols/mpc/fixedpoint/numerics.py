@@ -17,8 +17,9 @@ Building blocks (all on `Shares`, through the Backend API only):
   `power_terms` schedules it by depth when the scale arrives a round late.
 
 Rounds are the one cost model's (runtime/cost.py): message hops on the
-critical path, 2 per batched private multiplication (cost.MUL_ROUNDS) and 2
-per batched comparison or circuit (cost.CIRCUIT_ROUNDS); "a multiplication
+critical path, 2 per batched private multiplication (cost.MUL_ROUNDS), 2
+per batched garbled circuit (cost.CIRCUIT_ROUNDS) and per batched comparison
+what the comparison family declares (garbled 2, bitwise 8); "a multiplication
 round" below is one such batched call. `measure` takes the rounds,
 products and comparisons from the protocols' declarations (cost.record);
 `CostTracker` only splits the longest path into multiplications and
@@ -438,7 +439,8 @@ class CostTracker:
 
     Every Shares value gets a depth: the critical path of rounds that
     produced it (a batched multiplication adds cost.MUL_ROUNDS, a batched
-    comparison or circuit cost.CIRCUIT_ROUNDS; local operations add none).
+    garbled circuit cost.CIRCUIT_ROUNDS, a batched comparison its family's
+    declared rounds; local operations add none).
     Values the tracker has not seen raise, so nothing is silently counted as free; register inputs first.
     Also counts elementwise products and comparisons.
     """
@@ -510,17 +512,22 @@ class CostTracker:
             self._set(o, (d[0] + C.MUL_ROUNDS, d[1] + C.MUL_ROUNDS, d[2]))
         return outs
 
-    def _circuit(self, x: Shares, out: Shares) -> Shares:
-        """A garbled comparator or circuit per element of x (out): one
-        comparison round, counted as one comparison per element
+    def _circuit(self, x: Shares, out: Shares, rounds: int = C.CIRCUIT_ROUNDS) -> Shares:
+        """A comparator or garbled circuit per element of x (out): `rounds`
+        on the critical path, counted as one comparison per element
         (cost.leading_one_cost, cost.thresholds_cost)."""
         d = self.depth(x)
         self.comparisons += self._size(x)
-        self._set(out, (d[0] + C.CIRCUIT_ROUNDS, d[1], d[2] + C.CIRCUIT_ROUNDS))
+        self._set(out, (d[0] + rounds, d[1], d[2] + rounds))
         return out
 
     def ltz(self, x: Shares, **kw) -> Shares:
-        return self._circuit(x, self._b.ltz(x, **kw))
+        # The rounds of the comparison family that runs (Config.comparison or
+        # a tp.comparison scope: the garbled comparator's 2, the bitwise
+        # protocol's 8), as the backend declares them; a backend declaring
+        # none (the plaintext oracle) is measured as the garbled comparator.
+        bill = self._b.ltz_bill(self._size(x), kw.get("pregarbled") is not None)
+        return self._circuit(x, self._b.ltz(x, **kw), bill.rounds or C.CIRCUIT_ROUNDS)
 
     def leading_one(self, x: Shares, columns, **kw) -> Shares:
         return self._circuit(x, self._b.leading_one(x, columns, **kw))
@@ -540,7 +547,7 @@ def measure(backend: Backend, fn, *inputs: Shares) -> Dict[str, float]:
     rounds, mrounds, crounds = tr.depth(out)
     n = tr._size(inputs[0])
     # The same rounds as the protocols' declarations (cost.MUL_ROUNDS,
-    # cost.CIRCUIT_ROUNDS per call); tests/test_cost_model.py checks that the
+    # cost.CIRCUIT_ROUNDS per circuit, the comparison family's per ltz); tests/test_cost_model.py checks that the
     # traced bill (cost.advance) agrees on the published functions.
     return {"out": out, "rounds": rounds, "mul_rounds": mrounds, "cmp_rounds": crounds,
             "products": tr.products / n, "comparisons": tr.comparisons / n}

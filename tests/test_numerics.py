@@ -20,9 +20,11 @@ import tensorflow as tf
 import tf_privpy as tp
 from conftest import activate_runtime, run
 from tf_privpy.protocols.mpc.api.ops import math_fns as M
+from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from tf_privpy.protocols.mpc.fixedpoint import lifted as L
 from tf_privpy.protocols.mpc.fixedpoint import numerics as N
 from tf_privpy.protocols.mpc.fixedpoint import series as S
+from tf_privpy.protocols.mpc.runtime import cost as C
 from tf_privpy.protocols.mpc.fixedpoint import range_reduction as R
 from tolerances import ulp
 
@@ -497,12 +499,22 @@ def test_range_reduction_setting_and_override(rt128):
     assert m["comparisons"] == 86
 
 
+def comparison_rounds(cfg) -> int:
+    """A comparison's rounds: the privpy backend's default family (bitwise);
+    the plaintext oracle's tracker counts the garbled comparator's."""
+    return bitwise.BITWISE_ROUNDS if cfg.backend == "privpy" else C.CIRCUIT_ROUNDS
+
+
 @pytest.mark.parametrize("name,fn,ref", [("sigmoid", M.sigmoid, G._sig), ("tanh", M.tanh, np.tanh)])
 def test_sigmoid_tanh_methods(rt, name, fn, ref):
     """Plain pieces (default) and folded pieces, with the breakpoints found
     by the window-thresholds circuit (threshold_bits "circuit", default: one
     circuit per element, folded: and the sign) or by comparators (13 against
-    7 per element): same targets, exact saturation, 3 against 4 rounds."""
+    7 per element): same targets, exact saturation. Rounds, with R a
+    comparison's (the default bitwise family's 8; the garbled family's 2):
+    plain max(4, R) + 2 with comparators (the powers' 4 beside them, then
+    the selection), 6 with the circuit; folded max(4, R + 2 + T) + 2 (the
+    sign, |x|'s product, then T = the circuit's 2 or a comparator's R)."""
     cfg = tp.get_runtime().config
     bound = cfg.bound
     assert cfg.function_setting(name, "method") == "piecewise_poly"
@@ -511,9 +523,11 @@ def test_sigmoid_tanh_methods(rt, name, fn, ref):
     big = [-(bound - 1), -1000.0, -11.5, 11.0, 1000.0, bound - 1]
     sat = [0, 0, 0, 1, 1, 1] if name == "sigmoid" else [-1, -1, -1, 1, 1, 1]
     try:
-        for tb, counts in (("circuit", {"folded_piecewise_poly": (8, 2), "piecewise_poly": (6, 1)}),
-                           ("comparisons", {"folded_piecewise_poly": (8, 7),
-                                            "piecewise_poly": (6, 13)})):
+        r, t = comparison_rounds(cfg), C.CIRCUIT_ROUNDS
+        for tb, counts in (("circuit", {"folded_piecewise_poly": (max(4, r + 2 + t) + 2, 2),
+                                        "piecewise_poly": (6, 1)}),
+                           ("comparisons", {"folded_piecewise_poly": (max(4, r + 2 + r) + 2, 7),
+                                            "piecewise_poly": (max(4, r) + 2, 13)})):
             tp.reset()
             tp.init(tp.Config(ring_bits=rt, backend=cfg.backend,
                               functions={"common": {"threshold_bits": tb}}))
@@ -543,12 +557,19 @@ def test_sigmoid_tanh_methods(rt, name, fn, ref):
 
 def test_exp_threshold_bits(rt128):
     """exp under "leading_one": its pieces by one window-thresholds circuit
-    (threshold_bits "circuit": 1 comparison per element, 1 comparison round)
-    or, with "comparisons", by the binary search; same targets."""
+    (threshold_bits "circuit": 1 comparison per element, one circuit's 2
+    rounds) or, with "comparisons", by the binary search (7 comparisons per
+    element); same targets. The binary search's path holds five comparison
+    calls and three products: 5 R + 6 rounds for R a comparison's. With the
+    garbled comparator (R = 2) it ties at 16 with the products' path (12 +
+    two comparisons' 4), which the tracker reports; with the bitwise
+    family's R = 8 it is the critical path (46 rounds, 40 of comparisons)."""
     cfg = tp.get_runtime().config
     x = on_grid(np.linspace(-20, 10, 1501))
     try:
-        for tb, (cmps, crounds) in (("circuit", (1, 2)), ("comparisons", (7, 4))):
+        r = comparison_rounds(cfg)
+        search = 4 if r == C.CIRCUIT_ROUNDS else 5 * r
+        for tb, (cmps, crounds) in (("circuit", (1, C.CIRCUIT_ROUNDS)), ("comparisons", (7, search))):
             tp.reset()
             tp.init(tp.Config(ring_bits=128, backend=cfg.backend,
                               functions={"common": {"threshold_bits": tb}}))

@@ -207,3 +207,23 @@ def test_a_dealer_stream_out_of_step_is_refused(ring_case, pair):
     with pytest.raises(tf.errors.InvalidArgumentError, match="out of step"):
         with tp.comparison("bitwise"):
             tp.reveal(tp.less(x, 0.0))
+
+
+def test_bill_of_a_call_of_unknown_size_equals_counts(ring_case):
+    """A comparison traced without its size (a graph loop's body: the sort
+    loop's layers) has S1 send the size to the dealer; the bill such callers
+    declare (backend.ltz_bill) counts that message. Before, the sort loop's
+    bill missed it once per layer (test_sort_loop's
+    test_loop_bill_equals_counters: S1->T1 21 messages declared, 42 sent)."""
+    b = tp.get_runtime().backend
+    x = tp.share(np.linspace(-3, 3, 100))
+    s = (x.share0, x.share1)
+    spec = tf.TensorSpec([None] + s[0].shape[1:].as_list(), s[0].dtype)
+    with tp.comparison("bitwise"):
+        f = tf.function(lambda a, c: b.ltz((a, c)), input_signature=[spec, spec])
+        f(*s)
+        with tp.stats() as counted:
+            f(*s)
+        bill = b.ltz_bill(100)
+    assert {k: tuple(v) for k, v in bill.links.items()} == counted.links
+    assert (bill.rounds, bill.comparisons) == (counted.rounds, counted.comparisons)

@@ -46,7 +46,9 @@ class BitwiseBackend(PrivPyBackend):
     def ltz_bill(self, n: int, pregarbled: bool = False):
         if pregarbled or self.comparison_family == "garbled":
             return super().ltz_bill(n, pregarbled)
-        return protocol.ltz_cost(n, self.bits)
+        # a bill is for a call in a graph loop, declared outside it (see
+        # Backend.mul_bill): its trace does not know n, S1 sends it to T1
+        return protocol.ltz_cost(n, self.bits, size_unknown=True)
 
     def ltz(self, x, pregarbled=None, integer: bool = False):
         if pregarbled is not None or self.comparison_family == "garbled":

@@ -46,15 +46,21 @@ BLOCK = 64
 #: comparison while it works (both servers' stream words), so bigger batches
 #: go in chunks whose dealing runs one after another (their rounds overlap)
 CHUNK = 1 << 21
+#: the batch size S1 sends the dealer when the trace does not know it (int64)
+SIZE_BYTES = 8
 
 
-def ltz_cost(n: int, ring_bits: int) -> C.Cost:
+def ltz_cost(n: int, ring_bits: int, size_unknown: bool = False) -> C.Cost:
     """What a bitwise comparison of n elements sends (declared beside the
     protocol; tests/test_bitwise.py checks it against the channel's
-    counters): chunks of CHUNK side by side."""
+    counters): chunks of CHUNK side by side. size_unknown: the trace does
+    not know n (a graph loop's body, e.g. the sort loop's layers), so S1
+    tells the dealer (one 8-byte header; such a call is one chunk)."""
     c = C.Cost()
     for start in range(0, max(n, 1), CHUNK):
         c = c.beside(_chunk_cost(min(CHUNK, n - start), ring_bits))
+    if size_unknown:
+        c.send("S1", DEALER, SIZE_BYTES)
     return c
 
 

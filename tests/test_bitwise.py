@@ -84,10 +84,14 @@ def test_every_comparison_user_matches_the_garbled_family(case, fn):
 def test_the_scope_chooses_and_the_config_defaults(ring_case):
     """tp.comparison picks the family per call; the bill says which ran."""
     x = tp.share(np.arange(10.0) - 5)
-    with cost.record() as garbled:
+    with tp.comparison("garbled"), cost.record() as garbled:
         tp.nn.relu(x)
     with tp.comparison("bitwise"), cost.record() as bitwise:
         tp.nn.relu(x)
+    with cost.record() as default:   # protocols/defaults.json: "bitwise"
+        tp.nn.relu(x)
+    assert tp.get_runtime().config.comparison == "bitwise"
+    assert (default.rounds, default.links) == (bitwise.rounds, bitwise.links)
     # ReLU: one comparison, one multiplication
     assert bitwise.rounds - garbled.rounds == protocol.BITWISE_ROUNDS - cost.CIRCUIT_ROUNDS
     assert bitwise.bytes < garbled.bytes / 5

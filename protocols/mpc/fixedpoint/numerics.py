@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from ..bitwise import protocol as bitwise_protocol
 from ..privpy import compare
 from . import fast_numerics
 from ..runtime import cost as C
@@ -434,6 +435,10 @@ def log_softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[in
 
 
 # ------------------------------------------------------------- cost tracker
+#: a batched comparison's rounds by family (Config.comparison)
+FAMILY_ROUNDS = {"garbled": C.CIRCUIT_ROUNDS, "bitwise": bitwise_protocol.BITWISE_ROUNDS}
+
+
 class CostTracker:
     """A Backend proxy that measures what a computation costs.
 
@@ -525,9 +530,11 @@ class CostTracker:
         # The rounds of the comparison family that runs (Config.comparison or
         # a tp.comparison scope: the garbled comparator's 2, the bitwise
         # protocol's 8), as the backend declares them; a backend declaring
-        # none (the plaintext oracle) is measured as the garbled comparator.
+        # none (the plaintext oracle, which tools/gen_numerics_doc.py measures
+        # with) is measured as the configured family.
         bill = self._b.ltz_bill(self._size(x), kw.get("pregarbled") is not None)
-        return self._circuit(x, self._b.ltz(x, **kw), bill.rounds or C.CIRCUIT_ROUNDS)
+        rounds = bill.rounds or FAMILY_ROUNDS[self._b.cfg.comparison]
+        return self._circuit(x, self._b.ltz(x, **kw), rounds)
 
     def leading_one(self, x: Shares, columns, **kw) -> Shares:
         return self._circuit(x, self._b.leading_one(x, columns, **kw))

@@ -84,10 +84,14 @@ def test_every_comparison_user_matches_the_garbled_family(case, fn):
 def test_the_scope_chooses_and_the_config_defaults(ring_case):
     """tp.comparison picks the family per call; the bill says which ran."""
     x = tp.share(np.arange(10.0) - 5)
-    with cost.record() as garbled:
+    with tp.comparison("garbled"), cost.record() as garbled:
         tp.nn.relu(x)
     with tp.comparison("bitwise"), cost.record() as bitwise:
         tp.nn.relu(x)
+    with cost.record() as default:   # protocols/defaults.json: "bitwise"
+        tp.nn.relu(x)
+    assert tp.get_runtime().config.comparison == "bitwise"
+    assert (default.rounds, default.links) == (bitwise.rounds, bitwise.links)
     # ReLU: one comparison, one multiplication
     assert bitwise.rounds - garbled.rounds == protocol.BITWISE_ROUNDS - cost.CIRCUIT_ROUNDS
     assert bitwise.bytes < garbled.bytes / 5
@@ -234,3 +238,23 @@ def test_triples_dealt_ahead_leave_only_the_servers_rounds(case):
         f(px)
     with pytest.raises(ValueError, match="prepared for 70 elements"):
         tp.less(tp.share(np.zeros(3)), 0.0, pregarbled=prepared)
+
+
+def test_bill_of_a_call_of_unknown_size_equals_counts(ring_case):
+    """A comparison traced without its size (a graph loop's body: the sort
+    loop's layers) has S1 send the size to the dealer; the bill such callers
+    declare (backend.ltz_bill) counts that message. Before, the sort loop's
+    bill missed it once per layer (test_sort_loop's
+    test_loop_bill_equals_counters: S1->T1 21 messages declared, 42 sent)."""
+    b = tp.get_runtime().backend
+    x = tp.share(np.linspace(-3, 3, 100))
+    s = (x.share0, x.share1)
+    spec = tf.TensorSpec([None] + s[0].shape[1:].as_list(), s[0].dtype)
+    with tp.comparison("bitwise"):
+        f = tf.function(lambda a, c: b.ltz((a, c)), input_signature=[spec, spec])
+        f(*s)
+        with tp.stats() as counted:
+            f(*s)
+        bill = b.ltz_bill(100)
+    assert {k: tuple(v) for k, v in bill.links.items()} == counted.links
+    assert (bill.rounds, bill.comparisons) == (counted.rounds, counted.comparisons)

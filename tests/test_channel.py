@@ -125,11 +125,15 @@ def test_the_check_can_fail_and_passes_in_step(ring_case):
 
 
 def test_comparison_detects_desync(ring_case):
-    ring = ring_case.ring
+    """The garbled comparator draws its labels from the S1-S2 stream: pinned
+    to that family (the bitwise family uses no S1-S2 stream; its dealer
+    streams' checks are tests/test_bitwise.py's
+    test_a_dealer_stream_out_of_step_is_refused)."""
     x = tp.share(np.linspace(-2, 2, 8))
     tp.get_runtime().runtime.nonce("S1", "S2", "S2")
     with pytest.raises(tf.errors.InvalidArgumentError, match="S1-S2 PRG stream is out of step"):
-        tp.less(x, 0.0)
+        with tp.comparison("garbled"):
+            tp.less(x, 0.0)
 
 
 # ----------------------------------------------------------------- devices

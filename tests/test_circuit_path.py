@@ -57,7 +57,8 @@ def test_no_protocol_is_chosen_by_backend_name():
 
 
 @pytest.mark.parametrize("call,home", [
-    ("check_stream(", ("runtime.py", "channel.py", "assist.py")),  # the assistant's checks
+    # the assistants' checks (assist.py), the bitwise dealer's (bitwise/protocol.py)
+    ("check_stream(", ("runtime.py", "channel.py", "assist.py", "protocol.py")),
     ("bit_share_assist(", ("circuits.py", "kernels.py")),          # a circuit's re-sharing
     ("garble_and_ship(", ("circuits.py", "garbled.py")),
 ])
@@ -69,9 +70,10 @@ def test_each_protocol_step_is_written_once(call, home):
 
 def test_comparison_leading_one_and_thresholds_share_one_path(monkeypatch):
     """Each protocol runs circuits.run once, and each of its two assistant
-    rounds (and each multiplication's) is one assist.send_to_assistant."""
+    rounds (and each multiplication's) is one assist.send_to_assistant.
+    Pinned to the garbled family (its comparator is one of the circuits)."""
     tp.reset()
-    tp.init(tp.Config(ring_bits=64))
+    tp.init(tp.Config(ring_bits=64, comparison="garbled"))
     try:
         be = tp.get_runtime().backend
         runs, sends = [], []

@@ -252,8 +252,10 @@ def test_tf_dispatch_of_nonlinear_functions(rng):
 
 @pytest.mark.parametrize("bits", [128, 64])
 def test_big_batches_run_in_chunks(bits, mode):
+    """Config.comparison_batch chunks the garbled comparator (pinned to that
+    family; the bitwise family's chunks: tests/test_bitwise.py)."""
     tp.reset()
-    tp.init(tp.Config(ring_bits=bits, comparison_batch=16))
+    tp.init(tp.Config(ring_bits=bits, comparison="garbled", comparison_batch=16))
     try:
         cfg = tp.get_runtime().config
         x = exact(cfg, np.random.default_rng(5).normal(0, 100, (5, 11)))

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
+from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
 from tolerances import keras_tol
 
@@ -246,8 +247,11 @@ def test_command_line_prints_summary_and_every_unsupported_node(tmp_path):
         capture_output=True, text=True, timeout=300)
     r = run(tmp_path / "good.keras", "--batch-size", "10")
     assert r.returncode == 0, r.stderr
-    assert "cost of one predict (batch 10): 9 rounds, 80 multiplications, 30 comparisons" \
-        in r.stdout
+    # rounds: the client's input shares 1, Dense 2, the ReLU's comparison
+    # (the default bitwise family's 8) and its select 2, Dense 2
+    rounds = 1 + 2 + bitwise.BITWISE_ROUNDS + 2 + 2
+    assert f"cost of one predict (batch 10): {rounds} rounds, 80 multiplications, " \
+        "30 comparisons" in r.stdout
     r = run(tmp_path / "bad.keras")
     assert r.returncode == 1
     assert "[Elu]" in r.stderr and "[Selu]" in r.stderr and "2 node(s)" in r.stderr

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
+from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from tf_privpy.protocols.mpc.runtime import cost as C
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,18 +61,30 @@ def test_rounds_are_the_critical_path(ring):
     """Independent calls overlap, dependent ones add (Cost.then / beside),
     in the bill and in tp.stats alike; eagerly each call runs after the last."""
     x, y = tp.share([1.0, 2.0]), tp.share([3.0, 4.0])
-    mul, cmp = C.mul_cost([2], [2], [2], ring), C.ltz_chunk_cost(2, ring)
+    # the default comparison family's declaration (bitwise: 8 rounds, beside
+    # the product's 2; tests/test_bitwise.py checks it against the channel)
+    mul, cmp = C.mul_cost([2], [2], [2], ring), bitwise.ltz_cost(2, ring)
     par = lambda a, b: (a * b, tp.less(a, b))              # noqa: E731
     seq = lambda a, b: tp.less(a * b, b)                  # noqa: E731
-    assert tp.cost(par, x, y).rounds == mul.beside(cmp).rounds == 2
-    assert tp.cost(seq, x, y).rounds == mul.then(cmp).rounds == 4
-    assert _run_counted(par, (x, y)).rounds == 2
+    R = bitwise.BITWISE_ROUNDS
+    assert tp.cost(par, x, y).rounds == mul.beside(cmp).rounds == R
+    assert tp.cost(seq, x, y).rounds == mul.then(cmp).rounds == C.MUL_ROUNDS + R
+    assert _run_counted(par, (x, y)).rounds == R
     with tp.stats() as eager:
         par(x, y)
-    assert eager.rounds == 4
-    # sigmoid: the window-thresholds circuit beside the products (numerics.md)
+    assert eager.rounds == C.MUL_ROUNDS + R
+    # the garbled family: its 2 rounds overlap the product's 2
+    with tp.comparison("garbled"):
+        assert tp.cost(par, x, y).rounds == mul.beside(C.ltz_chunk_cost(2, ring)).rounds == 2
+        assert tp.cost(seq, x, y).rounds == 4
+    # sigmoid: its breakpoints beside the products (numerics.md), as one
+    # batch of bitwise comparisons under the default family (its 13
+    # comparisons are under functions.common.bitwise_circuits' limit) and
+    # as ONE garbled window-thresholds circuit under the garbled family
     s = tp.share(np.linspace(-3, 3, 6))
-    assert tp.cost(tp.sigmoid, s).rounds == _run_counted(tp.sigmoid, (s,)).rounds == 6
+    assert tp.cost(tp.sigmoid, s).rounds == _run_counted(tp.sigmoid, (s,)).rounds == R + 2
+    with tp.comparison("garbled"):
+        assert tp.cost(tp.sigmoid, s).rounds == _run_counted(tp.sigmoid, (s,)).rounds == 6
 
 
 def _numerics_rounds():

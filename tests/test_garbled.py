@@ -160,7 +160,8 @@ def test_refused_run_advances_no_stream(ring, mode):
         with pytest.raises(tf.errors.InvalidArgumentError, match=USED):
             f(px)
     assert stream_counters() == before
-    np.testing.assert_array_equal(tp.less(px, 1.0).reveal(), X < 1.0)
+    with tp.comparison("garbled"):   # the garbled comparator's streams still agree
+        np.testing.assert_array_equal(tp.less(px, 1.0).reveal(), X < 1.0)
 
 
 def test_racing_consumers_exactly_one_succeeds(ring):

@@ -20,9 +20,12 @@ import tensorflow as tf
 import tf_privpy as tp
 from conftest import activate_runtime, run
 from tf_privpy.protocols.mpc.api.ops import math_fns as M
+from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
+from tf_privpy.protocols.mpc.bitwise import backend as BW
 from tf_privpy.protocols.mpc.fixedpoint import lifted as L
 from tf_privpy.protocols.mpc.fixedpoint import numerics as N
 from tf_privpy.protocols.mpc.fixedpoint import series as S
+from tf_privpy.protocols.mpc.runtime import cost as C
 from tf_privpy.protocols.mpc.fixedpoint import range_reduction as R
 from tolerances import ulp
 
@@ -269,7 +272,10 @@ def test_published_costs_match_instrumentation():
         tp.init()
     # the issue's round budget: fewer than PrivPy's 50 for sigmoid; 3 with the
     # default "piecewise_poly" (one window-thresholds circuit), 4 folded
-    assert doc["sigmoid"][128][0] <= 6 and doc["tanh"][128][0] <= 6   # 2 per batched call
+    # the breakpoints' comparisons (one bitwise batch, 8 rounds, under the
+    # default family) beside the powers, then the selection
+    limit = bitwise.BITWISE_ROUNDS + 2
+    assert doc["sigmoid"][128][0] <= limit and doc["tanh"][128][0] <= limit
 
 
 def test_rounds_are_the_critical_path():
@@ -287,7 +293,10 @@ def test_rounds_are_the_critical_path():
             return be.mul(be.add(a, c), d)
 
         m = N.measure(b, two_parallel_then_one, s)
-        assert (m["rounds"], m["mul_rounds"], m["cmp_rounds"]) == (4, 4, 0)   # 2 per mul
+        # 2 per mul; the comparison (the default bitwise family's 8 rounds)
+        # is longer than the products beside it: it, then the last product
+        r = N.FAMILY_ROUNDS["bitwise"]
+        assert (m["rounds"], m["mul_rounds"], m["cmp_rounds"]) == (r + 2, 2, r)
         assert m["products"] == 3 and m["comparisons"] == 1
         tr = N.CostTracker(b)
         with pytest.raises(KeyError, match="unknown origin"):
@@ -397,13 +406,18 @@ def test_range_reduction_comparison_counts(ring):
             bs = G.costs(name, ring, range_reduction="binary_search")
             th = G.costs(name, ring, range_reduction="thresholds")
             assert (bs["comparisons"], th["comparisons"]) == (want_bs, want_th), name
-            assert th["cmp_rounds"] == 2 and 1 <= bs["cmp_rounds"] <= bs["rounds"]
+            # thresholds: one batched comparison (the default family's rounds)
+            assert th["cmp_rounds"] == N.FAMILY_ROUNDS["bitwise"]
+            assert 1 <= bs["cmp_rounds"] <= bs["rounds"]
             # one leading-one circuit per element (log: and one comparison); exp:
             # one window-thresholds circuit
             lo = G.costs(name, ring, range_reduction="leading_one")
             assert lo["comparisons"] == (2 if name == "log" else 1), name
             assert lo["rounds"] < bs["rounds"] and lo["products"] < bs["products"], name
-            assert lo["cmp_rounds"] == 2, name
+            # log: its half-octave comparison follows the circuit on the
+            # critical path under the bitwise family's 8 rounds
+            want = 2 + N.FAMILY_ROUNDS["bitwise"] if name == "log" else 2
+            assert lo["cmp_rounds"] == want, name
         # unsigned reciprocal: no sign comparison
         for rr, want in (("binary_search", 7), ("thresholds", 43 if ring == 128 else 31)):
             _init_rr(ring, "plaintext", rr)
@@ -497,12 +511,22 @@ def test_range_reduction_setting_and_override(rt128):
     assert m["comparisons"] == 86
 
 
+def comparison_rounds(cfg) -> int:
+    """A comparison's rounds in the configured family (the default bitwise
+    8, garbled 2); the plaintext oracle's tracker counts the same."""
+    return {"bitwise": bitwise.BITWISE_ROUNDS, "garbled": C.CIRCUIT_ROUNDS}[cfg.comparison]
+
+
 @pytest.mark.parametrize("name,fn,ref", [("sigmoid", M.sigmoid, G._sig), ("tanh", M.tanh, np.tanh)])
 def test_sigmoid_tanh_methods(rt, name, fn, ref):
     """Plain pieces (default) and folded pieces, with the breakpoints found
     by the window-thresholds circuit (threshold_bits "circuit", default: one
     circuit per element, folded: and the sign) or by comparators (13 against
-    7 per element): same targets, exact saturation, 3 against 4 rounds."""
+    7 per element): same targets, exact saturation. Rounds, with R a
+    comparison's (the default bitwise family's 8; the garbled family's 2):
+    plain max(4, R) + 2 with comparators (the powers' 4 beside them, then
+    the selection), max(4, T) + 2 with the circuit; folded max(4, R + 2 + T) + 2 (the
+    sign, |x|'s product, then T = the circuit's 2 or a comparator's R)."""
     cfg = tp.get_runtime().config
     bound = cfg.bound
     assert cfg.function_setting(name, "method") == "piecewise_poly"
@@ -511,9 +535,15 @@ def test_sigmoid_tanh_methods(rt, name, fn, ref):
     big = [-(bound - 1), -1000.0, -11.5, 11.0, 1000.0, bound - 1]
     sat = [0, 0, 0, 1, 1, 1] if name == "sigmoid" else [-1, -1, -1, 1, 1, 1]
     try:
-        for tb, counts in (("circuit", {"folded_piecewise_poly": (8, 2), "piecewise_poly": (6, 1)}),
-                           ("comparisons", {"folded_piecewise_poly": (8, 7),
-                                            "piecewise_poly": (6, 13)})):
+        # T: the window-thresholds circuit's rounds for the folded 7 and the
+        # plain 13 breakpoints: under the bitwise family as one batch of
+        # comparisons (within functions.common.bitwise_circuits' limit)
+        r = comparison_rounds(cfg)
+        t7, t13 = (BW.circuit_rounds(cfg, "thresholds", k) for k in (7, 13))
+        for tb, counts in (("circuit", {"folded_piecewise_poly": (max(4, r + 2 + t7) + 2, 2),
+                                        "piecewise_poly": (max(4, t13) + 2, 1)}),
+                           ("comparisons", {"folded_piecewise_poly": (max(4, r + 2 + r) + 2, 7),
+                                            "piecewise_poly": (max(4, r) + 2, 13)})):
             tp.reset()
             tp.init(tp.Config(ring_bits=rt, backend=cfg.backend,
                               functions={"common": {"threshold_bits": tb}}))
@@ -543,12 +573,20 @@ def test_sigmoid_tanh_methods(rt, name, fn, ref):
 
 def test_exp_threshold_bits(rt128):
     """exp under "leading_one": its pieces by one window-thresholds circuit
-    (threshold_bits "circuit": 1 comparison per element, 1 comparison round)
-    or, with "comparisons", by the binary search; same targets."""
+    (threshold_bits "circuit": 1 comparison per element, one circuit's 2
+    rounds) or, with "comparisons", by the binary search (7 comparisons per
+    element); same targets. The binary search's path holds five comparison
+    calls and three products: 5 R + 6 rounds for R a comparison's. With the
+    garbled comparator (R = 2) it ties at 16 with the products' path (12 +
+    two comparisons' 4), which the tracker reports; with the bitwise
+    family's R = 8 it is the critical path (46 rounds, 40 of comparisons)."""
     cfg = tp.get_runtime().config
     x = on_grid(np.linspace(-20, 10, 1501))
     try:
-        for tb, (cmps, crounds) in (("circuit", (1, 2)), ("comparisons", (7, 4))):
+        r = comparison_rounds(cfg)
+        search = 4 if r == C.CIRCUIT_ROUNDS else 5 * r
+        for tb, (cmps, crounds) in (("circuit", (1, C.CIRCUIT_ROUNDS)),
+                                    ("comparisons", (7, search))):
             tp.reset()
             tp.init(tp.Config(ring_bits=128, backend=cfg.backend,
                               functions={"common": {"threshold_bits": tb}}))

@@ -19,10 +19,19 @@ import tf_privpy as tp
 from conftest import run
 
 PARTIES = ("S1", "S2", "T1", "T2", "client")
-#: protocol steps and the parties that run them (DESIGN §5, §6)
-WHERE = {"mul_mask": {"S1", "S2"}, "mul_assist": {"T1", "T2"}, "mul_finish": {"S1", "S2"},
-         "gc_garble": {"S1"}, "gc_evaluate": {"T1", "T2"}, "gc_encode": {"S1", "S2"},
-         "bit_share_assist": {"T1", "T2"}, "bit_unmask": {"S1", "S2"}}
+#: protocol steps and the parties that run them (DESIGN §5, §6), by the
+#: comparison family a product and a ReLU ran with (Config.comparison)
+_MUL = {"mul_mask": {"S1", "S2"}, "mul_assist": {"T1", "T2"}, "mul_finish": {"S1", "S2"}}
+WHERE_BY_FAMILY = {
+    "garbled": dict(_MUL, gc_garble={"S1"}, gc_evaluate={"T1", "T2"}, gc_encode={"S1", "S2"},
+                    bit_share_assist={"T1", "T2"}, bit_unmask={"S1", "S2"}),
+    "bitwise": dict(_MUL, bw_deal={"T1"}, bw_input={"S1", "S2"}, bw_step={"S1", "S2"},
+                    bw_finish={"S1", "S2"}, gc_garble=set(), gc_evaluate=set()),
+}
+#: the garbled family's (tests/test_tensorboard_page.py: the README's picture)
+WHERE = WHERE_BY_FAMILY["garbled"]
+#: kernel-time family of each comparison family's kernels (profile_rows.family)
+TIME_FAMILY = {"garbled": "gc", "bitwise": "bitwise"}
 
 
 def viewer_rows(xplane_paths):
@@ -51,22 +60,23 @@ def party_rows(rows):
     return out
 
 
-def check_rows(by_party):
+def check_rows(by_party, family="garbled"):
     assert set(by_party) == set(PARTIES)
-    for step, parties in WHERE.items():
+    for step, parties in WHERE_BY_FAMILY[family].items():
         ran = {p for p, c in by_party.items() if c[step]}
         assert ran == parties, (step, ran)
 
 
-def test_one_row_per_party_with_the_protocol_steps(tmp_path, mode):
+@pytest.mark.parametrize("family", sorted(WHERE_BY_FAMILY))
+def test_one_row_per_party_with_the_protocol_steps(tmp_path, mode, family):
     x, w = tp.share([[1.0, 2.0]]), tp.share([[0.5], [0.25]])
     y = tp.share([1.0, -2.0, 3.0])
-    with tp.profile(tmp_path) as prof:
+    with tp.profile(tmp_path) as prof, tp.comparison(family):
         z, r = run(mode, lambda a, b, c: (a @ b, tp.nn.relu(c)), x, w, y)
     np.testing.assert_allclose(tp.reveal(r).numpy(), [1.0, 0.0, 3.0])
     assert prof.run_dir.startswith(os.path.join(str(tmp_path), "plugins", "profile"))
     assert prof.xplane_paths and all(p.endswith(".xplane.pb") for p in prof.xplane_paths)
-    check_rows(party_rows(viewer_rows(prof.xplane_paths)))
+    check_rows(party_rows(viewer_rows(prof.xplane_paths)), family)
     # the non-streaming trace viewer's Trace proto names the same processes
     trace = trace_events_pb2.Trace()
     trace.ParseFromString(_pywrap_profiler.xspace_to_tools_data(
@@ -75,10 +85,10 @@ def test_one_row_per_party_with_the_protocol_steps(tmp_path, mode):
             if d.name.startswith("/device:CUSTOM:")} == set(PARTIES)
     # the Chrome trace-event copy: one process per party, named by the party
     with gzip.open(prof.trace_json, "rt") as f:
-        check_rows(rows_of(json.load(f)["traceEvents"]))
+        check_rows(rows_of(json.load(f)["traceEvents"]), family)
     step, = prof.steps
     assert (step.stats.multiplications, step.stats.comparisons) == (1 + 3, 3)
-    assert step.time_ms["mul"] > 0 and step.time_ms["gc"] > 0
+    assert step.time_ms["mul"] > 0 and step.time_ms[TIME_FAMILY[family]] > 0
     assert set(step.party_time_ms) == {"S1", "S2", "T1", "T2"}
 
 
@@ -120,7 +130,7 @@ def test_converted_model_scalars_equal_its_cost_bill_and_graph_is_written(tmp_pa
             assert got[f"tf_privpy/bytes/{src}->{dst}"][step] == nbytes
             assert got[f"tf_privpy/messages/{src}->{dst}"][step] == msgs
         assert got["tf_privpy/time_ms/mul"][step] > 0
-        assert got["tf_privpy/time_ms/gc"][step] > 0
+        assert got["tf_privpy/time_ms/bitwise"][step] > 0   # the default comparison family
     links = {t for t in got if t.startswith("tf_privpy/bytes/")}
     assert links == {f"tf_privpy/bytes/{s}->{d}" for s, d in bill.links}
     # the rewritten graph, each op on its party's device (Graphs tab)
@@ -128,7 +138,7 @@ def test_converted_model_scalars_equal_its_cost_bill_and_graph_is_written(tmp_pa
     placed = {n.device for n in g.node}
     for party in ("S1", "S2", "T1", "T2"):
         assert tp.servers()[party] in placed, party
-    check_rows(party_rows(viewer_rows(prof.xplane_paths)))
+    check_rows(party_rows(viewer_rows(prof.xplane_paths)), "bitwise")
 
 
 def test_profile_errors(tmp_path):

@@ -22,7 +22,7 @@ import gen_supported_ops as G  # noqa: E402
 #: tp.* functions that are not ops: the runtime, checkpoints of tp.Variables, the converter
 RUNTIME_API = {"init", "reset", "servers", "check_servers", "client_devices", "get_runtime",
                "is_initialized", "stats", "cost", "save_variables", "restore_variables", "convert",
-               "profile", "load", "publish", "comparison",
+               "profile", "load", "publish", "comparison",   # tp.comparison: a runtime scope
                "cond"}  # control flow over callables (tp.cond), like tf.cond: not a tensor op
 
 

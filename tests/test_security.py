@@ -133,11 +133,15 @@ def test_pair_keys_are_distinct_and_shared(ring):
 
 # ------------------------------------------------------------- comparison
 def comparison_views(which, pregarbled=False):
+    """What each party receives in one garbled comparison (pinned to the
+    garbled family: tables, labels, decoding bits; the bitwise family's
+    views are checked in tests/test_bitwise.py)."""
     n = N // 4
     x = np.zeros(n) if which == "zero" else np.random.default_rng(3).normal(0, 1000, n)
     px = tp.share(x)
     g = tp.garble_comparisons([n]) if pregarbled else None
-    seen, _ = record(lambda: tp.less(px, 0.0, pregarbled=g))
+    with tp.comparison("garbled"):
+        seen, _ = record(lambda: tp.less(px, 0.0, pregarbled=g))
     return seen
 
 

@@ -31,7 +31,7 @@ _OP_PREFIX = "TfPrivpy>"
 #: TF 2.14's trace viewer shows planes with this prefix as one process each
 PARTY_PLANE_PREFIX = "/device:CUSTOM:"
 #: the protocol family of an op type (after "TfPrivpy>"): its ops/ folder
-_FAMILIES = (("Mul", "mul"), ("Gc", "gc"), ("Bit", "b2a"), ("Ring", "ring"),
+_FAMILIES = (("Mul", "mul"), ("Gc", "gc"), ("Bw", "bitwise"), ("Bit", "b2a"), ("Ring", "ring"),
              ("Prg", "prg"), ("StreamNext", "prg"), ("RandomKey", "prg"),
              ("ShareSplit", "prg"), ("TakeOnce", "prg"), ("Aead", "aead"),
              ("X25519", "kex"), ("Hkdf", "kex"), ("Kex", "kex"),

@@ -59,7 +59,7 @@ class ProfileError(RuntimeError):
 class Step:
     """What one profiled step ran: counters (as tp.stats) and kernel time.
 
-    time_ms maps a protocol family (mul, gc, b2a, ring, prg, aead, ...) to the
+    time_ms maps a protocol family (mul, gc, bitwise, b2a, ring, prg, ...) to the
     summed duration of its kernels on all parties; party_time_ms maps a party
     to the summed duration of the tf_privpy kernels it ran.
 

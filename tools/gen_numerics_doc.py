@@ -356,8 +356,9 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/fixe
 - **Range reduction.** reciprocal, divide, sqrt, rsqrt and log first find the octave
   [2^j, 2^(j+1)) of x (j from -f to log2 B: 43 octaves in the 128-bit ring, 31 in the 64-bit
   ring), exp the piece of t = x·log2 e; then piecewise-constant values (initial guesses 2^-j,
-  2^k, k, m·ln 2) follow from the comparison bits. Comparisons dominate the cost (a garbled
-  64-bit comparator each, DESIGN §6: ~2 KB online and 1-3 µs), so there are three methods
+  2^k, k, m·ln 2) follow from the comparison bits. Comparisons dominate the cost (a bitwise
+  comparison each by default: about 100 bytes in 8 rounds; a garbled 64-bit comparator with
+  `comparison="garbled"`, DESIGN §6: ~2 KB online in 2 rounds), so there are three methods
   (`range_reduction`):
   - **`leading_one` (default).** ONE garbled circuit per element (below:
     89-90 AND gates in the 128-bit ring, 65-66 in the 64-bit ring, against 64 for one
@@ -440,11 +441,12 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/fixe
 Rounds are the one cost model's (protocols/mpc/runtime/cost.py, the same figure as tp.stats(),
 tp.cost, the converter's bill and docs/supported_ops.md): message hops on the critical path.
 A batched private multiplication is 2 (PrivPy's protocol: one message from S to T and one
-back), a batched comparison 2 (one garbled-circuit evaluation), and so is a leading-one or
-window-thresholds circuit, counted as one comparison per element (its AND gates and bytes are
-in the circuit table below); the (mult + cmp) split is that of one longest path
-(`protocols.mpc.fixedpoint.numerics.CostTracker`; tests/test_cost_model.py checks it against
-the declared cost). Comparisons and, with binary search, rounds
+back), a batched comparison 8 by default (the bitwise family, protocols/mpc/bitwise/; 2 with
+`tp.Config(comparison="garbled")`: one garbled-circuit evaluation), a leading-one or
+window-thresholds circuit 2 (garbled in either family), counted as one comparison per element
+(its AND gates and bytes are in the circuit table below); the (mult + cmp) split is that of
+one longest path (`protocols.mpc.fixedpoint.numerics.CostTracker`; tests/test_cost_model.py
+checks it against the declared cost). Comparisons and, with binary search, rounds
 depend on the ring (the number of octaves from one ulp to the bound B). softmax and
 log_softmax: rows of n = {n};
 their rounds include the max tree (4 levels for n = 10). Defaults:

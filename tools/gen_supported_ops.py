@@ -75,10 +75,12 @@ def render_doc(table) -> str:
         "maps to the op.",
         "",
         "Cost: the declared cost of one call on the example's private operands (`P2×3`: a "
-        "private 2×3 tensor), default config (128-bit ring, privpy backend), as the protocols "
-        "declare it (protocols/mpc/runtime/cost.py, the one cost model that tp.stats() "
-        "counts): rounds are message hops on the critical path (a multiplication or a batch "
-        "of comparisons takes 2; independent calls overlap), secure multiplications and "
+        "private 2×3 tensor), default config (128-bit ring, privpy backend, bitwise "
+        "comparisons), as the protocols declare it (protocols/mpc/runtime/cost.py and "
+        "protocols/mpc/bitwise/protocol.py, the cost model that tp.stats() counts): rounds are "
+        "message hops on the critical path (a multiplication takes 2, a batch of bitwise "
+        "comparisons 8, a garbled circuit 2; independent calls overlap), secure "
+        "multiplications and "
         "comparisons (elements). Local ops cost nothing. Derived functions' methods, "
         "critical-path rounds and errors: "
         "[numerics.md](numerics.md).",

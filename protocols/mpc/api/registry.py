@@ -161,7 +161,9 @@ _TABLE = [
           (_binary(tf.math.divide), _binary(tf.math.truediv)), ("math.divide",),
           adapter=A.binary("divide", moded=True), domain='x in [-10, 10], |y| in [0.01, 100]', tolerance=4e-4),
     # ------------------------------------------------------- comparisons
-    OpDef("less", compare_ops.less, "Private [x < y] (one garbled comparison per element).",
+    OpDef("less", compare_ops.less,
+          "Private [x < y] (one comparison per element: bitwise by default, garbled by "
+          "tp.comparison).",
           _ex(X23, Y23), ("Less",), (_binary(tf.math.less),), ("math.less",),
           adapter=A.binary("less")),
     OpDef("greater", compare_ops.greater, "Private [x > y].", _ex(X23, Y23), ("Greater",),

@@ -41,8 +41,7 @@ class Predealt:
             m = protocol.deal(rt, n, n_s1, backend.bits, 0)
             own, theirs = m["checks"][0]
             with tf.device(rt.device("S1")):   # S1's stream check, now
-                nonce_s1 = rt.check_stream("S1", protocol.DEALER, "S1", own, theirs,
-                                           protocol.DEALER, m["nonce"][0])
+                nonce_s1 = protocol.check_dealer(rt, 0, own, theirs, m["nonce"][0])
             self._nonce, self._fresh = {}, {}
             for p, party in enumerate(protocol.SERVERS):
                 with tf.device(rt.device(party)):

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from ...config import DEFAULTS
 from ..privpy.backend import PrivPyBackend
+from ..runtime.cost import CIRCUIT_ROUNDS
 from . import circuits
 from . import protocol
 from .ahead import Predealt, setup_cost
@@ -54,7 +55,9 @@ class BitwiseBackend(PrivPyBackend):
     def ltz_bill(self, n: int, pregarbled: bool = False):
         if pregarbled or self.comparison_family == "garbled":
             return super().ltz_bill(n, pregarbled)
-        return protocol.ltz_cost(n, self.bits)
+        # a bill is for a call in a graph loop, declared outside it (see
+        # Backend.mul_bill): its trace does not know n, S1 sends it to T1
+        return protocol.ltz_cost(n, self.bits, size_unknown=True)
 
     def ltz(self, x, pregarbled=None, integer: bool = False):
         frac_bits = 0 if integer else self.cfg.frac_bits
@@ -88,7 +91,7 @@ class BitwiseBackend(PrivPyBackend):
         return "comparisons" if comparisons <= limit else "garbled"
 
     def _leading_one(self, x, columns, magnitude, width, table):
-        m = len(circuits.leading_one_terms(columns, magnitude, width)[0])
+        m = leading_one_comparisons(columns, magnitude, width)
         if self.circuit_choice("leading_one", m) == "garbled":
             return super()._leading_one(x, columns, magnitude, width, table)
         return circuits.leading_one(self, x, columns, magnitude, width, table=table)
@@ -97,6 +100,22 @@ class BitwiseBackend(PrivPyBackend):
         if self.circuit_choice("thresholds", len(points)) == "garbled":
             return super()._thresholds(x, points, integer, width, table)
         return circuits.thresholds(self, x, points, width, integer, table=table)
+
+
+def circuit_rounds(cfg, circuit: str, comparisons: int) -> int:
+    """The rounds of `circuit` under cfg's family when as comparisons it
+    takes `comparisons` per element: a bitwise comparison's where the
+    bitwise family runs it as comparisons, else the garbled circuit's (for
+    a cost model measured without the protocols: numerics.CostTracker on
+    the plaintext oracle)."""
+    if cfg.comparison == "bitwise" and comparisons <= bitwise_circuit_limit(cfg, circuit):
+        return protocol.BITWISE_ROUNDS
+    return CIRCUIT_ROUNDS
+
+
+def leading_one_comparisons(columns, magnitude: bool, width: int) -> int:
+    """Comparisons per element of the leading-one circuit run as comparisons."""
+    return len(circuits.leading_one_terms(columns, magnitude, width)[0])
 
 
 def bitwise_circuit_limit(cfg, circuit: str) -> int:

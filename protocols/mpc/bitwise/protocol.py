@@ -46,15 +46,21 @@ BLOCK = 64
 #: comparison while it works (both servers' stream words), so bigger batches
 #: go in chunks whose dealing runs one after another (their rounds overlap)
 CHUNK = 1 << 21
+#: the batch size S1 sends the dealer when the trace does not know it (int64)
+SIZE_BYTES = 8
 
 
-def ltz_cost(n: int, ring_bits: int) -> C.Cost:
+def ltz_cost(n: int, ring_bits: int, size_unknown: bool = False) -> C.Cost:
     """What a bitwise comparison of n elements sends (declared beside the
     protocol; tests/test_bitwise.py checks it against the channel's
-    counters): chunks of CHUNK side by side."""
+    counters): chunks of CHUNK side by side. size_unknown: the trace does
+    not know n (a graph loop's body, e.g. the sort loop's layers), so S1
+    tells the dealer (one 8-byte header; such a call is one chunk)."""
     c = C.Cost()
     for start in range(0, max(n, 1), CHUNK):
         c = c.beside(batch_cost(min(CHUNK, n - start), ring_bits))
+    if size_unknown:
+        c.send("S1", DEALER, SIZE_BYTES)
     return c
 
 
@@ -146,10 +152,19 @@ def deal(rt, n_static: Optional[int], n_s1: tf.Tensor, bits: int, frac_bits: int
     with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
         dealt, ring = kernels.bw_deal(kd[0], nd[0], kd[1], nd[1], n_t, bits, frac_bits)
     (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", dealt, ring, headers=(nd[1],))
-    corr = rt.check_stream("S2", DEALER, "S2", nonce[1], nd_s2, DEALER, corr)
+    corr = check_dealer(rt, 1, nonce[1], nd_s2, corr)
     _, (nd_s1,) = rt.send(DEALER, "S1", headers=(nd[0],))
     return dict(key=key, nonce=nonce, corrections=corr, ring=ring,
                 checks={0: (nonce[0], nd_s1)}, dealt=dealt)
+
+
+def check_dealer(rt, p: int, own: tf.Tensor, theirs: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """x, once server p's nonce of its stream with the dealer (`own`) equals
+    the one the dealer sent (`theirs`): the one place the bitwise family
+    checks a stream (a server whose stream with T1 is out of step would
+    regenerate other triple halves than T1 dealt: wrong bits, so refused)."""
+    party = SERVERS[p]
+    return rt.check_stream(party, DEALER, party, own, theirs, DEALER, x)
 
 
 def online(backend, low, m: Dict[str, Any], frac_bits: int):
@@ -179,7 +194,7 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
                                   party=p)
             if p in m.get("checks", {}):   # this server's stream with the dealer was in step
                 own, theirs = m["checks"][p]
-                z = rt.check_stream(party, DEALER, party, own, theirs, DEALER, z)
+                z = check_dealer(rt, p, own, theirs, z)
             out.append(z)
     return out[0], out[1]
 

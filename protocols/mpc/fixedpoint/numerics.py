@@ -17,8 +17,9 @@ Building blocks (all on `Shares`, through the Backend API only):
   `power_terms` schedules it by depth when the scale arrives a round late.
 
 Rounds are the one cost model's (runtime/cost.py): message hops on the
-critical path, 2 per batched private multiplication (cost.MUL_ROUNDS) and 2
-per batched comparison or circuit (cost.CIRCUIT_ROUNDS); "a multiplication
+critical path, 2 per batched private multiplication (cost.MUL_ROUNDS), 2
+per batched garbled circuit (cost.CIRCUIT_ROUNDS) and per batched comparison
+what the comparison family declares (garbled 2, bitwise 8); "a multiplication
 round" below is one such batched call. `measure` takes the rounds,
 products and comparisons from the protocols' declarations (cost.record);
 `CostTracker` only splits the longest path into multiplications and
@@ -33,6 +34,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from ..bitwise import backend as bitwise_backend
+from ..bitwise import protocol as bitwise_protocol
+from ..privpy import leading_one as lo
 from ..privpy import compare
 from . import fast_numerics
 from ..runtime import cost as C
@@ -433,6 +437,10 @@ def log_softmax(backend: Backend, x: Shares, axis: int = -1, degree: Optional[in
 
 
 # ------------------------------------------------------------- cost tracker
+#: a batched comparison's rounds by family (Config.comparison)
+FAMILY_ROUNDS = {"garbled": C.CIRCUIT_ROUNDS, "bitwise": bitwise_protocol.BITWISE_ROUNDS}
+
+
 class CostTracker:
     """A Backend proxy that measures what a computation costs.
 
@@ -511,26 +519,36 @@ class CostTracker:
             self._set(o, (d[0] + C.MUL_ROUNDS, d[1] + C.MUL_ROUNDS, d[2]))
         return outs
 
-    def _circuit(self, x: Shares, call) -> Shares:
+    def _circuit(self, x: Shares, call, fallback: int) -> Shares:
         """A comparison or circuit per element of x: its rounds are what
         the protocol declares (cost.record around the call: 2 for a garbled
-        batch, 8 for a bitwise one), counted as one comparison per element
-        (cost.leading_one_cost, cost.thresholds_cost)."""
+        batch, 8 for a bitwise one, as the family and the circuit settings
+        chose); `fallback` for a backend that declares none (the plaintext
+        oracle, which tools/gen_numerics_doc.py measures with). Counted as
+        one comparison per element        (cost.leading_one_cost, cost.thresholds_cost)."""
         d = self.depth(x)
         with C.record() as bill:
             out = call()
+        rounds = bill.rounds or fallback
         self.comparisons += self._size(x)
-        self._set(out, (d[0] + bill.rounds, d[1], d[2] + bill.rounds))
+        self._set(out, (d[0] + rounds, d[1], d[2] + rounds))
         return out
 
     def ltz(self, x: Shares, **kw) -> Shares:
-        return self._circuit(x, lambda: self._b.ltz(x, **kw))
+        return self._circuit(x, lambda: self._b.ltz(x, **kw),
+                             FAMILY_ROUNDS[self._b.cfg.comparison])
 
     def leading_one(self, x: Shares, columns, **kw) -> Shares:
-        return self._circuit(x, lambda: self._b.leading_one(x, columns, **kw))
+        cfg = self._b.cfg
+        width = kw.get("width") or lo.default_width(cfg)
+        m = bitwise_backend.leading_one_comparisons(columns, kw.get("magnitude", False), width)
+        return self._circuit(x, lambda: self._b.leading_one(x, columns, **kw),
+                             bitwise_backend.circuit_rounds(cfg, "leading_one", m))
 
     def thresholds(self, x: Shares, points, **kw) -> Shares:
-        return self._circuit(x, lambda: self._b.thresholds(x, points, **kw))
+        return self._circuit(x, lambda: self._b.thresholds(x, points, **kw),
+                             bitwise_backend.circuit_rounds(self._b.cfg, "thresholds",
+                                                            len(points)))
 
 
 def measure(backend: Backend, fn, *inputs: Shares) -> Dict[str, float]:
@@ -544,7 +562,7 @@ def measure(backend: Backend, fn, *inputs: Shares) -> Dict[str, float]:
     rounds, mrounds, crounds = tr.depth(out)
     n = tr._size(inputs[0])
     # The same rounds as the protocols' declarations (cost.MUL_ROUNDS,
-    # cost.CIRCUIT_ROUNDS per call); tests/test_cost_model.py checks that the
+    # cost.CIRCUIT_ROUNDS per circuit, the comparison family's per ltz); tests/test_cost_model.py checks that the
     # traced bill (cost.advance) agrees on the published functions.
     return {"out": out, "rounds": rounds, "mul_rounds": mrounds, "cmp_rounds": crounds,
             "products": tr.products / n, "comparisons": tr.comparisons / n}

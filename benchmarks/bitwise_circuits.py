@@ -19,7 +19,6 @@ The decision per circuit is in protocols/defaults.json
 Results go to benchmarks/results/bitwise_circuits.json.
 """
 import os
-import platform
 
 from absl import app, flags
 
@@ -42,17 +41,6 @@ DOMAINS = {"exp": (-20, 10), "reciprocal": (0.01, 1000), "sqrt": (0.01, 1000),
 SETTINGS = {"garbled": ("garbled", 0), "bw+gc": ("bitwise", 0), "bw+cmp": ("bitwise", 10 ** 6)}
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def traced(fn):
     """A fresh tf.function of fn (its own trace cache)."""
     import tensorflow as tf
@@ -66,13 +54,13 @@ def main(argv):
     import numpy as np
     import tensorflow as tf
 
-    from _report import machine, print_table, write_json
+    from _report import cpu_model, machine, print_table, write_json
     tf.get_logger().setLevel("ERROR")
     fns = {"exp": tp.exp, "reciprocal": tp.math.reciprocal, "sqrt": tp.sqrt,
            "rsqrt": tp.math.rsqrt, "log": tp.math.log, "sigmoid": tp.sigmoid, "tanh": tp.tanh,
            "softmax": tp.nn.softmax}
     rng = np.random.default_rng(0)
-    res = {"machine": dict(machine(), cpu=cpu_name()), "rows": []}
+    res = {"machine": dict(machine(), cpu=cpu_model()), "rows": []}
     for bits in map(int, F.rings):
         tp.reset()
         # the runtime's own dict: the benchmark switches the circuits'

@@ -29,6 +29,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import report_rows  # noqa: E402  (the row groups: one module of data, this one of output)
+from _report import cpu_model  # noqa: E402
 from report_rows import Row, fmt_value  # noqa: E402
 
 #: what each results file comes from (for "not run" and the sources list)
@@ -96,17 +97,6 @@ def _git_commit() -> str:
         return "unknown (no git)"
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def program_sizes(p: dict) -> str:
     """"full", "--quick" or "custom": the sizes a run_all.py record ran at."""
     import run_all  # noqa: E402  (it imports this module only inside its main)
@@ -168,7 +158,7 @@ def header(res: Dict[str, dict]) -> List[str]:
         "|---|---|",
         f"| report written | {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC |",
         f"| results measured | {', '.join(dates) if dates else 'no results'} |",
-        f"| machine | {_cpu_model()}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"| machine | {cpu_model()}, {platform.machine()}, {os.cpu_count()} cores, "
         f"{platform.system()} {platform.release()} |",
         f"| versions | Python {platform.python_version()}, TensorFlow {_version('tensorflow')}, "
         f"numpy {_version('numpy')}, matplotlib {_version('matplotlib')}, "

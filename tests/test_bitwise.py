@@ -12,6 +12,7 @@ from scipy import stats
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.bitwise import protocol
 from tf_privpy.protocols.mpc.runtime import cost
+from billcheck import assert_bill_equals_counts  # noqa: E402
 from conftest import case_fixtures  # noqa: E402
 
 case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
@@ -105,18 +106,8 @@ def test_the_scope_chooses_and_the_config_defaults(ring_case):
 @pytest.mark.parametrize("n", [1, 64, 1000])
 def test_declared_cost_equals_channel_counts(case, n):
     x = tp.share(np.linspace(-3, 3, n))
-    fn = lambda v: tp.less(v, 0.5)   # noqa: E731
     with tp.comparison("bitwise"):
-        f = fn if case.mode == "eager" else tf.function(fn)
-        if case.mode == "tf_function":   # declared while tracing, counted per run
-            with cost.record() as traced:
-                f.get_concrete_function(x)
-        with cost.record() as declared, tp.stats() as counted:
-            f(x)
-    if case.mode == "tf_function":
-        declared = traced
-    assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
-    assert (declared.rounds, declared.comparisons) == (counted.rounds, counted.comparisons)
+        assert_bill_equals_counts(lambda v: tp.less(v, 0.5), x, case.mode)
 
 
 def test_big_batches_go_in_chunks(case, monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
+from billcheck import assert_bill_equals_counts
 from conftest import case_fixtures
 from scipy.special import softmax
 from test_numerics import TARGETS
@@ -224,13 +225,4 @@ def test_declared_cost_equals_channel_counts(case, choose, fn):
     x = tp.share(np.linspace(-3, 3, 40).reshape(4, 10) + 0.01)
     func = FUNCTIONS[fn][0]
     with tp.comparison("bitwise"):
-        f = func if case.mode == "eager" else tf.function(lambda v: func(v))
-        if case.mode == "tf_function":   # declared while tracing, counted per run
-            with cost.record() as traced:
-                f.get_concrete_function(x)
-        with cost.record() as declared, tp.stats() as counted:
-            f(x)
-    if case.mode == "tf_function":
-        declared = traced
-    assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
-    assert (declared.rounds, declared.comparisons) == (counted.rounds, counted.comparisons)
+        assert_bill_equals_counts(lambda v: func(v), x, case.mode)

@@ -203,17 +203,19 @@ def test_signed_reciprocal_at_negative_powers_of_two(rt):
 
 
 def test_declared_cost_equals_channel_counts(ring_case):
-    """cost.leading_one_cost is what the channel counts, in two chunks too."""
+    """cost.leading_one_cost is what the channel counts, in two chunks too
+    (the garbled circuit: pinned to the garbled family; the bitwise family's
+    comparisons are tests/test_bitwise_circuits.py's)."""
     ring = ring_case.ring
     b = tp.get_runtime().backend
     px = tp.share(np.linspace(-100, 100, 301))
     for batch in (None, 300):   # 300 comparators' memory: 213 / 290 circuits of 90 / 66 gates
         if batch:
             tp.reset()
-            tp.init(tp.Config(ring_bits=ring, comparison_batch=batch))
+            tp.init(tp.Config(ring_bits=ring, comparison_batch=batch, comparison="garbled"))
             b = tp.get_runtime().backend
             px = tp.share(np.linspace(-100, 100, 301))
-        with cost.record() as declared, tp.stats() as counted:
+        with b.comparison("garbled"), cost.record() as declared, tp.stats() as counted:
             b.leading_one((px.share0, px.share1), [0, 3, 9], magnitude=True)
         assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
         assert (declared.rounds, declared.comparisons) == (counted.rounds, counted.comparisons)
@@ -228,7 +230,9 @@ def _all_outputs(b, s):
 def _views(secret_ints, ring, monkeypatch, evaluate="gc_evaluate",
            call=_all_outputs):
     """({receiver: [(sender, message)]}, [T's evaluated (masked) bits]) of
-    call(backend, shares) with the assistants' evaluation kernel `evaluate`."""
+    call(backend, shares) with the assistants' evaluation kernel `evaluate`:
+    the garbled circuits' views, so pinned to the garbled family (the
+    bitwise family's are tests/test_bitwise.py's)."""
     rt = tp.get_runtime().runtime
     evaluated = []
     real = getattr(kernels, evaluate)
@@ -242,7 +246,8 @@ def _views(secret_ints, ring, monkeypatch, evaluate="gc_evaluate",
     b = tp.get_runtime().backend
     s = shares_of(secret_ints, ring)
     seen = {}
-    with rt.observe(lambda src, dst, t: seen.setdefault(dst, []).append((src, t))):
+    with b.comparison("garbled"), \
+            rt.observe(lambda src, dst, t: seen.setdefault(dst, []).append((src, t))):
         call(b, s)
     return seen, evaluated
 

@@ -174,16 +174,17 @@ def test_protocol_fixed_point_values(rt, mode):
 
 
 def test_declared_cost_equals_channel_counts(ring_case):
-    """cost.thresholds_cost is what the channel counts, in several chunks too."""
+    """cost.thresholds_cost is what the channel counts, in several chunks too
+    (the garbled circuit: pinned to the garbled family)."""
     ring = ring_case.ring
     pts = [-3 << 19, 0, 5 << 19, 9 << 19]
     for batch in (None, 200):
         if batch:
             tp.reset()
-            tp.init(tp.Config(ring_bits=ring, comparison_batch=batch))
+            tp.init(tp.Config(ring_bits=ring, comparison_batch=batch, comparison="garbled"))
         b = tp.get_runtime().backend
         px = tp.share(np.linspace(-10, 10, 301))
-        with cost.record() as declared, tp.stats() as counted:
+        with b.comparison("garbled"), cost.record() as declared, tp.stats() as counted:
             b.thresholds((px.share0, px.share1), pts)
         assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
         assert (declared.rounds, declared.comparisons) == (counted.rounds, counted.comparisons)

@@ -238,10 +238,12 @@ def test_the_gradient_form_pass():
     without = tp.keras.convert_training(lr_model, "binary_crossentropy",
                                         tf.keras.optimizers.SGD(LR), passes=())
     # as traced, Keras' BCE differentiates through a private exp, reciprocal
-    # and selects: 4x the rounds (80 vs 20 at batch 8)
+    # and selects: about 3x the rounds (43 vs 15 at batch 8 under the bitwise
+    # family) and more bytes (comparisons are not comparable across the
+    # two: the bitwise family counts a sigmoid's breakpoints one by one)
     assert {"Exp", "Reciprocal", "Select"} <= {n.op for n in without.traced_step(8).graph_def.node}
     fast, slow = with_pass.cost(8), without.cost(8)
-    assert 2 * fast.rounds < slow.rounds and fast.comparisons < slow.comparisons
+    assert 2 * fast.rounds < slow.rounds and fast.bytes < slow.bytes, (fast, slow)
 
 
 def test_unsupported_nodes_are_reported_at_once():

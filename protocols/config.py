@@ -34,10 +34,11 @@ class Config:
         and encoding computed in the clear on the client device: a debugging
         aid and test oracle, never private).
       comparison: the comparison protocol family of the privpy backend:
-        "garbled" (PrivPy's garbled comparator: 2 rounds, about 4 KB per
-        comparison) or "bitwise" (boolean shares and a carry tree with
-        triples dealt by T1: 8 rounds, about 100 bytes); see
-        docs/comparisons.md. Per call: `with tp.comparison("bitwise"):`.
+        "bitwise" (default: boolean shares and a carry tree with triples
+        dealt by T1, 8 rounds, about 100 bytes per comparison; measured
+        faster in every setting) or "garbled" (PrivPy's garbled comparator:
+        2 rounds, about 4 KB); see docs/comparisons.md. Per call:
+        `with tp.comparison("garbled"):`.
       comparison_batch: the largest number of comparisons garbled at once;
         bigger batches run in chunks (garbled tables take 2 KB each).
       functions: settings of the non-linear functions (method, iterations),

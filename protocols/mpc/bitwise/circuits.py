@@ -62,14 +62,6 @@ def ring_ints(values, ring_bits: int) -> np.ndarray:
     return out.reshape(arr.shape + (2,))
 
 
-def _like(c: tf.Tensor, share: tf.Tensor, limbs: int) -> tf.Tensor:
-    """A public ring tensor broadcast to the share's logical shape (call
-    under the share's device scope)."""
-    if c.shape == share.shape:
-        return c
-    return sh.broadcast_to(c, sh.dynamic_shape(share, limbs), limbs)
-
-
 def _differences(backend, x, points: Sequence[int]):
     """Shares [N, M] of x_n - t_m for a flat x [N] and public ring integers
     t (exact: S1 subtracts them from its share)."""
@@ -80,7 +72,7 @@ def _differences(backend, x, points: Sequence[int]):
         tiled = sh.tile(sh.expand_dims(s, 1, limbs), [1, m], limbs)
         if party:
             return tiled
-        return kernels.ring_sub(tiled, _like(tf.constant(t), tiled, limbs), backend.bits)
+        return kernels.ring_sub(tiled, sh.like(tf.constant(t), tiled, limbs), backend.bits)
 
     return backend.local(fn, x)
 
@@ -95,7 +87,7 @@ def _combine(backend, bits, matrix: List[List[int]], const: List[int]):
         z = kernels.ring_bilinear(s, tf.constant(mat), backend.bits, "matmul")
         if party:
             return z
-        return kernels.ring_add(z, _like(tf.constant(c), z, backend.limbs), backend.bits)
+        return kernels.ring_add(z, sh.like(tf.constant(c), z, backend.limbs), backend.bits)
 
     return backend.local(fn, bits)
 

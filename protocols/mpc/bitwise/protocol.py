@@ -84,11 +84,7 @@ def ltz(backend, x, frac_bits: int, predealt=None):
     rt, limbs = backend.rt, backend.limbs
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), x)
 
-    def low_half(s, party):
-        flat = sh.reshape(s, [-1], limbs)
-        return flat[:, 0] if limbs == 2 else flat     # mod 2^64 is a ring homomorphism
-
-    low = backend.local(low_half, x)
+    low = backend.local(lambda s, party: sh.low64(s, limbs), x)
     n_static = low[0].shape[0]
     if predealt is not None:
         if C.active():
@@ -178,11 +174,13 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
         with tf.device(rt.device(party)):
             n[p] = tf.shape(low[p], out_type=tf.int64)[0]
             state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
+    with tf.device(rt.device("S1")):   # S1 has no dealer message: one empty tensor
+        none = tf.zeros([0], tf.int64)
     for step in range(1, len(MESSAGE_WORDS)):
         recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
         for p, party in enumerate(SERVERS):
             with tf.device(rt.device(party)):
-                extra = corr if p == 1 else tf.zeros([0], tf.int64)
+                extra = corr if p == 1 else none
                 state[p], msg[p] = kernels.bw_step(state[p], recv[p], key[p], nonce[p], extra,
                                                    step=step, party=p)
     recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}

@@ -125,9 +125,7 @@ class Backend(abc.ABC):
     def _like(self, c: tf.Tensor, share: tf.Tensor) -> tf.Tensor:
         """An encoded public c broadcast to the share's logical shape, on the
         share's device (call under its scope)."""
-        if c.shape == share.shape:
-            return c
-        return sh.broadcast_to(c, sh.dynamic_shape(share, self.limbs), self.limbs)
+        return sh.like(c, share, self.limbs)
 
     def public_sub(self, c: tf.Tensor, x: Shares, name: str = "",
                    frac_bits: Optional[int] = None) -> Shares:

@@ -167,11 +167,7 @@ def run(backend, x, circuit: Circuit, frac_bits: int, bill: Callable[[Optional[i
         raise ValueError("a fused table takes integer bits (frac_bits=0)")
     limbs = backend.limbs
 
-    def low_half(s, party):
-        flat = sh.reshape(s, [-1], limbs)
-        return flat[:, 0] if limbs == 2 else flat     # mod 2^64 is a ring homomorphism
-
-    low = backend.local(low_half, x)
+    low = backend.local(lambda s, party: sh.low64(s, limbs), x)
     n_static = low[0].shape[0]
     if chunk is None:
         chunk = max(2, int(backend.cfg.comparison_batch) * COMPARATOR_GATES // circuit.gates)

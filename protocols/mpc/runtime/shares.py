@@ -119,6 +119,22 @@ def pad(s: tf.Tensor, paddings, limbs: int) -> tf.Tensor:
     return tf.pad(s, paddings + ([[0, 0]] if limbs == 2 else []))
 
 
+def low64(s: tf.Tensor, limbs: int) -> tf.Tensor:
+    """The flat low 64 bits of a share, int64 [N]: reduction mod 2^64 is a
+    ring homomorphism (DESIGN §3), so the low words of two shares add up to
+    the low word of the value. What both comparison families read."""
+    flat = reshape(s, [-1], limbs)
+    return flat[:, 0] if limbs == 2 else flat
+
+
+def like(c: tf.Tensor, share: tf.Tensor, limbs: int) -> tf.Tensor:
+    """A public ring tensor c broadcast to the share's logical shape (call
+    under the share's device scope); c itself when the shapes agree."""
+    if c.shape == share.shape:
+        return c
+    return broadcast_to(c, dynamic_shape(share, limbs), limbs)
+
+
 def broadcast_to(s: tf.Tensor, shape, limbs: int) -> tf.Tensor:
     return tf.broadcast_to(s, storage(list(shape), limbs))
 

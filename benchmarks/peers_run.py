@@ -13,6 +13,12 @@ the same numpy weights (tf_privpy.models.lenet5's layers) and its graph build (c
 or construction) at the first. A runner writes its rows after every workload, so one stopped
 by --timeout keeps the workloads it finished.
 
+Processes against processes (issue 26): tf_privpy's runner also runs once per ring of
+--ours_processes with four server processes on loopback (protocol privpy-4proc-BITS: the
+multiplication, comparison, ReLU and sigmoid rows), and a last table sets those beside SPU's
+"-processes" rows and CrypTen's two processes, same workload and size, with the peer's time
+over ours against the 1.5x target (results/peers.json's "race").
+
 Peers: CrypTen (2 processes, its run_multiprocess launcher), SPU (simulator, SEMI2K and ABY3),
 TF-Encrypted (ABY3, 3 players in one TF process), MPyC (3 processes over TCP). A peer whose venv
 is missing or did not build is recorded as "not installed" with the reason; one whose runner
@@ -55,6 +61,9 @@ flags.DEFINE_integer("mpyc_max_n", 10_000,
                      "largest size for MPyC (pure Python: about 1 ms per product here)")
 flags.DEFINE_integer("timeout", 1800, "seconds per peer before it is recorded as failed")
 flags.DEFINE_bool("ours", True, "run tf_privpy's runner too (both rings)")
+flags.DEFINE_list("ours_processes", ["128", "64"],
+                  "rings of tf_privpy's four-process rows (privpy-4proc-BITS: four server "
+                  "processes on loopback, each ring a runner of its own; empty: none)")
 flags.DEFINE_list("ours_protocols", [],
                   "tf_privpy's protocols (default: its runner's four, both rings, exact "
                   "and fast); the smoke test runs one")
@@ -113,6 +122,37 @@ def run_runner(name, py, runner, extra, sizes, tmp):
     return json.load(open(rows_file)), None
 
 
+#: issue 26: ours in processes at least this much faster than each peer in processes
+RACE_TARGET = 1.5
+#: (workload, our protocol, the peers' protocols in processes): the 128-bit
+#: multiplication races the peers' 64-bit ones (issue 26's transport target)
+RACE = (("comparison", "privpy-4proc-128"), ("relu", "privpy-4proc-128"),
+        ("mul", "privpy-4proc-128"), ("comparison", "privpy-4proc-64"),
+        ("relu", "privpy-4proc-64"), ("mul", "privpy-4proc-64"))
+RACE_PEERS = (("spu", "SEMI2K-processes"), ("spu", "ABY3-processes"),
+              ("crypten", "aby-2pc-64bit-f16"))
+
+
+def race(rows: list) -> list:
+    """The processes-against-processes rows: for each workload and size where
+    tf_privpy's four-process row and a peer's processes row were both
+    measured in this run, the peer's best time over ours."""
+    best = {(r["peer"], r["protocol"], r["workload"], r["n"]): r["best_s"] for r in rows}
+    out = []
+    for workload, ours in RACE:
+        for n in sorted({r["n"] for r in rows if r["workload"] == workload}):
+            o = best.get(("tf_privpy", ours, workload, n))
+            if o is None:
+                continue
+            for peer, protocol in RACE_PEERS:
+                t = best.get((peer, protocol, workload, n))
+                if t is not None:
+                    out.append({"workload": workload, "n": n, "ours": ours, "ours_s": o,
+                                "peer": f"{peer} {protocol}", "peer_s": t, "x": t / o,
+                                "met": t / o >= RACE_TARGET})
+    return out
+
+
 def main(argv):
     del argv
     sys.path.insert(0, HERE)
@@ -124,9 +164,14 @@ def main(argv):
     if F.ours:
         ours_args = [f"--protocols={','.join(F.ours_protocols)}"] if F.ours_protocols else []
         todo.append(("tf_privpy", (None, "tf_privpy_run.py", ours_args, None)))
+        # processes against processes (issue 26): a runner per ring, since a
+        # process that joined a cluster cannot go back to the embedded mode
+        for bits in F.ours_processes:
+            todo.append((f"tf_privpy-4proc-{bits}", (
+                None, "tf_privpy_run.py", [f"--protocols=privpy-4proc-{bits}"], None)))
     with tempfile.TemporaryDirectory() as tmp:
         for name, (_, runner, extra, _) in todo:
-            if name == "tf_privpy":
+            if name.startswith("tf_privpy"):
                 py, why = sys.executable, None
             else:
                 py, why = venv_status(name)
@@ -186,6 +231,16 @@ def main(argv):
             print(f"  {f['peer']}: {f['status']}: {f['reason']}")
         for e in res["errors"]:
             print(f"  {e['peer']} {e['protocol']} {e['workload']} n={e['n']}: {e['reason']}")
+    res["race"] = race(res["rows"])
+    if res["race"]:
+        print_table("Processes against processes (issue 26): tf_privpy's four server processes "
+                    "on loopback beside the peers' own processes, same run; x: the peer's best "
+                    f"time over ours (target {RACE_TARGET}x)",
+                    ["workload", "n", "ours", "ours best ms", "peer", "peer best ms", "x",
+                     "target met"],
+                    [[r["workload"], f"{r['n']:,}", r["ours"], f"{r['ours_s'] * 1e3:.1f}",
+                      r["peer"], f"{r['peer_s'] * 1e3:.1f}", f"{r['x']:.2f}",
+                      "yes" if r["met"] else "no"] for r in res["race"]])
     write_json(os.path.join(F.out, "peers.json"), res)
     big = max(sizes)
     series = {}

@@ -181,7 +181,8 @@ PEER_ROW_KEYS = {"peer", "protocol", "workload", "n", "domain", "best_s", "media
 
 
 def _check_peers_json(res, peers):
-    assert res["machine"] and set(res["peers"]) == set(peers) | {"tf_privpy"}
+    assert res["machine"] and set(res["peers"]) == set(peers) | {"tf_privpy",
+                                                                 "tf_privpy-4proc-64"}
     for r in res["rows"]:
         assert PEER_ROW_KEYS <= set(r), set(r) ^ PEER_ROW_KEYS
         assert 0 < r["min_s"] <= r["median_s"] <= r["max_s"] and r["best_s"] == r["min_s"]
@@ -192,20 +193,27 @@ def _check_peers_json(res, peers):
             assert st["reason"] and {"peer": name, "status": st["status"],
                                      "reason": st["reason"]} in res["failed"]
         else:
-            assert any(r["peer"] == name for r in res["rows"]), name
+            # tf_privpy's four-process runner writes rows of peer "tf_privpy"
+            assert any(r["peer"] == name.partition("-4proc")[0] for r in res["rows"]), name
     ours = [r for r in res["rows"] if r["peer"] == "tf_privpy"]
     assert {r["workload"] for r in ours} == {"mul", "sigmoid"}
     assert all(r["max_abs_error"] < 1e-2 for r in ours)
+    # the four-process rows (issue 26's race): four server processes on loopback
+    procs = [r for r in ours if r["protocol"] == "privpy-4proc-64"]
+    assert {r["workload"] for r in procs} == {"mul", "sigmoid"}, res["errors"]
+    assert all("4 server processes" in r["note"] for r in procs)
+    assert res["race"] == [] or {p for p in peers if res["peers"][p]["status"] == "ok"}
 
 
 def _run_peers(tmp_path, venv_root, peers):
-    # one tf_privpy protocol (64-bit ring, exact): the JSON, the table and the
-    # peers' status are what this checks; each protocol's error is checked in
+    # one tf_privpy protocol (64-bit ring, exact), embedded and in four
+    # processes (one cluster start): the JSON, the tables and the peers'
+    # status are what this checks; each protocol's error is checked in
     # test_numerics / test_fast_numerics and by the peer runner tests below
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "peers_run.py"),
                         "--sizes=20", "--reps=1", "--workloads=mul,sigmoid",
-                        "--ours_protocols=privpy-4pc-64",
+                        "--ours_protocols=privpy-4pc-64", "--ours_processes=64",
                         f"--peers={','.join(peers)}", f"--venv_root={venv_root}",
                         f"--out={tmp_path}"], env=env, capture_output=True, text=True,
                        timeout=900, cwd=ROOT)
@@ -242,6 +250,26 @@ def test_peers_benchmark_without_peer_venvs(peers_without_venvs):
         assert f"make bench-venv-{p}" in res["peers"][p]["reason"]
     assert {r["peer"] for r in res["rows"]} == {"tf_privpy"}
     assert "not installed" in out and (tmp_path / "peers.png").stat().st_size > 0
+
+
+def test_peers_race_rows():
+    """peers_run.race: ours in processes beside each peer's processes row of the
+    same workload and size, the ratio the peer's time over ours, the 1.5x target;
+    embedded rows and simulator rows are not in the race."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import peers_run
+    row = lambda peer, protocol, w, n, s: {"peer": peer, "protocol": protocol,  # noqa: E731
+                                           "workload": w, "n": n, "best_s": s}
+    rows = [row("tf_privpy", "privpy-4proc-128", "comparison", 10, 0.010),
+            row("tf_privpy", "privpy-4pc-128", "comparison", 10, 0.001),
+            row("spu", "SEMI2K-processes", "comparison", 10, 0.020),
+            row("spu", "SEMI2K", "comparison", 10, 0.001),
+            row("crypten", "aby-2pc-64bit-f16", "comparison", 10, 0.012),
+            row("crypten", "aby-2pc-64bit-f16", "comparison", 99, 0.5),
+            row("crypten", "aby-2pc-64bit-f16", "relu", 10, 0.5)]
+    got = {(r["peer"], r["n"]): (round(r["x"], 6), r["met"]) for r in peers_run.race(rows)}
+    assert got == {("spu SEMI2K-processes", 10): (2.0, True),
+                   ("crypten aby-2pc-64bit-f16", 10): (1.2, False)}
 
 
 DERIVED_PEER_WORKLOADS = {"tanh": (-10.0, 10.0), "sqrt": (0.5, 50.0), "rsqrt": (0.5, 50.0),

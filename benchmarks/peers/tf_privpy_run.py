@@ -6,9 +6,22 @@ where one exists (not sqrt nor rsqrt), the fast numerics mode
 (protocols "privpy-4pc-BITS-fast"; issue 14); the time of a call is the
 function up to S1's result share in numpy (as benchmarks/functions.py times it), not the
 sharing nor the reveal. Public API only. Run with the project's own venv.
+
+Processes against processes (issue 26): protocol "privpy-4proc-BITS" runs the element-wise
+workloads (PROCESS_WORKLOADS) on four server processes on loopback
+(tf_privpy.deploy.cluster.LocalCluster) with this process as the client, the way SPU's
+"-processes" rows and CrypTen's two processes run. A call there is the function up to a
+one-element reveal on the client (the servers' whole result stays on them): it includes the
+client's round trip, which the peers' "rank 0's time of the op" does not. A process that joined
+a cluster cannot go back to the embedded mode, so peers_run.py starts this runner once per
+such protocol, alone.
 """
 import os
 import sys
+
+#: what the four-process rows run: the element-wise workloads the fair race
+#: is about (issue 26: less and ReLU of 10^5, multiplication of 10^6)
+PROCESS_WORKLOADS = ("mul", "comparison", "relu", "sigmoid")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
@@ -32,7 +45,10 @@ def main():
     derived = ("sigmoid", "reciprocal", "exp", "lr_step")
     fns.update({"tanh": tp.tanh, "sqrt": tp.sqrt, "rsqrt": tp.math.rsqrt, "log": tp.math.log})
     derived += ("tanh", "log", "sqrt", "rsqrt")
-    state = {"setup": None}
+    state = {"setup": None, "cluster": None}
+    processes = [p for p in protocols if p.split("-")[1] == "4proc"]
+    if processes and len(protocols) != 1:
+        raise SystemExit(f"a privpy-4proc protocol runs alone in its runner, got {protocols}")
 
     def measure(protocol, workload, n, xs):
         if workload in _common.PROGRAMS and protocol.endswith("-fast"):
@@ -41,6 +57,8 @@ def main():
         bits, mode = int(parts[2]), (parts[3] if len(parts) > 3 else "exact")
         if mode != "exact" and workload not in derived:
             return None, None, None  # no fast method: the exact row is the one
+        if processes:
+            return measure_processes(workload, n, xs, bits)
         if state["setup"] != (bits, mode):
             tp.reset()
             tp.init(tp.Config(ring_bits=bits, functions={"common": {"mode": mode}}))
@@ -53,6 +71,22 @@ def main():
         out = np.asarray(tp.reveal(f(*sx)), dtype=np.float64)
         return ts, out, (f"embedded 4 servers (S1, S2, T1, T2) in one process, {bits}-bit ring, "
                          f"{mode} numerics, tf.function, time to S1's result share")
+
+    def measure_processes(workload, n, xs, bits):
+        if workload not in PROCESS_WORKLOADS:
+            return None, None, None  # embedded rows only
+        if state["cluster"] is None:
+            from tf_privpy.deploy.cluster import LocalCluster
+            state["cluster"] = LocalCluster().start()
+            tp.init(tp.Config(ring_bits=bits), cluster=state["cluster"].path)
+        sx = [tp.share(x) for x in xs]
+        full = tf.function(lambda *a, fn=fns[workload]: fn(*a))
+        one = tf.function(lambda *a, fn=fns[workload]: tp.reveal(fn(*a)[:1]))
+        ts, _ = _common.time_reps(lambda: one(*sx).numpy(), args.reps, args.warmup)
+        out = np.asarray(tp.reveal(full(*sx)), dtype=np.float64)
+        return ts, out, (f"4 server processes (S1, S2, T1, T2) on loopback, the client here, "
+                         f"{bits}-bit ring, {tp.get_runtime().config.comparison} comparisons, "
+                         f"sealed links; time to a one-element reveal on the client")
 
     def measure_program(workload, n, xs, bits):
         where = f"embedded 4 servers in one process, {bits}-bit ring"
@@ -81,7 +115,13 @@ def main():
             note = "tp.keras.convert'ed Keras LeNet-5, predict, time to S1's logit shares"
         return ts, private.predict(x, reveal=True).numpy(), f"{where}; {note}"
 
-    _common.run_all("tf_privpy", versions, protocols, measure, args)
+    try:
+        _common.run_all("tf_privpy", versions, protocols, measure, args)
+    finally:
+        if state["cluster"] is not None:
+            state["cluster"].stop()
+            sys.stdout.flush()
+            os._exit(0)  # a process that joined a cluster cannot tear TF down cleanly
 
 
 if __name__ == "__main__":

@@ -38,16 +38,29 @@ def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> L
     integer bits (0/1) with integer=True, else fixed point."""
     if len(xs) == 1:
         return [backend.ltz(xs[0], integer=integer)]
+    return _batched(backend, xs, lambda flat: backend.ltz(flat, integer=integer))
+
+
+def relu_many(backend: Backend, xs: Sequence[Shares]) -> List[Shares]:
+    """ReLUs of several tensors as ONE `ltz_mul` batch: one comparison's
+    and one multiplication's messages, a single ReLU's rounds."""
+    if len(xs) == 1:
+        return [relu(backend, xs[0])]
+    return _batched(backend, xs, lambda flat: relu(backend, flat))
+
+
+def _batched(backend: Backend, xs: Sequence[Shares], fn) -> List[Shares]:
+    """fn (elementwise) of the tensors xs flattened into one, split back."""
     limbs = backend.limbs
     shapes = [sh.dynamic_shape(x[0], limbs) for x in xs]
     sizes = [int(np.prod(s)) if isinstance(s, list) else tf.reduce_prod(s) for s in shapes]
     flat = backend.map_many(lambda parts: tf.concat([sh.reshape(p, [-1], limbs) for p in parts], 0),
                             list(xs))
-    bits = backend.ltz(flat, integer=integer)
+    got = fn(flat)
     out = []
     for i in range(2):
         with backend.on(i):
-            out.append(tf.split(bits[i], tf.stack(sizes), axis=0))
+            out.append(tf.split(got[i], tf.stack(sizes), axis=0))
     return [backend.map_shares(lambda s, shp=shp: sh.reshape(s, shp, limbs), (a, b))
             for a, b, shp in zip(out[0], out[1], shapes)]
 

@@ -10,7 +10,7 @@ import tensorflow as tf
 from scipy import stats
 
 import tf_privpy as tp
-from tf_privpy.protocols.mpc.bitwise import protocol
+from tf_privpy.protocols.mpc.bitwise import protocol, selects
 from tf_privpy.protocols.mpc.runtime import cost
 from billcheck import assert_bill_equals_counts  # noqa: E402
 from conftest import case_fixtures  # noqa: E402
@@ -74,11 +74,14 @@ def test_every_comparison_user_matches_the_garbled_family(case, fn):
     y = x.copy()
     y[::2] = np.round(rng.uniform(-5, 5, (3, 6)), 2)     # ties in the odd rows
     px, py = tp.share(x), tp.share(y)
-    f = FUNCTIONS[fn] if case.mode == "eager" else tf.function(FUNCTIONS[fn])
+    # a tf.function per family: one traced under "garbled" would run its
+    # garbled trace again under "bitwise" (the scope is read while tracing)
+    fresh = lambda: FUNCTIONS[fn] if case.mode == "eager" else tf.function(FUNCTIONS[fn])  # noqa
     with tp.comparison("garbled"):
-        want = tp.reveal(f(px, py)).numpy()
-    with tp.comparison("bitwise"):
-        got = tp.reveal(f(px, py)).numpy()
+        want = tp.reveal(fresh()(px, py)).numpy()
+    with tp.comparison("bitwise"), cost.record() as bill:
+        got = tp.reveal(fresh()(px, py)).numpy()
+    assert bill.comparisons and bill.links[("S1", "S2")][1] > 0, "not the bitwise family"
     np.testing.assert_array_equal(got, want)
 
 
@@ -93,8 +96,10 @@ def test_the_scope_chooses_and_the_config_defaults(ring_case):
         tp.nn.relu(x)
     assert tp.get_runtime().config.comparison == "bitwise"
     assert (default.rounds, default.links) == (bitwise.rounds, bitwise.links)
-    # ReLU: one comparison, one multiplication
-    assert bitwise.rounds - garbled.rounds == protocol.BITWISE_ROUNDS - cost.CIRCUIT_ROUNDS
+    # ReLU: one comparison, one multiplication; the bitwise family runs the
+    # product beside its rounds (selects.py), the garbled one after its own
+    assert bitwise.rounds == protocol.BITWISE_ROUNDS
+    assert garbled.rounds == cost.CIRCUIT_ROUNDS + cost.MUL_ROUNDS
     assert bitwise.bytes < garbled.bytes / 5
     with pytest.raises(ValueError, match="comparison must be one of"):
         with tp.comparison("fss"):
@@ -132,6 +137,41 @@ def test_big_batches_go_in_chunks(case, monkeypatch):
     assert sent == {k: tuple(v) for k, v in want.links.items()}
 
 
+SELECTS = {
+    "relu": (lambda v: tp.nn.relu(v), 1),
+    "maximum": (lambda v: tp.maximum(v, v * 0.5 - 1.0), 1),
+    "reduce_max": (lambda v: tp.reduce_max(tp.reshape(v, [-1, 8]), axis=1), 3),
+    "argmax": (lambda v: tp.argmax(tp.reshape(v, [-1, 8]), axis=1), 3),
+    "sort": (lambda v: tp.sort(tp.reshape(v, [-1, 8]), axis=1), 6),
+}
+
+
+@pytest.mark.parametrize("fn", sorted(SELECTS))
+def test_selects_take_only_the_comparisons_rounds(case, fn):
+    """A comparison's bit times values (Backend.ltz_mul) under the bitwise
+    family: the product [r]·v runs beside the comparison's rounds, so ReLU
+    and max count the comparison's 8 rounds (not 8 + 2), a max of 8 and a
+    sort of 8 8 per level (3 and 6 levels); the declared bill equals the
+    channel's counts, rounds included, and its bytes are the comparisons'
+    and the multiplications' (the same as before). On main ReLU counted
+    10 rounds and this test failed."""
+    f, levels = SELECTS[fn]
+    n = 1024
+    x = tp.share(np.random.default_rng(7).uniform(-9, 9, n))
+    with tp.comparison("bitwise"):
+        assert_bill_equals_counts(f, x, case.mode)
+        with cost.record() as bill:
+            (f if case.mode == "eager" else tf.function(f))(x)
+    assert bill.rounds == levels * protocol.BITWISE_ROUNDS
+    # the bytes: each level's comparisons and one multiplication beside them
+    links = {k: v for k, v in bill.links.items() if k[0] != "client"}
+    assert {("S1", "T1"), ("T1", "S2"), ("S2", "T2"), ("T2", "S1")} <= set(links)
+    if fn in ("relu", "maximum"):
+        want = selects.ltz_mul_cost(n, 1, case.ring)
+        assert {k: tuple(v) for k, v in links.items()} == \
+            {k: tuple(v) for k, v in want.links.items()}
+
+
 def test_bytes_and_rounds_per_comparison_meet_the_targets(ring_case):
     """Issue 26: at most 400 bytes per comparison, all phases, and at most
     8 online rounds, as tp.stats() counts them for random pairs."""
@@ -145,13 +185,13 @@ def test_bytes_and_rounds_per_comparison_meet_the_targets(ring_case):
     assert per == pytest.approx(61.75 + 22.875 + ring_case.ring / 8, abs=0.1)
 
 
-def views(x_values):
+def views(x_values, fn=lambda v: tp.less(v, 0.0)):
     rt = tp.get_runtime().runtime
     seen = {}
     px = tp.share(x_values)
     with tp.comparison("bitwise"), \
             rt.observe(lambda src, dst, t: seen.setdefault(dst, []).append((src, t))):
-        tp.less(px, 0.0)
+        fn(px)
     return seen
 
 
@@ -159,14 +199,24 @@ def byte_hist(t):
     return np.bincount(np.frombuffer(t.numpy().tobytes(), np.uint8), minlength=256)
 
 
-def test_every_view_is_uniform_and_secret_independent(ring_case):
-    """What S1, S2 and T1 receive, for all-zero secrets and for random
-    ones: every message's bytes uniform and equally distributed (the nonce
-    headers are public counters). T2 takes no part."""
+VIEWED = {"less": (lambda v: tp.less(v, 0.0), ["S1", "S2"]),
+          "relu": (lambda v: tp.nn.relu(v), ["S1", "S2", "T1", "T2"])}
+
+
+@pytest.mark.parametrize("fn", sorted(VIEWED))
+def test_every_view_is_uniform_and_secret_independent(ring_case, fn):
+    """What each party receives, for all-zero secrets and for random ones:
+    every message's bytes uniform and equally distributed (the nonce
+    headers are public counters). A comparison: only S1 and S2 receive
+    (the dealer nothing, n is static; T2 takes no part). ReLU (selects.py):
+    also T1 and T2, the masked operands of [r]·x, where T1 dealt r: its
+    r1 + ρ must look uniform all the same (DESIGN §5 masks from the S1-S2
+    stream)."""
     n = 1 << 14
-    v0 = views(np.zeros(n))
-    v1 = views(np.random.default_rng(5).uniform(-1000, 1000, n))
-    assert sorted(v0) == ["S1", "S2"], "the dealer receives nothing (n is static)"
+    f, receivers = VIEWED[fn]
+    v0 = views(np.zeros(n), f)
+    v1 = views(np.random.default_rng(5).uniform(-1000, 1000, n), f)
+    assert sorted(v0) == receivers
     for party in v0:
         assert len(v0[party]) == len(v1[party])
         for (src, m0), (_, m1) in zip(v0[party], v1[party]):
@@ -180,11 +230,12 @@ def test_every_view_is_uniform_and_secret_independent(ring_case):
             assert p > ALPHA, f"{what}: distributions differ between secrets (p = {p:.2g})"
 
 
-def test_masks_are_fresh_on_every_run(ring_case):
-    """The same secrets twice: every message differs (a mask reused would
-    repeat it)."""
+@pytest.mark.parametrize("fn", sorted(VIEWED))
+def test_masks_are_fresh_on_every_run(ring_case, fn):
+    """The same secrets twice: every message differs (a mask or a dealt r
+    reused would repeat it)."""
     x = np.random.default_rng(2).uniform(-10, 10, 256)
-    a, b = views(x), views(x)
+    a, b = views(x, VIEWED[fn][0]), views(x, VIEWED[fn][0])
     for party in a:
         for (src, m0), (_, m1) in zip(a[party], b[party]):
             if m0.shape.rank:

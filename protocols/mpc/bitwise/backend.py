@@ -22,8 +22,10 @@ import tensorflow as tf
 from ...config import DEFAULTS
 from ..privpy.backend import PrivPyBackend
 from ..runtime.cost import CIRCUIT_ROUNDS
+from ..runtime import shares as sh
 from . import circuits
 from . import protocol
+from . import selects
 from .ahead import Predealt, setup_cost
 
 #: the comparison families, Config.comparison's values
@@ -66,6 +68,22 @@ class BitwiseBackend(PrivPyBackend):
         if pregarbled is not None or self.comparison_family == "garbled":
             return super().ltz(x, pregarbled, integer=integer)
         return protocol.ltz(self, x, frac_bits)
+
+    def ltz_mul(self, z, vs, pregarbled=None):
+        """[z < 0]·v for each v of vs: under the bitwise family the products
+        run beside the comparison's rounds (selects.py: 8 rounds, not 8 + 2);
+        triples dealt ahead, the garbled family and batches over one dealt
+        chunk take the comparison, then the multiplication."""
+        n = sh.logical_shape(z[0], self.limbs).num_elements()
+        if (pregarbled is not None or self.comparison_family == "garbled"
+                or (n is not None and n > protocol.CHUNK)):
+            return super().ltz_mul(z, vs, pregarbled)
+        return selects.ltz_mul(self, z, vs)
+
+    def ltz_mul_bill(self, n: int, k: int = 1):
+        if self.comparison_family == "garbled":
+            return super().ltz_mul_bill(n, k)
+        return selects.ltz_mul_cost(n, k, self.bits, size_unknown=True)
 
     def prepare_ahead(self, shape):
         """The set-up phase of one later comparison of `shape` in the family

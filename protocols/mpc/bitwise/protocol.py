@@ -168,7 +168,28 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
     material `m` (from `deal`, or stored ahead: ahead.py): their shares of
     [x < 0]·2^frac_bits, after S1's pending stream check if any."""
     rt, bits = backend.rt, backend.bits
-    key, nonce, corr, ring = m["key"], m["nonce"], m["corrections"], m["ring"]
+    key, nonce, ring = m["key"], m["nonce"], m["ring"]
+    msg, recv, n = rounds(backend, low, m)
+    out = []
+    for p, party in enumerate(SERVERS):
+        with tf.device(rt.device(party)):
+            r = ring if p == 1 else tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
+            z = kernels.bw_finish(msg[p], recv[p], key[p], nonce[p], r, n[p], bits, frac_bits,
+                                  party=p)
+            if p in m.get("checks", {}):   # this server's stream with the dealer was in step
+                own, theirs = m["checks"][p]
+                z = check_dealer(rt, p, own, theirs, z)
+            out.append(z)
+    return out[0], out[1]
+
+
+def rounds(backend, low, m: Dict[str, Any]):
+    """The servers' eight message rounds (steps 0-7) on flat low halves
+    `low` with the dealt material `m`: by party index, each server's own
+    step-7 message, the other's (their XOR is msb ^ r, one bit per
+    comparison, bit-sliced) and n on that server."""
+    rt = backend.rt
+    key, nonce, corr = m["key"], m["nonce"], m["corrections"]
     state, msg, n = {}, {}, {}
     for p, party in enumerate(SERVERS):
         with tf.device(rt.device(party)):
@@ -184,17 +205,7 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
                 state[p], msg[p] = kernels.bw_step(state[p], recv[p], key[p], nonce[p], extra,
                                                    step=step, party=p)
     recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
-    out = []
-    for p, party in enumerate(SERVERS):
-        with tf.device(rt.device(party)):
-            r = ring if p == 1 else tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
-            z = kernels.bw_finish(msg[p], recv[p], key[p], nonce[p], r, n[p], bits, frac_bits,
-                                  party=p)
-            if p in m.get("checks", {}):   # this server's stream with the dealer was in step
-                own, theirs = m["checks"][p]
-                z = check_dealer(rt, p, own, theirs, z)
-            out.append(z)
-    return out[0], out[1]
+    return msg, recv, n
 
 
 def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None):

@@ -221,6 +221,35 @@ class Backend(abc.ABC):
         """What `ltz` sends for n comparisons (see `mul_bill`)."""
         return C.Cost()
 
+    def ltz_mul(self, z: Shares, vs: Sequence[Shares], pregarbled=None) -> List[Shares]:
+        """[z < 0]·v for each v of vs (each of z's shape), exact: what every
+        select after a comparison computes (ReLU, max, the sort's
+        compare-exchange). Here the comparison's integer bit, then ONE
+        multiplication without truncation for all of vs (today's rounds:
+        the comparison's, then the multiplication's); a comparison family
+        that can start the products before its bit is known overrides it
+        (bitwise/protocol.py: ltz_mul)."""
+        c = self.ltz(z, pregarbled, integer=True)
+        if len(vs) == 1:
+            return [self.mul(c, vs[0], truncate=False)]
+        # along the last axis: the shapes may be dynamic (a sort loop's body)
+        cat = lambda p: sh.concat(p, -1, self.limbs)  # noqa: E731
+        prod = self.mul(self.map_many(cat, [c] * len(vs)), self.map_many(cat, list(vs)),
+                        truncate=False)
+        k = len(vs)
+
+        def part(s, party, i):
+            w = sh.dynamic_shape(s, self.limbs)[-1] // k
+            return sh.getitem(s, (Ellipsis, slice(i * w, (i + 1) * w)), self.limbs)
+
+        return [self.local(lambda s, party, i=i: part(s, party, i), prod) for i in range(k)]
+
+    def ltz_mul_bill(self, n: int, k: int = 1) -> C.Cost:
+        """What `ltz_mul` sends for n comparisons and k products of n
+        elements each, called in a graph loop (see `mul_bill`)."""
+        e = [n * k]
+        return self.ltz_bill(n).then(self.mul_bill(e, e, e))
+
     @abc.abstractmethod
     def ltz(self, x: Shares, pregarbled=None, integer: bool = False) -> Shares:
         """Shares of the bit [x < 0], encoded as fixed-point 1.0 or 0.0 (DESIGN §6).
@@ -353,6 +382,21 @@ class PrivPyBackend(Backend):
 
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
             padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
+        z = self.mul_messages(x, y, kind, strides, padding, truncate)
+        with tf.device(self.rt.device("S1")):
+            n = z[0].shape.num_elements()  # static when traced shapes are known
+            self.rt.count(rounds=C.advance(list(x) + list(y), C.MUL_ROUNDS, z),
+                          multiplications=(n // self.limbs if n is not None else
+                                           tf.size(z[0], out_type=tf.int64) // self.limbs))
+        if C.active():
+            C.declare(self.mul_bill(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z))))
+        return z
+
+    def mul_messages(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
+                     padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
+        """`mul`'s protocol (DESIGN §5) without counting or declaring it: for
+        a protocol that runs a multiplication inside its own rounds and
+        counts and declares the whole (bitwise/protocol.py's ltz_mul)."""
         rt, bits = self.rt, self.bits
         f = self.cfg.frac_bits if truncate else 0  # MulFinish: frac_bits 0 = no truncation
         geo = dict(kind=kind, strides=strides, padding=padding)
@@ -387,13 +431,6 @@ class PrivPyBackend(Backend):
                 z.append(kernels.mul_finish(x[p], y[p], masked[p][0], msgs[p], k12[p], n12[p],
                                             kt_own[p], nt_own[p], bits, party=p, frac_bits=f,
                                             **geo))
-        with tf.device(rt.device("S1")):
-            n = z[0].shape.num_elements()  # static when traced shapes are known
-            rt.count(rounds=C.advance(list(x) + list(y), C.MUL_ROUNDS, z),
-                     multiplications=(n // self.limbs if n is not None else
-                                      tf.size(z[0], out_type=tf.int64) // self.limbs))
-        if C.active():
-            C.declare(self.mul_bill(*(sh.logical_shape(v[0], self.limbs) for v in (x, y, z))))
         return z[0], z[1]
 
     def mul_bill(self, x_shape, y_shape, out_shape) -> C.Cost:

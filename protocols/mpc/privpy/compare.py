@@ -15,7 +15,10 @@ off by 2^32 (issue 15). Bits stay fixed point where they are values (tp.less,
 tp.equal, tp.sign: the user may compute with them).
 Independent comparisons and products of one level are always issued as one
 batched call, so a tree of depth d costs d comparison rounds and d
-multiplication rounds, whatever the batch size.
+multiplication rounds, whatever the batch size. A comparison's bit times
+values goes through `Backend.ltz_mul`: the bitwise family runs those
+products beside its comparison rounds (bitwise/selects.py), so there a
+level costs the comparison's rounds only.
 """
 from __future__ import annotations
 
@@ -35,16 +38,29 @@ def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> L
     integer bits (0/1) with integer=True, else fixed point."""
     if len(xs) == 1:
         return [backend.ltz(xs[0], integer=integer)]
+    return _batched(backend, xs, lambda flat: backend.ltz(flat, integer=integer))
+
+
+def relu_many(backend: Backend, xs: Sequence[Shares]) -> List[Shares]:
+    """ReLUs of several tensors as ONE `ltz_mul` batch: one comparison's
+    and one multiplication's messages, a single ReLU's rounds."""
+    if len(xs) == 1:
+        return [relu(backend, xs[0])]
+    return _batched(backend, xs, lambda flat: relu(backend, flat))
+
+
+def _batched(backend: Backend, xs: Sequence[Shares], fn) -> List[Shares]:
+    """fn (elementwise) of the tensors xs flattened into one, split back."""
     limbs = backend.limbs
     shapes = [sh.dynamic_shape(x[0], limbs) for x in xs]
     sizes = [int(np.prod(s)) if isinstance(s, list) else tf.reduce_prod(s) for s in shapes]
     flat = backend.map_many(lambda parts: tf.concat([sh.reshape(p, [-1], limbs) for p in parts], 0),
                             list(xs))
-    bits = backend.ltz(flat, integer=integer)
+    got = fn(flat)
     out = []
     for i in range(2):
         with backend.on(i):
-            out.append(tf.split(bits[i], tf.stack(sizes), axis=0))
+            out.append(tf.split(got[i], tf.stack(sizes), axis=0))
     return [backend.map_shares(lambda s, shp=shp: sh.reshape(s, shp, limbs), (a, b))
             for a, b, shp in zip(out[0], out[1], shapes)]
 
@@ -87,21 +103,20 @@ def select(backend: Backend, c: Shares, a: Shares, b: Shares, integer: bool = Fa
 
 def abs_(backend: Backend, x: Shares) -> Shares:
     """|x| = x - 2·x·[x < 0] (integer bit: no truncation)."""
-    c = backend.ltz(x, integer=True)
-    xc = backend.mul(x, c, truncate=False)
+    (xc,) = backend.ltz_mul(x, [x])
     return backend.sub(x, backend.add(xc, xc))
 
 
 def relu(backend: Backend, x: Shares) -> Shares:
     """max(x, 0) = x - x·[x < 0] (PrivPy §5.5); integer bit, no truncation."""
-    return backend.sub(x, backend.mul(x, backend.ltz(x, integer=True), truncate=False))
+    return backend.sub(x, backend.ltz_mul(x, [x])[0])
 
 
 def maximum(backend: Backend, a: Shares, b: Shares, want_min: bool = False) -> Shares:
     """max(a, b) = b + [b < a]·(a - b); min(a, b) = a - [b < a]·(a - b)
     (integer bit, no truncation)."""
     d = backend.sub(a, b)
-    t = backend.mul(backend.ltz(backend.neg(d), integer=True), d, truncate=False)
+    (t,) = backend.ltz_mul(backend.neg(d), [d])
     return backend.sub(a, t) if want_min else backend.add(b, t)
 
 
@@ -141,15 +156,13 @@ def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
         a, b, rest = _split_last(backend, x, n)
         d = backend.sub(a, b)
         # c = 1 where b wins: b > a for max (first index wins ties), b < a for min
-        c = backend.ltz(d if not want_min else backend.neg(d), integer=True)
+        z = d if not want_min else backend.neg(d)
         if with_index:
             ia, ib, irest = _split_last(backend, idx, n)
-            di = backend.sub(ib, ia)
-            neg_d = backend.neg(d)
-            prod_v, prod_i = backend.mul_many([(c, neg_d), (c, di)], truncate=False)
+            prod_v, prod_i = backend.ltz_mul(z, [backend.neg(d), backend.sub(ib, ia)])
             x, idx = backend.add(a, prod_v), backend.add(ia, prod_i)
         else:
-            x = backend.add(a, backend.mul(c, backend.neg(d), truncate=False))
+            x = backend.add(a, backend.ltz_mul(z, [backend.neg(d)])[0])
         if rest is not None:
             x = backend.map_many(lambda p: sh.concat(p, -1, limbs), [x, rest])
             if with_index:
@@ -233,19 +246,13 @@ def _exchange(backend: Backend, x: Shares, idx, ia, ib, inv, m, descending: bool
     a, b = backend.local(take(ia), x), backend.local(take(ib), x)
     d = backend.sub(a, b)
     # c = 1 where the pair is out of order
-    c = backend.ltz(backend.neg(d) if not descending else d, integer=True)
+    z = backend.neg(d) if not descending else d
     if idx is not None:
         ja, jb = backend.local(take(ia), idx), backend.local(take(ib), idx)
-        cat = lambda p: sh.concat(p, -1, limbs)  # noqa: E731
-        # both products in one multiplication (mul_many needs static shapes)
-        both = backend.mul(backend.map_many(cat, [c, c]),
-                           backend.map_many(cat, [d, backend.sub(ja, jb)]), truncate=False)
-        cut = lambda lo, hi: lambda s, party: sh.getitem(  # noqa: E731
-            s, (Ellipsis, slice(per(lo, party), per(hi, party))), limbs)
-        dv = backend.local(cut(0, m), both)
-        di = backend.local(cut(m, None), both)
+        # both products in one multiplication
+        dv, di = backend.ltz_mul(z, [d, backend.sub(ja, jb)])
     else:
-        dv = backend.mul(c, d, truncate=False)
+        (dv,) = backend.ltz_mul(z, [d])
 
     def back(lo, hi, old):
         return backend.local(lambda u, v, w, party: sh.gather(
@@ -338,10 +345,7 @@ def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
         # calls declare nothing (paused there), the loop declares each
         # layer's bill here, as the unrolled layers would.
         for _, _, a, _ in steps:
-            e = rows * len(a)
-            C.declare_in_sequence(backend.ltz_bill(e))
-            e *= 2 if idx is not None else 1
-            C.declare_in_sequence(backend.mul_bill([e], [e], [e]))
+            C.declare_in_sequence(backend.ltz_mul_bill(rows * len(a), 2 if idx is not None else 1))
     full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
     x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
     return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)

@@ -224,10 +224,8 @@ def relu_many(xs) -> list:
     if not all(C.is_private(x) for x in xs):
         raise TypeError("tp.nn.relu_many takes PrivateTensors")
     h = C.handle_of(*xs)
-    sh_ = [C.shares(x) for x in xs]
-    bits = P.ltz_many(h.backend, sh_, integer=True)  # integer bits: no truncation (issue 15)
-    prods = h.backend.mul_many(list(zip(sh_, bits)), truncate=False)
-    return [C.wrap(h, h.backend.sub(s, p), x.dtype) for s, p, x in zip(sh_, prods, xs)]
+    outs = P.relu_many(h.backend, [C.shares(x) for x in xs])
+    return [C.wrap(h, o, x.dtype) for o, x in zip(outs, xs)]
 
 
 def less_many(pairs) -> list:

@@ -1,0 +1,116 @@
+"""A comparison's bit times values inside the comparison's own rounds
+(issue 26): [z < 0]·v for ReLU, max/min, the reductions' and the sort's
+selects in the bitwise comparison's 8 rounds instead of its 8 and then a
+multiplication's 2.
+
+The bitwise comparison ends by opening m = msb ^ r to S1 and S2, r a bit
+dealt by T1 who also shares it arithmetically, and [msb] = m + (1 - 2m)[r]
+(protocol.py). So
+
+    [msb]·v = m·v + (1 - 2m)·[r·v],
+
+and [r·v] is PrivPy's multiplication (DESIGN §5) of two shares known
+before the comparison starts: [r] as soon as T1's dealing message is in
+(it overlaps the first round), v at once. It runs beside the comparison
+tree (its 2 rounds end by round 3 or 4 of the 8), and once m is open the
+rest is local: each server takes v_p - w_p where m = 1, w_p where m = 0
+(w = [r·v]), exact in the ring (r is an integer bit: no truncation).
+
+Views. The multiplication is the ordinary one with [r] as its left
+operand, so every message is masked as in DESIGN §5: T1 gets r1 + ρ and
+v2 + σ, T2 gets r2 + ρ' and v1 + σ', with ρ, σ, ρ', σ' fresh from the
+S1-S2 stream (a new nonce per call), which neither assistant holds. T1
+dealt r and knows r1 and r2, but r1 + ρ is uniform for any r1 it knows:
+its view is the masked operands and nothing else, as in every
+multiplication; T2's likewise; S1 and S2 receive the products masked by
+the S1-T1 / S2-T2 streams and the comparison's messages as before. r is
+fresh per call (T1's new stream nonces in `protocol.deal`) and used once:
+in the opening of m and in this product of the same call.
+(tests/test_bitwise.py: test_every_view_is_uniform_and_secret_independent
+runs ReLU too.)
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import tensorflow as tf
+
+from ..runtime import cost as C
+from ..runtime import kernels
+from ..runtime import shares as sh
+from . import protocol
+
+
+def ltz_mul_cost(n: int, k: int, ring_bits: int, size_unknown: bool = False) -> C.Cost:
+    """What `ltz_mul` of n comparisons and k products of n elements sends:
+    the comparison's messages beside one multiplication of k·n elements
+    (the rounds of the comparison: the product ends before it does)."""
+    e = [n * k]
+    return protocol.ltz_cost(n, ring_bits, size_unknown).beside(
+        C.mul_cost(e, e, e, ring_bits))
+
+
+def ltz_mul(backend, z, vs: Sequence) -> List:
+    """[z < 0]·v for each v of vs (each of z's shape) in one dealt batch
+    (n <= protocol.CHUNK or unknown while tracing): the comparison's 8
+    rounds with the product of [r] and all of vs (one multiplication)
+    beside them (see the module doc)."""
+    rt, limbs, bits = backend.rt, backend.limbs, backend.bits
+    k = len(vs)
+    shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
+    low = backend.local(lambda s, party: sh.low64(s, limbs), z)
+    n_static: Optional[int] = low[0].shape[0]
+    flat = lambda p: tf.concat([sh.reshape(v, [-1], limbs) for v in p], 0)  # noqa: E731
+    v = backend.map_many(flat, list(vs))
+    with tf.device(rt.device("S1")):
+        n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
+    m = protocol.deal(rt, n_static, n_s1, bits, 0)
+
+    # [r] (integer bit): S1's ring shares follow its stream words with the
+    # dealer; BwFinish with nothing opened (m = 0) returns exactly them.
+    # S2's are the dealer's `ring`.
+    with tf.device(rt.device("S1")):
+        blocks = (n_s1 + protocol.BLOCK - 1) // protocol.BLOCK
+        nothing = tf.zeros(tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64)
+        empty = tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
+        r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_s1,
+                               bits, 0, party=0)
+    r = backend.map_many(lambda p: tf.concat(p * k, 0), [(r1, m["ring"])])
+    w = backend.mul_messages(r, v, truncate=False)
+
+    msg, recv, n = protocol.rounds(backend, low, m)
+    out = []
+    for p, party in enumerate(protocol.SERVERS):
+        with tf.device(rt.device(party)):
+            opened = tf.concat([_opened(msg[p], recv[p], n[p])] * k, 0)
+            if limbs == 2:
+                opened = opened[:, None]
+            # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = 1, [r·v] where m = 0
+            y = tf.where(opened, kernels.ring_sub(v[p], w[p], bits), w[p])
+            if p in m["checks"]:   # S1's stream with the dealer was in step
+                own, theirs = m["checks"][p]
+                y = protocol.check_dealer(rt, p, own, theirs, y)
+            out.append(y)
+    with tf.device(rt.device("S1")):
+        count = n_static if n_static is not None else n_s1
+        rt.count(rounds=C.advance(list(low) + list(v), protocol.BITWISE_ROUNDS, out),
+                 comparisons=count, multiplications=count * k)
+    if C.active() and n_static is not None:   # else the caller declares (ltz_mul_bill)
+        C.declare(ltz_mul_cost(n_static, k, bits))
+
+    def part(s, shp, party, i):
+        size = n_static if n_static is not None else tf.shape(s, out_type=tf.int64)[0] // k
+        return sh.reshape(s[i * size:(i + 1) * size], shp, limbs)
+
+    return [backend.local(lambda s, shp, party, i=i: part(s, shp, party, i), tuple(out), shape)
+            for i in range(k)]
+
+
+def _opened(own: tf.Tensor, received: tf.Tensor, n) -> tf.Tensor:
+    """The opened bits m = msb ^ r of n comparisons as booleans [n], from
+    both step-7 messages (one word per block of 64, bit j = comparison j:
+    ops/bitwise/bitwise.h's Finish reads them the same way)."""
+    words = tf.bitwise.bitwise_xor(own, received)                    # [blocks, 1]
+    shifts = tf.range(protocol.BLOCK, dtype=tf.int64)[None, :]
+    bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(words, shifts), 1)
+    return tf.not_equal(tf.reshape(bits, [-1])[:n], 0)

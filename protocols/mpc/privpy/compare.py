@@ -339,15 +339,16 @@ def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
         # layer's bill here, as the unrolled layers would.
         for _, _, a, _ in steps:
             e = rows * len(a)
-            C.declare_in_sequence(backend.ltz_bill(e))
+            C.declare_in_sequence(backend.ltz_bill(e, sized=True))
             e *= 2 if idx is not None else 1
             C.declare_in_sequence(backend.mul_bill([e], [e], [e]))
     full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
-    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
-    return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)
+    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, rows,
+                         descending)
+    return _layer_loop(backend, x, idx, n, steps[full:], 1, rows, descending)
 
 
-def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
+def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int, rows: int,
                 descending: bool):
     """One tf.while_loop over `steps`, per_iter layers per iteration."""
     if not steps:
@@ -357,47 +358,65 @@ def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
         p *= 2
     ks = np.array([k for k, _, _, _ in steps], np.int64)
     js = np.array([j for _, j, _, _ in steps], np.int64)
+    # each layer's comparisons: public, for the parties that deal for them
+    # (the bitwise family's T1), which cannot wait for the servers' data
+    sizes = np.array([rows * len(a) for _, _, a, _ in steps], np.int64)
+    others = backend.size_parties()
     with_index = idx is not None
+    counters = 2 + len(others)   # loop variables ahead of the shares
 
-    def cond(i0, i1, *_):
+    def cond(i0, *_):
         with backend.on(0):
             return i0 < len(steps)
 
-    def body(i0, i1, *v):
+    def body(*v):
+        i, v = v[:counters], v[counters:]
         xs, ids = (v[0], v[1]), ((v[2], v[3]) if with_index else None)
         for u in range(per_iter):
-            # each holder computes the (public) comparators from its own
-            # counter: nothing crosses between parties outside the channel
+            # each party computes the (public) comparators or their number
+            # from its own counter: nothing crosses between parties outside
+            # the channel, and the dealer needs no message to start a layer
             ia, ib, inv, m = [], [], [], []
-            for party, i in enumerate((i0, i1)):
+            for party in range(2):
                 with backend.on(party):
-                    la, lb, li, lm = _layer_indices(tf.gather(ks, i + u), tf.gather(js, i + u),
-                                                    n, p)
+                    la, lb, li, lm = _layer_indices(tf.gather(ks, i[party] + u),
+                                                    tf.gather(js, i[party] + u), n, p)
                     ia.append(la), ib.append(lb), inv.append(li), m.append(lm)
-            with C.paused():
+            given = {}
+            for name, c in zip(others, i[2:]):
+                with tf.device(backend.rt.device(name)):
+                    given[name] = tf.gather(sizes, c + u)
+            with C.paused(), backend.batch_sizes(given):
                 xs, ids = _exchange(backend, xs, ids, tuple(ia), tuple(ib), tuple(inv),
                                     tuple(m), descending)
         nxt = []
-        for party, i in enumerate((i0, i1)):
-            with backend.on(party):
-                nxt.append(i + per_iter)
+        for party, c in enumerate(i):
+            with _on(backend, party, others):
+                nxt.append(c + per_iter)
         return tuple(nxt) + tuple(xs) + (tuple(ids) if with_index else ())
 
     start = []
-    for party in range(2):
-        with backend.on(party):
+    for party in range(counters):
+        with _on(backend, party, others):
             start.append(tf.constant(0, tf.int64))
     loop_vars = tuple(start) + tuple(x) + (tuple(idx) if with_index else ())
     out = list(tf.while_loop(cond, body, loop_vars, parallel_iterations=1))
+    ends, out = out[:2], out[counters:]
     # The loop condition is computed on S1 and reaches the other parties as
     # TF's own control-flow message, outside the sealed channel. A party made
     # to leave the loop early would stall the others (a timeout), never
     # return a half-sorted result: each holder checks its own counter.
     for party in range(2):
         with backend.on(party):
-            out[2 + party] = kernels.check(
-                tf.equal(out[party], len(steps)), out[2 + party],
+            out[party] = kernels.check(
+                tf.equal(ends[party], len(steps)), out[party],
                 f"tf_privpy: a sort's loop on the share holder {party + 1} ran a different "
                 f"number of layers than its {len(steps)} (its loop condition was changed "
-                "on the way from S1?):", out[party])
-    return (out[2], out[3]), ((out[4], out[5]) if with_index else None)
+                "on the way from S1?):", ends[party])
+    return (out[0], out[1]), ((out[2], out[3]) if with_index else None)
+
+
+def _on(backend: Backend, party: int, others: Tuple[str, ...]):
+    """Device scope of loop counter `party`: the share holders' (0, 1),
+    then those of `others` (names)."""
+    return backend.on(party) if party < 2 else tf.device(backend.rt.device(others[party - 2]))

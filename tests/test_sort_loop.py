@@ -159,3 +159,27 @@ def test_loop_over_sealed_links():
     finally:
         tp.reset()
         tp.init()
+
+
+def test_bitwise_loop_sends_the_dealer_no_size():
+    """Under the bitwise family the dealer (T1) takes each layer's size from
+    its own loop counter and a table of the public layer sizes: the loop
+    sends exactly the unrolled network's messages (no S1 -> T1 size header
+    per layer, a hop before T1 could deal) and declares them. Before (seen
+    failing on the old code): S1 -> T1 counted 2 messages per layer in the
+    loop (the size and the multiplication's), 1 unrolled."""
+    n = 40
+    x = tp.share(np.random.default_rng(3).uniform(-9, 9, n))
+    layers = len(compare.batcher_layers(n))
+    with tp.comparison("bitwise"):
+        with tp.stats() as unrolled:
+            want = tp.sort(x)   # eagerly: the unrolled network
+        f = tf.function(lambda a: tp.sort(a))
+        with cost.record() as declared:
+            f.get_concrete_function(x)
+        with tp.stats() as looped:
+            got = f(x)
+    assert looped.links[("S1", "T1")][0] == layers
+    assert looped.links == unrolled.links
+    assert_declared_equals_counted(declared, looped)
+    np.testing.assert_array_equal(got.reveal().numpy(), want.reveal().numpy())

@@ -15,7 +15,7 @@ circuit by the setting functions.common.bitwise_circuits
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import tensorflow as tf
 
@@ -38,6 +38,8 @@ class BitwiseBackend(PrivPyBackend):
     def __init__(self, runtime):
         super().__init__(runtime)
         self._families: List[str] = [check_family(runtime.config.comparison)]
+        #: the `batch_sizes` scopes open now, innermost last
+        self._sizes: List[Dict[str, tf.Tensor]] = []
 
     @property
     def comparison_family(self) -> str:
@@ -54,12 +56,30 @@ class BitwiseBackend(PrivPyBackend):
         finally:
             self._families.pop()
 
-    def ltz_bill(self, n: int, pregarbled: bool = False):
+    def ltz_bill(self, n: int, pregarbled: bool = False, sized: bool = False):
         if pregarbled or self.comparison_family == "garbled":
             return super().ltz_bill(n, pregarbled)
         # a bill is for a call in a graph loop, declared outside it (see
-        # Backend.mul_bill): its trace does not know n, S1 sends it to T1
-        return protocol.ltz_cost(n, self.bits, size_unknown=True)
+        # Backend.mul_bill): its trace does not know n; unless the loop gives
+        # the dealer each batch's size (batch_sizes), S1 sends it to T1
+        return protocol.ltz_cost(n, self.bits, size_unknown=not sized)
+
+    def size_parties(self) -> Tuple[str, ...]:
+        """The dealer, under the bitwise family (it deals a batch's triples
+        before the servers' data exists); none under the garbled one."""
+        return () if self.comparison_family == "garbled" else (protocol.DEALER,)
+
+    @contextlib.contextmanager
+    def batch_sizes(self, sizes: Dict[str, tf.Tensor]) -> Iterator[None]:
+        missing = set(self.size_parties()) - set(sizes)
+        if missing:
+            raise ValueError(f"batch_sizes needs the size on {sorted(missing)} too "
+                             "(each party of backend.size_parties())")
+        self._sizes.append(dict(sizes))
+        try:
+            yield
+        finally:
+            self._sizes.pop()
 
     def ltz(self, x, pregarbled=None, integer: bool = False):
         frac_bits = 0 if integer else self.cfg.frac_bits
@@ -67,7 +87,11 @@ class BitwiseBackend(PrivPyBackend):
             return protocol.ltz(self, x, frac_bits, predealt=pregarbled)
         if pregarbled is not None or self.comparison_family == "garbled":
             return super().ltz(x, pregarbled, integer=integer)
-        return protocol.ltz(self, x, frac_bits)
+        return protocol.ltz(self, x, frac_bits, dealer_n=self._dealer_n())
+
+    def _dealer_n(self):
+        """The dealer's batch size from the innermost `batch_sizes` scope."""
+        return self._sizes[-1].get(protocol.DEALER) if self._sizes else None
 
     def ltz_mul(self, z, vs, pregarbled=None):
         """[z < 0]·v for each v of vs: under the bitwise family the products
@@ -78,12 +102,12 @@ class BitwiseBackend(PrivPyBackend):
         if (pregarbled is not None or self.comparison_family == "garbled"
                 or (n is not None and n > protocol.CHUNK)):
             return super().ltz_mul(z, vs, pregarbled)
-        return selects.ltz_mul(self, z, vs)
+        return selects.ltz_mul(self, z, vs, dealer_n=self._dealer_n())
 
-    def ltz_mul_bill(self, n: int, k: int = 1):
+    def ltz_mul_bill(self, n: int, k: int = 1, sized: bool = False):
         if self.comparison_family == "garbled":
-            return super().ltz_mul_bill(n, k)
-        return selects.ltz_mul_cost(n, k, self.bits, size_unknown=True)
+            return super().ltz_mul_bill(n, k, sized)
+        return selects.ltz_mul_cost(n, k, self.bits, size_unknown=not sized)
 
     def prepare_ahead(self, shape):
         """The set-up phase of one later comparison of `shape` in the family

@@ -46,16 +46,19 @@ BLOCK = 64
 #: comparison while it works (both servers' stream words), so bigger batches
 #: go in chunks whose dealing runs one after another (their rounds overlap)
 CHUNK = 1 << 21
-#: the batch size S1 sends the dealer when the trace does not know it (int64)
+#: the batch size S1 sends the dealer when the trace does not know it and
+#: the caller did not give it to the dealer (int64)
 SIZE_BYTES = 8
 
 
 def ltz_cost(n: int, ring_bits: int, size_unknown: bool = False) -> C.Cost:
     """What a bitwise comparison of n elements sends (declared beside the
     protocol; tests/test_bitwise.py checks it against the channel's
-    counters): chunks of CHUNK side by side. size_unknown: the trace does
-    not know n (a graph loop's body, e.g. the sort loop's layers), so S1
-    tells the dealer (one 8-byte header; such a call is one chunk)."""
+    counters): chunks of CHUNK side by side. size_unknown: neither the
+    trace nor the dealer knows n (a tf.function traced for a dynamic
+    shape), so S1 tells the dealer (one 8-byte header; such a call is one
+    chunk). A graph loop that gives the dealer each batch's size
+    (Backend.batch_sizes: the sort loop) sends no such header."""
     c = C.Cost()
     for start in range(0, max(n, 1), CHUNK):
         c = c.beside(batch_cost(min(CHUNK, n - start), ring_bits))
@@ -76,11 +79,15 @@ def batch_cost(n: int, ring_bits: int) -> C.Cost:
     return c
 
 
-def ltz(backend, x, frac_bits: int, predealt=None):
+def ltz(backend, x, frac_bits: int, predealt=None, dealer_n: Optional[tf.Tensor] = None):
     """Shares of [x < 0]·2^frac_bits (frac_bits 0: the plain bit) for shares
     x of any shape, by the bitwise protocol; same shape as x. With
     `predealt` (ahead.Predealt, tp.prepare_comparisons): the triples were
-    dealt ahead and only the servers' rounds run."""
+    dealt ahead and only the servers' rounds run. `dealer_n`: the number
+    of elements as an int64 scalar on the dealer, for a trace that does not
+    know it (a graph loop's layer): the dealer deals from it at once,
+    without waiting for S1's data or a message (S2's kernels refuse a
+    batch dealt for another size)."""
     rt, limbs = backend.rt, backend.limbs
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), x)
 
@@ -95,18 +102,19 @@ def ltz(backend, x, frac_bits: int, predealt=None):
     else:
         if C.active() and n_static is not None:   # else the caller declares (ltz_bill)
             C.declare(ltz_cost(n_static, backend.bits))
-        out = _chunked(backend, low, n_static, frac_bits)
+        out = _chunked(backend, low, n_static, frac_bits, dealer_n)
     with tf.device(rt.device("S1")):   # the chunks' rounds overlap: one count
         n = n_static if n_static is not None else tf.shape(low[0], out_type=tf.int64)[0]
         rt.count(rounds=C.advance(list(low), BITWISE_ROUNDS, out), comparisons=n)
     return backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
 
 
-def _chunked(backend, low, n_static: Optional[int], frac_bits: int):
+def _chunked(backend, low, n_static: Optional[int], frac_bits: int, dealer_n=None):
     """Dealt batches of at most CHUNK comparisons, the dealer working on one
-    after the other; the servers' rounds overlap."""
+    after the other; the servers' rounds overlap. Of unknown size: one
+    batch, its size `dealer_n` on the dealer, else from S1."""
     if n_static is None or n_static <= CHUNK:
-        return _batch(backend, low, n_static, frac_bits)[:2]
+        return _batch(backend, low, n_static, frac_bits, dealer_n=dealer_n)[:2]
     outs, after = [], None
     for b in range(0, n_static, CHUNK):
         part = backend.map_shares(lambda s, b=b: s[b:b + CHUNK], low)
@@ -126,21 +134,28 @@ def ahead_online_cost(n: int, ring_bits: int) -> C.Cost:
     return c
 
 
-def deal(rt, n_static: Optional[int], n_s1: tf.Tensor, bits: int, frac_bits: int,
-         after=None) -> Dict[str, Any]:
+def deal(rt, n_static: Optional[int], n_s1: Optional[tf.Tensor], bits: int, frac_bits: int,
+         after=None, dealer_n: Optional[tf.Tensor] = None) -> Dict[str, Any]:
     """The dealer's part of one batch of n comparisons: T1 regenerates both
     servers' triple halves from its streams with them and sends S2 its
     product shares and its ring shares of r·2^frac_bits, with T1's stream
-    nonces as headers for the servers' checks. `n_s1`: n on S1 (sent to
-    the dealer when not static); `after`: an op on the dealer to start
-    after. Returns the servers' (key, nonce) by party index, S2's
+    nonces as headers for the servers' checks. n: `n_static` if known,
+    else `dealer_n` (an int64 scalar on the dealer, public: a graph loop's
+    layer size from the dealer's own counter), else `n_s1` (on S1, sent to
+    the dealer: one 8-byte message, a hop before the dealer can start);
+    `after`: an op on the dealer to start after. Returns the servers' (key, nonce) by party index, S2's
     `corrections` and `ring`, the checked-nonce pairs `checks` {party
     index: (own nonce, the dealer's)} and `dealt` (the dealer's output)."""
     key, nonce, kd, nd = {}, {}, {}, {}
     for p, party in enumerate(SERVERS):
         key[p], nonce[p] = rt.key_material(party, DEALER, party)
         kd[p], nd[p] = rt.key_material(party, DEALER, DEALER)
-    if n_static is None:   # the size is public: S1 tells the dealer
+    if n_static is None and dealer_n is not None:   # the dealer knows it
+        n_t = dealer_n
+    elif n_static is None:   # the size is public: S1 tells the dealer
+        if n_s1 is None:
+            raise ValueError("a bitwise comparison of unknown size needs its size on S1 or "
+                             "on the dealer (Backend.batch_sizes): give one")
         (n_t,) = rt.send("S1", DEALER, headers=(n_s1,))[1]
     else:
         with tf.device(rt.device(DEALER)):
@@ -208,10 +223,12 @@ def rounds(backend, low, m: Dict[str, Any]):
     return msg, recv, n
 
 
-def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None):
+def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None, dealer_n=None):
     """One dealt batch: (S1's share, S2's share, the dealer's output), the
     dealer starting after `after` (the previous chunk's, on the dealer)."""
-    with tf.device(backend.rt.device("S1")):
-        n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
-    m = deal(backend.rt, n_static, n_s1, backend.bits, frac_bits, after)
+    n_s1 = None
+    if n_static is None and dealer_n is None:
+        with tf.device(backend.rt.device("S1")):
+            n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
+    m = deal(backend.rt, n_static, n_s1, backend.bits, frac_bits, after, dealer_n)
     return online(backend, low, m, frac_bits) + (m["dealt"],)

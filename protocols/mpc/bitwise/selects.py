@@ -50,11 +50,12 @@ def ltz_mul_cost(n: int, k: int, ring_bits: int, size_unknown: bool = False) -> 
         C.mul_cost(e, e, e, ring_bits))
 
 
-def ltz_mul(backend, z, vs: Sequence) -> List:
+def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> List:
     """[z < 0]·v for each v of vs (each of z's shape) in one dealt batch
     (n <= protocol.CHUNK or unknown while tracing): the comparison's 8
     rounds with the product of [r] and all of vs (one multiplication)
-    beside them (see the module doc)."""
+    beside them (see the module doc). dealer_n: as in `protocol.ltz` (the
+    batch's size on the dealer, for a trace that does not know it)."""
     rt, limbs, bits = backend.rt, backend.limbs, backend.bits
     k = len(vs)
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
@@ -64,7 +65,8 @@ def ltz_mul(backend, z, vs: Sequence) -> List:
     v = backend.map_many(flat, list(vs))
     with tf.device(rt.device("S1")):
         n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
-    m = protocol.deal(rt, n_static, n_s1, bits, 0)
+    m = protocol.deal(rt, n_static, n_s1 if dealer_n is None else None, bits, 0,
+                      dealer_n=dealer_n)
 
     # [r] (integer bit): S1's ring shares follow its stream words with the
     # dealer; BwFinish with nothing opened (m = 0) returns exactly them.

@@ -12,7 +12,8 @@ Everything is expressed on `Shares` (pairs of ring tensors); the public API
 from __future__ import annotations
 
 import abc
-from typing import List, Optional, Sequence, Tuple
+import contextlib
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -217,8 +218,9 @@ class Backend(abc.ABC):
         multiplication inside a graph loop and declare its bill outside."""
         return C.Cost()
 
-    def ltz_bill(self, n: int, pregarbled: bool = False) -> C.Cost:
-        """What `ltz` sends for n comparisons (see `mul_bill`)."""
+    def ltz_bill(self, n: int, pregarbled: bool = False, sized: bool = False) -> C.Cost:
+        """What `ltz` sends for n comparisons (see `mul_bill`); sized: the
+        call runs inside `batch_sizes` (its size given to `size_parties`)."""
         return C.Cost()
 
     def ltz_mul(self, z: Shares, vs: Sequence[Shares], pregarbled=None) -> List[Shares]:
@@ -244,11 +246,27 @@ class Backend(abc.ABC):
 
         return [self.local(lambda s, party, i=i: part(s, party, i), prod) for i in range(k)]
 
-    def ltz_mul_bill(self, n: int, k: int = 1) -> C.Cost:
+    def ltz_mul_bill(self, n: int, k: int = 1, sized: bool = False) -> C.Cost:
         """What `ltz_mul` sends for n comparisons and k products of n
-        elements each, called in a graph loop (see `mul_bill`)."""
+        elements each, called in a graph loop (see `mul_bill`; sized: as
+        in `ltz_bill`)."""
         e = [n * k]
-        return self.ltz_bill(n).then(self.mul_bill(e, e, e))
+        return self.ltz_bill(n, sized=sized).then(self.mul_bill(e, e, e))
+    def size_parties(self) -> Tuple[str, ...]:
+        """Parties besides the share holders that must know a comparison
+        batch's (public) size before its data exists, as a dealer of
+        correlations does. A graph loop whose body does not know its
+        comparisons' sizes at trace time (the sort loop) computes each
+        batch's size on each of these parties from its own loop counter and
+        gives them by `batch_sizes`, so no message carries it. None here."""
+        return ()
+
+    @contextlib.contextmanager
+    def batch_sizes(self, sizes: Dict[str, tf.Tensor]) -> Iterator[None]:
+        """Inside it, each comparison built is ONE batch of sizes[party]
+        elements, an int64 scalar placed on party, for each party of
+        `size_parties()`. Nothing to do here (no such party)."""
+        yield
 
     @abc.abstractmethod
     def ltz(self, x: Shares, pregarbled=None, integer: bool = False) -> Shares:
@@ -436,7 +454,7 @@ class PrivPyBackend(Backend):
     def mul_bill(self, x_shape, y_shape, out_shape) -> C.Cost:
         return C.mul_cost(x_shape, y_shape, out_shape, self.bits)
 
-    def ltz_bill(self, n: int, pregarbled: bool = False) -> C.Cost:
+    def ltz_bill(self, n: int, pregarbled: bool = False, sized: bool = False) -> C.Cost:
         return C.ltz_cost(n, self.bits, int(self.cfg.comparison_batch), pregarbled)
 
     def ltz(self, x: Shares, pregarbled: Optional[Pregarbled] = None,

@@ -264,32 +264,42 @@ def _exchange(backend: Backend, x: Shares, idx, ia, ib, inv, m, descending: bool
     return x, idx
 
 
-def _inverse(a, b, n: int, m):
+def _inverse(a: np.ndarray, b: np.ndarray, n: int, m: int) -> np.ndarray:
     """Where each position's new value lies in [lo (m), hi (m), x (n)]: the
-    a's in lo, the b's in hi, the untouched ones in x (numpy or TF)."""
-    if isinstance(a, np.ndarray):
-        inv = 2 * m + np.arange(n, dtype=np.int64)
-        inv[a] = np.arange(m)
-        inv[b] = m + np.arange(m)
-        return inv
-    r = tf.range(m, dtype=tf.int64)
-    inv = tf.tensor_scatter_nd_update(tf.range(n, dtype=tf.int64) + 2 * m, a[:, None], r)
-    return tf.tensor_scatter_nd_update(inv, b[:, None], m + r)
+    a's in lo, the b's in hi, the untouched ones in x (the loop's TF
+    version: `_layer_indices`)."""
+    inv = 2 * m + np.arange(n, dtype=np.int64)
+    inv[a] = np.arange(m)
+    inv[b] = m + np.arange(m)
+    return inv
 
 
 def _layer_indices(k, j, n: int, p: int):
     """The comparators (a, b) of layer (k, j) of `_batcher_steps`, the
     inverse gather and their number, computed in TF from the scalars k, j
-    (int64), so that one loop body serves every layer."""
-    starts = tf.range(j % k, tf.maximum(p - j, 0), 2 * j)
-    a = tf.reshape(starts[:, None] + tf.range(j)[None, :], [-1])
-    keep = (a + j < n) & tf.equal(a // (2 * k), (a + j) // (2 * k))
-    # one Where and one Gather (tf.boolean_mask builds about ten ops, twice,
-    # per layer and share holder: a third of a loop's trace time)
-    a = tf.gather(a, tf.reshape(tf.where(keep), [-1]))
-    b = a + j
-    m = tf.size(a, out_type=tf.int64)
-    return a, b, _inverse(a, b, n, m), m
+    (int64), so that one loop body serves every layer.
+
+    From masks over the n positions, in int32, with no scatter: position t
+    is an `a` when it starts a pair (t - j % k mod 2j < j), its partner
+    t + j exists and lies in its block of 2k; a `b` when t - j is an `a`;
+    a position's index in a (and its partner's in b) is the exclusive
+    cumulative count of a's before it. The scatters of the inverse took two
+    thirds of this function's time (0.25 s per holder for the 136 layers of
+    2^16 on 2 loaded cores; these masks 0.19 s, the same indices exactly)."""
+    del p   # the starts need not be enumerated: the masks cover [0, n)
+    k, j = tf.cast(k, tf.int32), tf.cast(j, tf.int32)
+    t = tf.range(n, dtype=tf.int32)
+    off = j % k
+    # k and j are powers of two: the bitwise ands are the mods
+    is_a = ((t >= off) & (tf.bitwise.bitwise_and(t - off, 2 * j - 1) < j) & (t + j < n)
+            & (tf.bitwise.bitwise_and(t, 2 * k - 1) + j < 2 * k))
+    ones = tf.cast(is_a, tf.int32)
+    before = tf.math.cumsum(ones, exclusive=True)
+    m = tf.reduce_sum(ones)
+    a = tf.cast(tf.reshape(tf.where(is_a), [-1]), tf.int32)
+    shift = lambda v: tf.concat([tf.zeros([j], v.dtype), v[:n - j]], 0)  # noqa: E731
+    inv = tf.where(is_a, before, tf.where(shift(is_a), m + shift(before), 2 * m + t))
+    return a, a + j, inv, tf.cast(m, tf.int64)
 
 
 def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
@@ -325,13 +335,17 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
 
 
 #: layers per iteration of the sorting loop: within an iteration the
-#: garbling of later layers can overlap the rounds of earlier ones (it needs
-#: no data), across iterations it cannot (an iteration ends when all its
-#: stateful ops did). 8 ran a 2^12 sort ~2.7x faster than 1, with 9 layers
-#: in the graph whatever n (the rest: a loop of 1). Its run is still slower
-#: than the unrolled network's (2^16 on 2 loaded cores: 10.3 s vs 9.0 s in the
-#: quietest samples, up to 2x under more load); garbling the next
-#: iteration's tables inside the current one would recover the overlap.
+#: dealing of later layers (T1's triples under the bitwise family, whose
+#: sizes T1 takes from its own counter; the garbling under the garbled one)
+#: can overlap the rounds of earlier ones (it needs no data), across
+#: iterations it cannot (an iteration ends when all its stateful ops did).
+#: 8 ran a 2^12 sort ~2.7x faster than 1, with 9 layers in the graph
+#: whatever n (the rest: a loop of 1). Under the bitwise family, 2^16 on 2
+#: loaded cores ran as fast with 8, 34 or all 136 layers in one iteration
+#: (issue 26: 1.25, 1.19, 1.42 s best of 5, unrolled 0.89 s): what the loop
+#: still costs against the unrolled network (1.3x) is its per-layer work
+#: (the comparators computed on each holder, dynamic shapes), not the
+#: barrier between iterations.
 LAYERS_PER_ITERATION = 8
 
 
@@ -345,13 +359,15 @@ def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
         # calls declare nothing (paused there), the loop declares each
         # layer's bill here, as the unrolled layers would.
         for _, _, a, _ in steps:
-            C.declare_in_sequence(backend.ltz_mul_bill(rows * len(a), 2 if idx is not None else 1))
+            C.declare_in_sequence(backend.ltz_mul_bill(
+                rows * len(a), 2 if idx is not None else 1, sized=True))
     full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
-    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, descending)
-    return _layer_loop(backend, x, idx, n, steps[full:], 1, descending)
+    x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, rows,
+                         descending)
+    return _layer_loop(backend, x, idx, n, steps[full:], 1, rows, descending)
 
 
-def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
+def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int, rows: int,
                 descending: bool):
     """One tf.while_loop over `steps`, per_iter layers per iteration."""
     if not steps:
@@ -361,47 +377,65 @@ def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int,
         p *= 2
     ks = np.array([k for k, _, _, _ in steps], np.int64)
     js = np.array([j for _, j, _, _ in steps], np.int64)
+    # each layer's comparisons: public, for the parties that deal for them
+    # (the bitwise family's T1), which cannot wait for the servers' data
+    sizes = np.array([rows * len(a) for _, _, a, _ in steps], np.int64)
+    others = backend.size_parties()
     with_index = idx is not None
+    counters = 2 + len(others)   # loop variables ahead of the shares
 
-    def cond(i0, i1, *_):
+    def cond(i0, *_):
         with backend.on(0):
             return i0 < len(steps)
 
-    def body(i0, i1, *v):
+    def body(*v):
+        i, v = v[:counters], v[counters:]
         xs, ids = (v[0], v[1]), ((v[2], v[3]) if with_index else None)
         for u in range(per_iter):
-            # each holder computes the (public) comparators from its own
-            # counter: nothing crosses between parties outside the channel
+            # each party computes the (public) comparators or their number
+            # from its own counter: nothing crosses between parties outside
+            # the channel, and the dealer needs no message to start a layer
             ia, ib, inv, m = [], [], [], []
-            for party, i in enumerate((i0, i1)):
+            for party in range(2):
                 with backend.on(party):
-                    la, lb, li, lm = _layer_indices(tf.gather(ks, i + u), tf.gather(js, i + u),
-                                                    n, p)
+                    la, lb, li, lm = _layer_indices(tf.gather(ks, i[party] + u),
+                                                    tf.gather(js, i[party] + u), n, p)
                     ia.append(la), ib.append(lb), inv.append(li), m.append(lm)
-            with C.paused():
+            given = {}
+            for name, c in zip(others, i[2:]):
+                with tf.device(backend.rt.device(name)):
+                    given[name] = tf.gather(sizes, c + u)
+            with C.paused(), backend.batch_sizes(given):
                 xs, ids = _exchange(backend, xs, ids, tuple(ia), tuple(ib), tuple(inv),
                                     tuple(m), descending)
         nxt = []
-        for party, i in enumerate((i0, i1)):
-            with backend.on(party):
-                nxt.append(i + per_iter)
+        for party, c in enumerate(i):
+            with _on(backend, party, others):
+                nxt.append(c + per_iter)
         return tuple(nxt) + tuple(xs) + (tuple(ids) if with_index else ())
 
     start = []
-    for party in range(2):
-        with backend.on(party):
+    for party in range(counters):
+        with _on(backend, party, others):
             start.append(tf.constant(0, tf.int64))
     loop_vars = tuple(start) + tuple(x) + (tuple(idx) if with_index else ())
     out = list(tf.while_loop(cond, body, loop_vars, parallel_iterations=1))
+    ends, out = out[:2], out[counters:]
     # The loop condition is computed on S1 and reaches the other parties as
     # TF's own control-flow message, outside the sealed channel. A party made
     # to leave the loop early would stall the others (a timeout), never
     # return a half-sorted result: each holder checks its own counter.
     for party in range(2):
         with backend.on(party):
-            out[2 + party] = kernels.check(
-                tf.equal(out[party], len(steps)), out[2 + party],
+            out[party] = kernels.check(
+                tf.equal(ends[party], len(steps)), out[party],
                 f"tf_privpy: a sort's loop on the share holder {party + 1} ran a different "
                 f"number of layers than its {len(steps)} (its loop condition was changed "
-                "on the way from S1?):", out[party])
-    return (out[2], out[3]), ((out[4], out[5]) if with_index else None)
+                "on the way from S1?):", ends[party])
+    return (out[0], out[1]), ((out[2], out[3]) if with_index else None)
+
+
+def _on(backend: Backend, party: int, others: Tuple[str, ...]):
+    """Device scope of loop counter `party`: the share holders' (0, 1),
+    then those of `others` (names)."""
+    return backend.on(party) if party < 2 else tf.device(backend.rt.device(others[party - 2]))

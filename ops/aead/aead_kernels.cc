@@ -150,10 +150,13 @@ class AeadSealOp : public AeadKernel {
       counter = static_cast<uint64_t>(n);
     }
     aead::DeriveLinkKey(pair_key.data(), link_, link_key.data());
-    // The shape authenticated is the vector's: [words] (the receiver opens
-    // into an int64 vector of that length).
-    const int64_t dims[1] = {static_cast<int64_t>(len / sizeof(int64_t))};
-    const std::string aad = aead::MakeAad(link_, stream_, dims, 1);
+    // The shape authenticated: a single input's own (as the receiver passes
+    // it to AeadOpen); several inputs are one int64 vector of their words.
+    const std::vector<int64_t> dims =
+        plain.size() == 1 ? ShapeDims(plain[0].shape())
+                          : std::vector<int64_t>{static_cast<int64_t>(len / sizeof(int64_t))};
+    const std::string aad = aead::MakeAad(link_, stream_, dims.data(),
+                                          static_cast<int>(dims.size()));
     std::string error;
     OP_REQUIRES(ctx,
                 aead::SealSegments(link_key.data(), stream_, counter, aad, segments,

@@ -18,7 +18,9 @@ splice test was checked against a library whose chunk AAD left out the
 index (the commit message has that run).
 
 Two implementations run the GCM: our VAES/VPCLMULQDQ code (ops/aead/
-gcm_fast.cc) on CPUs that have it, else EVP (TF's BoringSSL). The test hook
+gcm_fast.cc; on AVX-512 registers, or on AVX2 ones where the CPU has VAES but
+no AVX-512, TF_PRIVPY_AEAD_YMM=1 forcing the latter) on CPUs that have it,
+else EVP (TF's BoringSSL). The test hook
 TF_PRIVPY_AEAD_EVP=1 (read at every kernel call) forces EVP: the `impl`
 fixture runs the tamper tests under both, and the cross-check below requires
 byte-identical messages from both and from `cryptography`. Odd byte lengths
@@ -148,6 +150,7 @@ def ring_values(rng, shape) -> np.ndarray:
 
 
 EVP_ENV = "TF_PRIVPY_AEAD_EVP"  # test hook of ops/aead/gcm_fast.h: forces EVP
+YMM_ENV = "TF_PRIVPY_AEAD_YMM"  # test hook: the YMM code on a CPU with AVX-512 too
 
 
 def cpu_has_fast_gcm() -> bool:
@@ -160,8 +163,9 @@ def cpu_has_fast_gcm() -> bool:
                           if line.startswith("flags")), [])
     except OSError:
         return False
-    return {"aes", "pclmulqdq", "avx512f", "avx512bw", "avx512vl", "vaes",
-            "vpclmulqdq"} <= set(flags)
+    # the ZMM code (AVX-512) or the same method on YMM registers (AVX2)
+    return {"aes", "pclmulqdq", "vaes", "vpclmulqdq"} <= set(flags) and (
+        {"avx512f", "avx512bw", "avx512vl"} <= set(flags) or "avx2" in set(flags))
 
 
 @pytest.fixture(params=["fast", "evp"])
@@ -172,7 +176,7 @@ def impl(request, monkeypatch):
         monkeypatch.setenv(EVP_ENV, "1")
     else:
         if not cpu_has_fast_gcm():
-            pytest.skip("this CPU lacks VAES/VPCLMULQDQ/AVX-512: the EVP path only")
+            pytest.skip("this CPU lacks VAES/VPCLMULQDQ: the EVP path only")
         monkeypatch.delenv(EVP_ENV, raising=False)
     return request.param
 
@@ -389,25 +393,30 @@ def test_fast_and_evp_paths_make_identical_messages(shape, rng, monkeypatch):
     """The VAES path and EVP (forced by the test hook) seal byte-identical
     messages, equal to `cryptography`'s, and each opens the other's."""
     if not cpu_has_fast_gcm():
-        pytest.skip("this CPU lacks VAES/VPCLMULQDQ/AVX-512: the EVP path only")
+        pytest.skip("this CPU lacks VAES/VPCLMULQDQ: the EVP path only")
     key = K.random_key()
     x = ring_values(rng, shape)
     msgs = {}
-    for impl in ("evp", "fast"):
-        if impl == "evp":
-            monkeypatch.setenv(EVP_ENV, "1")
-        else:
-            monkeypatch.delenv(EVP_ENV, raising=False)
+
+    def use(impl):
+        # "fast": the ZMM code where the CPU has AVX-512, else the YMM code;
+        # "ymm": the YMM code in any case (TF_PRIVPY_AEAD_YMM, gcm_fast.h)
+        monkeypatch.setenv(EVP_ENV, "1") if impl == "evp" else monkeypatch.delenv(
+            EVP_ENV, raising=False)
+        monkeypatch.setenv(YMM_ENV, "1") if impl == "ymm" else monkeypatch.delenv(
+            YMM_ENV, raising=False)
+
+    impls = ("evp", "fast", "ymm")
+    for impl in impls:
+        use(impl)
         msgs[impl] = Chan("T2->S1", 3, key).seal(tf.constant(x)).numpy()
-    assert msgs["fast"].tobytes() == msgs["evp"].tobytes() == reference_seal(
-        key_bytes(key), "T2->S1", 3, 0, x)
-    for impl, other in (("evp", "fast"), ("fast", "evp")):
-        if impl == "evp":
-            monkeypatch.setenv(EVP_ENV, "1")
-        else:
-            monkeypatch.delenv(EVP_ENV, raising=False)
-        y = Chan("T2->S1", 3, key).open(tf.constant(msgs[other]), shape)
-        np.testing.assert_array_equal(y.numpy(), x)
+    assert msgs["fast"].tobytes() == msgs["evp"].tobytes() == msgs["ymm"].tobytes() == \
+        reference_seal(key_bytes(key), "T2->S1", 3, 0, x)
+    for impl in impls:
+        use(impl)
+        for other in impls:
+            y = Chan("T2->S1", 3, key).open(tf.constant(msgs[other]), shape)
+            np.testing.assert_array_equal(y.numpy(), x)
 
 
 # ------------------------------------------------------------- tampering
@@ -648,6 +657,30 @@ def test_counter_exhaustion_of_multi_chunk_messages():
     with pytest.raises(tf.errors.InvalidArgumentError, match="replayed or reordered"):
         rx.open(tf.constant(np.frombuffer(ref, np.uint8)), [CW + 1])
     assert int(rx.state.numpy()) == 0
+
+
+# Several tensors in one message: the seal kernel reads them in place (issue
+# 26: no packing concat on the sender), sealing their flat concatenation.
+@pytest.mark.parametrize("shapes", [[[3], [5]], [[CW - 1], [2], [CW + 3]], [[0], [7]],
+                                    [[1], [1], [1]], [[2, 3], [CW], [4, 1]], [[CW], [CW]]],
+                         ids=str)
+def test_several_tensors_seal_as_their_concatenation(shapes, rng, impl):
+    key = K.random_key()
+    xs = [ring_values(rng, s) for s in shapes]
+    flat = np.concatenate([x.reshape(-1) for x in xs])
+    many, one = Chan(key=key), Chan(key=key)
+    m = many.seal([tf.constant(x) for x in xs])
+    # the bytes of the concatenated vector's message, with its AAD ([words]),
+    # the counters taken alike, and the independent reference's bytes
+    assert m.numpy().tobytes() == one.seal(tf.constant(flat)).numpy().tobytes()
+    assert int(many.counter.numpy()) == int(one.counter.numpy()) == K.aead_chunk_count(
+        8 * flat.size)
+    assert m.numpy().tobytes() == reference_seal(key_bytes(key), LINK, 0, 0, flat)
+    np.testing.assert_array_equal(many.open(m, [flat.size]).numpy(), flat)
+    # tampering is caught as for one tensor
+    rx = Chan(key=key)
+    expect_auth_failure(lambda msg: rx.open(tf.constant(msg), [flat.size]),
+                        flip(m.numpy(), 8 * m.shape[0] - 1))
 
 
 @pytest.mark.parametrize("link", ["S1T1", "S1->S1", "->T1", "S1->", "S1->T1->T2", "S 1->T1"])

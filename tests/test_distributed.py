@@ -123,6 +123,20 @@ def test_cluster_file_validation(tmp_path):
         cf.load(tmp_path / "missing.json")
 
 
+def test_servers_keep_message_buffers_in_the_heap():
+    """A server process sets glibc's mmap and trim thresholds (issue 26: each
+    16 MB message otherwise cost a fresh mmap, page faults and zeroing)."""
+    import ctypes
+    import platform
+    from tf_privpy.deploy import server
+    glibc = platform.libc_ver()[0] == "glibc"
+    if glibc:
+        libc = ctypes.CDLL("libc.so.6")
+        # what the server asks for is accepted (0 would mean refused)
+        assert libc.mallopt(-3, server.MMAP_THRESHOLD_BYTES) == 1
+    assert server.tune_malloc() is glibc
+
+
 def test_address_policy():
     for host in ("127.0.0.1", "::1", "localhost", "10.1.2.3", "172.20.0.1", "192.168.1.9",
                  "169.254.3.4", "fe80::1", "fd12::5"):

@@ -338,6 +338,18 @@ OpenStatus ForEachChunk(uint64_t count, const ParallelFor& parallel_for,
 bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
           const std::string& aad, const uint8_t* in, size_t len, uint8_t* msg,
           std::string* error, const ParallelFor& parallel_for, GcmImpl impl) {
+  return SealSegments(link_key, stream, counter, aad, {Segment{in, len}}, msg, error,
+                      parallel_for, impl);
+}
+
+bool SealSegments(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
+                  const std::string& aad, const std::vector<Segment>& segments,
+                  uint8_t* msg, std::string* error, const ParallelFor& parallel_for,
+                  GcmImpl impl) {
+  // starts[s] = offset of segment s in the plaintext; starts.back() = len.
+  std::vector<size_t> starts(1, 0);
+  for (const Segment& seg : segments) starts.push_back(starts.back() + seg.len);
+  const size_t len = starts.back();
   const uint64_t count = ChunkCount(len);
   if (count - 1 > ~uint64_t{0} - counter) {
     *error = "the message's counters would wrap around";
@@ -350,10 +362,30 @@ bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
     uint8_t nonce[kNonceBytes];
     MakeNonce(stream, counter + i, nonce);
     const std::string a = ChunkAad(aad, i, count);
-    return GcmSeal(link_key, nonce, reinterpret_cast<const uint8_t*>(a.data()),
-                   a.size(), in + off, n, msg + at, msg + at + n, err, impl)
-               ? OpenStatus::kOk
-               : OpenStatus::kError;
+    // The last segment starting at or before off (skipping empty ones).
+    size_t s = static_cast<size_t>(
+                   std::upper_bound(starts.begin(), starts.end() - 1, off) - starts.begin()) - 1;
+    while (s + 1 < segments.size() && segments[s].len == 0) ++s;
+    const uint8_t* in = nullptr;
+    std::vector<uint8_t> gathered;
+    if (n == 0) {
+      in = nullptr;
+    } else if (off + n <= starts[s + 1]) {
+      in = segments[s].data + (off - starts[s]);
+    } else {
+      gathered.resize(n);
+      for (size_t done = 0; done < n; ++s) {
+        const size_t from = off + done - starts[s];
+        const size_t take = std::min(n - done, segments[s].len - from);
+        if (take) memcpy(gathered.data() + done, segments[s].data + from, take);
+        done += take;
+      }
+      in = gathered.data();
+    }
+    const bool ok = GcmSeal(link_key, nonce, reinterpret_cast<const uint8_t*>(a.data()),
+                            a.size(), in, n, msg + at, msg + at + n, err, impl);
+    if (!gathered.empty()) Wipe(gathered.data(), gathered.size());  // plaintext
+    return ok ? OpenStatus::kOk : OpenStatus::kError;
   };
   return ForEachChunk(count, parallel_for, chunk, error) == OpenStatus::kOk;
 }

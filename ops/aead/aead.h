@@ -64,6 +64,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ops/common/parallel.h"
 
@@ -159,6 +160,23 @@ bool Seal(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
           const std::string& aad, const uint8_t* in, size_t len, uint8_t* msg,
           std::string* error, const ParallelFor& parallel_for = SerialFor,
           GcmImpl impl = GcmImpl::kAuto);
+
+// A piece of a plaintext that lies in several buffers (a message's tensors,
+// read in place instead of first copied into one).
+struct Segment {
+  const uint8_t* data;
+  size_t len;
+};
+
+// Seal of the concatenation of `segments` (the same bytes on the wire as
+// Seal of one buffer holding them in order). A chunk inside one segment is
+// read in place; one that spans segments is gathered into a buffer of at
+// most kChunkBytes first (wiped afterwards).
+bool SealSegments(const uint8_t link_key[kKeyBytes], uint32_t stream, uint64_t counter,
+                  const std::string& aad, const std::vector<Segment>& segments,
+                  uint8_t* msg, std::string* error,
+                  const ParallelFor& parallel_for = SerialFor,
+                  GcmImpl impl = GcmImpl::kAuto);
 
 // Opens a wire message of msg_len bytes into out (PlaintextBytes(msg_len)
 // bytes; a msg_len that no plaintext length has is kAuthFailed). Every

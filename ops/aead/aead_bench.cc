@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   std::vector<size_t> mib;
   for (int i = 2; i < argc; ++i) mib.push_back(static_cast<size_t>(std::atoi(argv[i])));
   if (mib.empty()) mib = {1, 16, 128};
-  std::printf("fast path supported: %s\n", aead::fast::Supported() ? "yes" : "no");
+  std::printf("fast path supported: %s (%s)\n", aead::fast::Supported() ? "yes" : "no",
+              aead::fast::Path());
   if (!aead::fast::Supported()) return 0;
   const uint8_t key[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   const std::string aad = "tf_privpy aead bench";

@@ -7,6 +7,7 @@
 // concurrently too.
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ops/aead/aead.h"
 #include "ops/common/tf_util.h"
@@ -107,8 +108,17 @@ class AeadSealOp : public AeadKernel {
     TF_PRIVPY_TRACE_KERNEL(ctx);
     Secret pair_key, link_key;
     OP_REQUIRES_OK(ctx, ReadKey(ctx->input(0), "key", pair_key.data()));
-    const Tensor& plain = ctx->input(2);
-    const uint64_t len = plain.TotalBytes();
+    // The plaintext is the concatenation of the inputs, read in place (no
+    // packing copy on the sender): the same bytes, AAD and wire format as
+    // one int64 vector holding them.
+    ::tensorflow::OpInputList plain;
+    OP_REQUIRES_OK(ctx, ctx->input_list("plaintext", &plain));
+    std::vector<aead::Segment> segments;
+    uint64_t len = 0;
+    for (const Tensor& t : plain) {
+      segments.push_back(aead::Segment{Bytes(t), static_cast<size_t>(t.TotalBytes())});
+      len += t.TotalBytes();
+    }
     OP_REQUIRES(ctx, len <= aead::kMaxPlaintextBytes,
                 errors::InvalidArgument("tf_privpy: a message on link ", where_,
                                         " holds at most 2^36 - 32 bytes "
@@ -140,13 +150,17 @@ class AeadSealOp : public AeadKernel {
       counter = static_cast<uint64_t>(n);
     }
     aead::DeriveLinkKey(pair_key.data(), link_, link_key.data());
-    const auto dims = ShapeDims(plain.shape());
+    // The shape authenticated: a single input's own (as the receiver passes
+    // it to AeadOpen); several inputs are one int64 vector of their words.
+    const std::vector<int64_t> dims =
+        plain.size() == 1 ? ShapeDims(plain[0].shape())
+                          : std::vector<int64_t>{static_cast<int64_t>(len / sizeof(int64_t))};
     const std::string aad = aead::MakeAad(link_, stream_, dims.data(),
                                           static_cast<int>(dims.size()));
     std::string error;
     OP_REQUIRES(ctx,
-                aead::Seal(link_key.data(), stream_, counter, aad, Bytes(plain), len,
-                           Bytes(msg), &error, TfParallelFor(ctx)),
+                aead::SealSegments(link_key.data(), stream_, counter, aad, segments,
+                                   Bytes(msg), &error, TfParallelFor(ctx)),
                 errors::Internal("tf_privpy: sealing a message on link ", where_,
                                  " failed: ", error));
   }

@@ -14,13 +14,25 @@ using ::tensorflow::shape_inference::ShapeHandle;
 REGISTER_OP("TfPrivpy>AeadSeal")
     .Input("key: int64")
     .Input("counter: resource")
-    .Input("plaintext: int64")
+    .Input("plaintext: N * int64")
     .Output("message: uint8")
+    .Attr("N: int >= 1")
     .Attr("link: string")
     .Attr("stream: int = 0")
     .SetIsStateful()
     .SetShapeFn([](InferenceContext* c) {
-      const int64_t n = c->Value(c->NumElements(c->input(2)));
+      // The plaintext is the inputs' concatenation: its size is their sum.
+      int64_t n = 0;
+      for (int i = 2; i < c->num_inputs(); ++i) {
+        const int64_t k = c->Value(c->NumElements(c->input(i)));
+        if (k == InferenceContext::kUnknownDim || n == InferenceContext::kUnknownDim) {
+          n = InferenceContext::kUnknownDim;
+        } else {
+          n = static_cast<uint64_t>(n) + static_cast<uint64_t>(k) > aead::kMaxPlaintextBytes
+                  ? InferenceContext::kUnknownDim
+                  : n + k;
+        }
+      }
       // Unknown, too (the kernel refuses it), past the size limit.
       const bool known = n != InferenceContext::kUnknownDim &&
                          static_cast<uint64_t>(n) <= aead::kMaxPlaintextBytes / 8;
@@ -29,7 +41,9 @@ REGISTER_OP("TfPrivpy>AeadSeal")
                                        : InferenceContext::kUnknownDim));
       return ::tensorflow::OkStatus();
     })
-    .Doc("Encrypts and authenticates `plaintext` for `link` (\"S1->T1\") "
+    .Doc("Encrypts and authenticates `plaintext` (the concatenation of the N "
+         "int64 tensors, read in place: the message and its authenticated "
+         "shape are those of one int64 vector holding them in order) for `link` (\"S1->T1\") "
          "with AES-128-GCM under the link key derived from the pair `key` "
          "(int64[2]). Takes the message counter from the sender's `counter` "
          "variable (int64 scalar, starts at 0), advancing it atomically, so "

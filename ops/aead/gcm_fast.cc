@@ -32,10 +32,33 @@ namespace fast {
 namespace {
 
 // Only these functions use the extensions; the rest of the library is built
-// for the baseline x86-64 (setup.py passes no -m flags).
+// for the baseline x86-64 (setup.py passes no -m flags). TFP_TARGET: the ZMM
+// path; TFP_TARGET_YMM: the same method on 256-bit registers (VAES and
+// VPCLMULQDQ without AVX-512: AMD Zen 3, Intel Alder Lake and later client
+// cores); TFP_BASE: the 128-bit helpers both inline (GCC inlines a callee
+// whose target is a subset of the caller's).
 #define TFP_TARGET \
   __attribute__((target("aes,pclmul,avx2,avx512f,avx512bw,avx512vl,vaes,vpclmulqdq")))
+#define TFP_TARGET_YMM __attribute__((target("aes,pclmul,avx,avx2,vaes,vpclmulqdq")))
+#define TFP_BASE __attribute__((target("aes,pclmul,sse4.1")))
 #define TFP_INLINE TFP_TARGET static inline __attribute__((always_inline))
+#define TFP_INLINE_YMM TFP_TARGET_YMM static inline __attribute__((always_inline))
+#define TFP_INLINE_BASE TFP_BASE static inline __attribute__((always_inline))
+
+bool CpuSupportedYmm() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool osxsave = (c >> 27) & 1, aes = (c >> 25) & 1, pclmul = (c >> 1) & 1;
+  const bool avx = (c >> 28) & 1;
+  if (!osxsave || !aes || !pclmul || !avx) return false;
+  // XCR0: SSE (bit 1) and AVX (2) state enabled by the OS (YMM preserved).
+  uint32_t xlo = 0, xhi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  if ((xlo & 0x6u) != 0x6u) return false;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool avx2 = (b >> 5) & 1, vaes = (c >> 9) & 1, vpclmul = (c >> 10) & 1;
+  return avx2 && vaes && vpclmul;
+}
 
 bool CpuSupported() {
   unsigned a = 0, b = 0, c = 0, d = 0;
@@ -54,7 +77,7 @@ bool CpuSupported() {
 }
 
 // AES-128 key expansion (FIPS 197 §5.2) with AESKEYGENASSIST.
-TFP_INLINE __m128i KeyStep(__m128i k, __m128i g) {
+TFP_INLINE_BASE __m128i KeyStep(__m128i k, __m128i g) {
   g = _mm_shuffle_epi32(g, 0xff);
   k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
   k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
@@ -65,7 +88,7 @@ TFP_INLINE __m128i KeyStep(__m128i k, __m128i g) {
 #define TFP_EXPAND(i, rcon) \
   rk[i] = KeyStep(rk[i - 1], _mm_aeskeygenassist_si128(rk[i - 1], rcon))
 
-TFP_INLINE void ExpandKey(const uint8_t key[16], __m128i rk[11]) {
+TFP_INLINE_BASE void ExpandKey(const uint8_t key[16], __m128i rk[11]) {
   rk[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key));
   TFP_EXPAND(1, 0x01);
   TFP_EXPAND(2, 0x02);
@@ -79,7 +102,7 @@ TFP_INLINE void ExpandKey(const uint8_t key[16], __m128i rk[11]) {
   TFP_EXPAND(10, 0x36);
 }
 
-TFP_INLINE __m128i Aes1(__m128i x, const __m128i rk[11]) {
+TFP_INLINE_BASE __m128i Aes1(__m128i x, const __m128i rk[11]) {
   x = _mm_xor_si128(x, rk[0]);
   for (int r = 1; r < 10; ++r) x = _mm_aesenc_si128(x, rk[r]);
   return _mm_aesenclast_si128(x, rk[10]);
@@ -94,7 +117,7 @@ TFP_INLINE void Aes16(__m512i x[4], const __m512i k[11]) {
   for (int j = 0; j < 4; ++j) x[j] = _mm512_aesenclast_epi128(x[j], k[10]);
 }
 
-TFP_INLINE __m128i Rev128() {
+TFP_INLINE_BASE __m128i Rev128() {
   return _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
@@ -102,7 +125,7 @@ TFP_INLINE __m128i Rev128() {
 // Montgomery steps. P = 1 mod x^64, so adding D0 P clears the low 64 bits
 // D0 of D, and (D + D0 P) / x^64 = D / x^64 + D0 (x^57 + x^62 + x^63) +
 // D0 x^64, the middle term a carry-less multiplication by 0xC2 << 56.
-TFP_INLINE __m128i Reduce(__m128i hi, __m128i lo) {
+TFP_INLINE_BASE __m128i Reduce(__m128i hi, __m128i lo) {
   const __m128i poly = _mm_set_epi64x(static_cast<long long>(0xC200000000000000ull), 1);
   const __m128i t = _mm_clmulepi64_si128(lo, poly, 0x10);
   const __m128i s = _mm_xor_si128(_mm_shuffle_epi32(lo, 0x4E), t);
@@ -110,7 +133,7 @@ TFP_INLINE __m128i Reduce(__m128i hi, __m128i lo) {
   return _mm_xor_si128(_mm_xor_si128(hi, _mm_shuffle_epi32(s, 0x4E)), u);
 }
 
-TFP_INLINE __m128i Dot(__m128i a, __m128i b) {
+TFP_INLINE_BASE __m128i Dot(__m128i a, __m128i b) {
   __m128i lo = _mm_clmulepi64_si128(a, b, 0x00);
   __m128i hi = _mm_clmulepi64_si128(a, b, 0x11);
   const __m128i mid = _mm_xor_si128(_mm_clmulepi64_si128(a, b, 0x01),
@@ -136,7 +159,7 @@ struct Ghash {
   alignas(64) __m128i pw[kPowers];
 };
 
-TFP_INLINE void InitGhash(Ghash* g, __m128i h_block) {
+TFP_INLINE_BASE void InitGhash(Ghash* g, __m128i h_block) {
   // mulX_POLYVAL(ByteReverse(H)) (RFC 8452 Appendix A): H x mod P.
   const __m128i r = _mm_shuffle_epi8(h_block, Rev128());
   const uint64_t lo = static_cast<uint64_t>(_mm_cvtsi128_si64(r));
@@ -277,31 +300,185 @@ TFP_TARGET __m128i Gcm(const uint8_t key[16], const uint8_t iv[12], const uint8_
   return tag;
 }
 
-TFP_TARGET bool TagsEqual(__m128i a, const uint8_t* b) {
+// ----------------------------------------------------------- the YMM path
+// Gcm's method on 256-bit registers: 16 blocks per iteration in eight YMM
+// (two blocks each), the same powers of H and one reduction per 16 blocks.
+// No masked byte loads without AVX-512: the last 1..255 bytes go through a
+// zero-padded stack block (wiped afterwards: it held plaintext).
+
+TFP_INLINE_YMM void Aes16Ymm(__m256i x[8], const __m256i k[11]) {
+  for (int j = 0; j < 8; ++j) x[j] = _mm256_xor_si256(x[j], k[0]);
+  for (int r = 1; r < 10; ++r)
+    for (int j = 0; j < 8; ++j) x[j] = _mm256_aesenc_epi128(x[j], k[r]);
+  for (int j = 0; j < 8; ++j) x[j] = _mm256_aesenclast_epi128(x[j], k[10]);
+}
+
+TFP_INLINE_YMM __m128i Fold2(__m256i v) {
+  return _mm_xor_si128(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+// Absorb on eight YMM: nb (1..16) byte-reversed blocks in d[0..7], lanes
+// past nb zero; block b is multiplied by pw[16 - nb + b] = H^(nb - b).
+TFP_INLINE_YMM void AbsorbYmm(Ghash* g, const __m256i d[8], int nb) {
+  const __m128i* p = g->pw + (16 - nb);
+  const __m256i d0 = _mm256_xor_si256(d[0], _mm256_zextsi128_si256(g->y));
+  __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  __m256i lo = _mm256_clmulepi64_epi128(d0, h, 0x00);
+  __m256i hi = _mm256_clmulepi64_epi128(d0, h, 0x11);
+  __m256i mid = _mm256_xor_si256(_mm256_clmulepi64_epi128(d0, h, 0x01),
+                                 _mm256_clmulepi64_epi128(d0, h, 0x10));
+  const int ymms = (nb + 1) / 2;
+  for (int j = 1; j < ymms; ++j) {
+    h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * j));
+    lo = _mm256_xor_si256(lo, _mm256_clmulepi64_epi128(d[j], h, 0x00));
+    hi = _mm256_xor_si256(hi, _mm256_clmulepi64_epi128(d[j], h, 0x11));
+    mid = _mm256_xor_si256(mid, _mm256_xor_si256(_mm256_clmulepi64_epi128(d[j], h, 0x01),
+                                                 _mm256_clmulepi64_epi128(d[j], h, 0x10)));
+  }
+  const __m128i m = Fold2(mid);
+  const __m128i l = _mm_xor_si128(Fold2(lo), _mm_slli_si128(m, 8));
+  const __m128i u = _mm_xor_si128(Fold2(hi), _mm_srli_si128(m, 8));
+  g->y = Reduce(u, l);
+}
+
+TFP_INLINE_YMM void LoadRev8(const uint8_t* p, __m256i rev, __m256i d[8]) {
+  for (int j = 0; j < 8; ++j)
+    d[j] = _mm256_shuffle_epi8(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * j)), rev);
+}
+
+// GHASH of len bytes, the last block zero-padded (the AAD).
+TFP_INLINE_YMM void AbsorbBytesYmm(Ghash* g, const uint8_t* p, size_t len, __m256i rev) {
+  __m256i d[8];
+  for (; len >= 256; p += 256, len -= 256) {
+    LoadRev8(p, rev, d);
+    AbsorbYmm(g, d, 16);
+  }
+  if (len == 0) return;
+  alignas(32) uint8_t buf[256] = {0};
+  memcpy(buf, p, len);
+  LoadRev8(buf, rev, d);
+  AbsorbYmm(g, d, static_cast<int>((len + 15) / 16));
+}
+
+template <bool kSeal>
+TFP_TARGET_YMM __m128i GcmYmm(const uint8_t key[16], const uint8_t iv[12], const uint8_t* aad,
+                              size_t aad_len, const uint8_t* in, size_t len, uint8_t* out) {
+  __m128i rk[11];
+  ExpandKey(key, rk);
+  __m256i k[11];
+  for (int r = 0; r < 11; ++r) k[r] = _mm256_broadcastsi128_si256(rk[r]);
+  const __m128i rev1 = Rev128();
+  const __m256i rev = _mm256_broadcastsi128_si256(rev1);
+
+  Ghash g;
+  InitGhash(&g, Aes1(_mm_setzero_si128(), rk));
+  uint8_t j0b[16];
+  memcpy(j0b, iv, 12);
+  j0b[12] = j0b[13] = j0b[14] = 0;
+  j0b[15] = 1;
+  const __m128i j0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(j0b));
+  const __m128i tag_mask = Aes1(j0, rk);
+
+  if (aad_len > 0) AbsorbBytesYmm(&g, aad, aad_len, rev);
+
+  // Lane l of ctr[j] holds inc32 applied 1 + 2j + l times to J0.
+  const __m256i j0r = _mm256_broadcastsi128_si256(_mm_shuffle_epi8(j0, rev1));
+  __m256i ctr[8];
+  for (int j = 0; j < 8; ++j)
+    ctr[j] = _mm256_add_epi32(j0r, _mm256_set_epi32(0, 0, 0, 2 * j + 2, 0, 0, 0, 2 * j + 1));
+  const __m256i step = _mm256_set_epi32(0, 0, 0, 16, 0, 0, 0, 16);
+
+  __m256i x[8], d[8];
+  size_t i = 0;
+  for (; i + 256 <= len; i += 256) {
+    for (int j = 0; j < 8; ++j) {
+      x[j] = _mm256_shuffle_epi8(ctr[j], rev);
+      ctr[j] = _mm256_add_epi32(ctr[j], step);
+    }
+    Aes16Ymm(x, k);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i + 32 * j));
+      const __m256i c = _mm256_xor_si256(v, x[j]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i + 32 * j), c);
+      d[j] = _mm256_shuffle_epi8(kSeal ? c : v, rev);
+    }
+    AbsorbYmm(&g, d, 16);
+  }
+  if (i < len) {
+    // The last 1..255 bytes through zero-padded blocks; the final partial
+    // block zero-padded for GHASH (SP 800-38D §7.1 step 5).
+    const size_t rest = len - i;
+    alignas(32) uint8_t src[256] = {0};
+    alignas(32) uint8_t dst[256];
+    memcpy(src, in + i, rest);
+    for (int j = 0; j < 8; ++j) x[j] = _mm256_shuffle_epi8(ctr[j], rev);
+    Aes16Ymm(x, k);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(src + 32 * j));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dst + 32 * j), _mm256_xor_si256(v, x[j]));
+    }
+    memset(dst + rest, 0, sizeof(dst) - rest);
+    memcpy(out + i, dst, rest);
+    LoadRev8(kSeal ? dst : src, rev, d);
+    AbsorbYmm(&g, d, static_cast<int>((rest + 15) / 16));
+    Wipe(src, sizeof(src));
+    Wipe(dst, sizeof(dst));
+  }
+  const __m128i lens = _mm_set_epi64x(static_cast<long long>(uint64_t{aad_len} * 8),
+                                      static_cast<long long>(uint64_t{len} * 8));
+  const __m128i y = Dot(_mm_xor_si128(g.y, lens), g.pw[15]);
+  const __m128i tag = _mm_xor_si128(_mm_shuffle_epi8(y, rev1), tag_mask);
+  Wipe(rk, sizeof(rk));
+  Wipe(k, sizeof(k));
+  Wipe(&g, sizeof(g));
+  return tag;
+}
+
+TFP_BASE bool TagsEqual(__m128i a, const uint8_t* b) {
   // No data-dependent branch: one test of the OR of all differences.
   const __m128i diff = _mm_xor_si128(a, _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
   return _mm_testz_si128(diff, diff) != 0;
 }
 
-TFP_TARGET void StoreTag(__m128i t, uint8_t* tag) {
+TFP_BASE void StoreTag(__m128i t, uint8_t* tag) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(tag), t);
 }
 
-}  // namespace
-
-bool Supported() {
+bool SupportedZmm() {
   static const bool ok = CpuSupported();
   return ok;
 }
 
+bool SupportedYmm() {
+  static const bool ok = CpuSupportedYmm();
+  return ok;
+}
+
+// The ZMM code where the CPU has it, unless the test hook asks for YMM.
+bool UseZmm() {
+  if (!SupportedZmm()) return false;
+  const char* ymm = std::getenv("TF_PRIVPY_AEAD_YMM");
+  return ymm == nullptr || ymm[0] == '\0' || strcmp(ymm, "0") == 0;
+}
+
+}  // namespace
+
+bool Supported() { return SupportedZmm() || SupportedYmm(); }
+
+const char* Path() { return !Supported() ? "none" : UseZmm() ? "zmm" : "ymm"; }
+
 void Seal(const uint8_t key[16], const uint8_t iv[12], const uint8_t* aad, size_t aad_len,
           const uint8_t* in, size_t len, uint8_t* out, uint8_t tag[16]) {
-  StoreTag(Gcm<true>(key, iv, aad, aad_len, in, len, out), tag);
+  StoreTag(UseZmm() ? Gcm<true>(key, iv, aad, aad_len, in, len, out)
+                    : GcmYmm<true>(key, iv, aad, aad_len, in, len, out), tag);
 }
 
 bool Open(const uint8_t key[16], const uint8_t iv[12], const uint8_t* aad, size_t aad_len,
           const uint8_t* in, size_t len, const uint8_t tag[16], uint8_t* out) {
-  const bool ok = TagsEqual(Gcm<false>(key, iv, aad, aad_len, in, len, out), tag);
+  const __m128i t = UseZmm() ? Gcm<false>(key, iv, aad, aad_len, in, len, out)
+                             : GcmYmm<false>(key, iv, aad, aad_len, in, len, out);
+  const bool ok = TagsEqual(t, tag);
   if (!ok) Wipe(out, len);
   return ok;
 }
@@ -309,6 +486,8 @@ bool Open(const uint8_t key[16], const uint8_t iv[12], const uint8_t* aad, size_
 #else  // not x86-64: the EVP path only
 
 bool Supported() { return false; }
+
+const char* Path() { return "none"; }
 
 void Seal(const uint8_t*, const uint8_t*, const uint8_t*, size_t, const uint8_t*, size_t,
           uint8_t*, uint8_t*) {

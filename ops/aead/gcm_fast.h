@@ -4,7 +4,8 @@
 // the AES-NI/PCLMULQDQ "ctr32_ghash_6x" code on 128-bit registers; a profile
 // of LeNet-5 (batch 100, four server processes) had it at ~20% of all CPU.
 //
-// CTR: 16 counter blocks (4 ZMM) encrypted per iteration. GHASH: computed as
+// CTR: 16 counter blocks (4 ZMM, or 8 YMM on CPUs with VAES but no AVX-512)
+// encrypted per iteration. GHASH: computed as
 // POLYVAL on byte-reversed blocks (RFC 8452 Appendix A: GHASH(H, X) =
 // ByteReverse(POLYVAL(mulX(ByteReverse(H)), ByteReverse(X)))), whose
 // bit order is the native one of carry-less multiplication, so no bit
@@ -25,9 +26,16 @@ namespace tf_privpy {
 namespace aead {
 namespace fast {
 
-// The CPU has AES-NI, PCLMULQDQ, AVX-512 F/BW/VL, VAES and VPCLMULQDQ and the
-// OS saves the ZMM/opmask state. Probed once.
+// The CPU has AES-NI, PCLMULQDQ, VAES and VPCLMULQDQ with either AVX-512
+// F/BW/VL (the ZMM code; the OS saves the ZMM/opmask state) or AVX2 (the
+// same method on YMM registers; the OS saves the YMM state). Probed once.
 bool Supported();
+
+// Which code Seal/Open run: "zmm", "ymm" or "none" (not Supported()). TEST
+// HOOK: the environment variable TF_PRIVPY_AEAD_YMM (read at every call),
+// set to a non-empty value other than "0", makes a ZMM-capable CPU run the
+// YMM code, so tests cover both where AVX-512 exists.
+const char* Path();
 
 // Supported(), unless the environment variable TF_PRIVPY_AEAD_EVP is set to a
 // non-empty value other than "0" (read at every call). TEST HOOK: it forces

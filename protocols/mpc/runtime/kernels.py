@@ -255,9 +255,15 @@ def aead_plaintext_words(message_bytes):
     return (m - _AEAD_COUNTER_BYTES - _AEAD_TAG_BYTES * k) // 8
 
 
-def aead_seal(key: tf.Tensor, counter_var: tf.Variable, plaintext: tf.Tensor, link: str,
+def aead_seal(key: tf.Tensor, counter_var: tf.Variable,
+              plaintext: Union[tf.Tensor, Sequence[tf.Tensor]], link: str,
               stream: int = 0) -> tf.Tensor:
     """Encrypts and authenticates an int64 tensor for `link` ("S1->T1").
+
+    `plaintext` may be a list of int64 tensors: the kernel reads each in
+    place and seals their concatenation (flattened, in order), with the
+    message and authenticated shape of that one int64 vector, so a message
+    of several tensors needs no packing copy on the sender.
 
     AES-128-GCM under the link key derived from the pair key `key` (int64[2],
     the pair's PRG key) with the SP 800-108 KDF (HMAC-SHA256, context = link).
@@ -273,8 +279,9 @@ def aead_seal(key: tf.Tensor, counter_var: tf.Variable, plaintext: tf.Tensor, li
     [aead_message_bytes(8 * size)] = first counter || chunk 0 || tag 0 ||
     ... . The plaintext's shape is authenticated, not sent.
     """
+    parts = list(plaintext) if isinstance(plaintext, (list, tuple)) else [plaintext]
     return _ops().tf_privpy_aead_seal(key=key, counter=counter_var.handle,
-                                      plaintext=plaintext, link=link, stream=stream)
+                                      plaintext=parts, link=link, stream=stream)
 
 
 def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,

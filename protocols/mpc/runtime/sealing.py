@@ -8,9 +8,11 @@ from a variable on the sender) and opened on the receiver, which rejects a
 tampered, misdirected, replayed or reordered message with an error naming the
 link and delivers no plaintext.
 
-A message's tensors are packed into ONE plaintext: first, for each tensor
+A message's tensors are sealed as ONE plaintext: first, for each tensor
 whose shape the receiver cannot know statically, its dimensions (so that
-they are authenticated too), then each tensor's bytes padded to 8. The
+they are authenticated too), then each tensor's bytes padded to 8. The seal
+kernel reads these parts in place (no packing copy); the receiver's tensors
+are views (bitcast, reshape, aligned slices) of the opened words. The
 receiver derives the plaintext length from the ciphertext's length and checks
 every length against what it expects.
 
@@ -112,8 +114,9 @@ def seal(link: Link, tensors: Sequence[tf.Tensor]) -> tf.Tensor:
     parts = [tf.shape(t, out_type=tf.int64) for t in tensors
              if not t.shape.is_fully_defined()]
     parts += [_to_words(t) for t in tensors]
-    plaintext = parts[0] if len(parts) == 1 else tf.concat(parts, 0)
-    return kernels.aead_seal(link.key_at_src.read_value(), link.counter, plaintext, link.name)
+    # The kernel reads the parts in place (no concat: a packing copy of the
+    # whole message on the sender); the bytes sealed are their concatenation.
+    return kernels.aead_seal(link.key_at_src.read_value(), link.counter, parts, link.name)
 
 
 def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.Tensor]:

@@ -248,8 +248,9 @@ def test_command_line_prints_summary_and_every_unsupported_node(tmp_path):
     r = run(tmp_path / "good.keras", "--batch-size", "10")
     assert r.returncode == 0, r.stderr
     # rounds: the client's input shares 1, Dense 2, the ReLU's comparison
-    # (the default bitwise family's 8) and its select 2, Dense 2
-    rounds = 1 + 2 + bitwise.BITWISE_ROUNDS + 2 + 2
+    # (the default bitwise family's 8, its select's product beside them:
+    # bitwise/selects.py), Dense 2
+    rounds = 1 + 2 + bitwise.BITWISE_ROUNDS + 2
     assert f"cost of one predict (batch 10): {rounds} rounds, 80 multiplications, " \
         "30 comparisons" in r.stdout
     r = run(tmp_path / "bad.keras")

@@ -121,6 +121,16 @@ TFP_INLINE_BASE __m128i Rev128() {
   return _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 }
 
+// The pre-counter block J0 = IV || [1]_32 of a 96-bit IV (SP 800-38D §7.1),
+// shared by the ZMM and YMM code.
+TFP_INLINE_BASE __m128i PreCounter(const uint8_t iv[12]) {
+  uint8_t j0[16];
+  memcpy(j0, iv, 12);
+  j0[12] = j0[13] = j0[14] = 0;
+  j0[15] = 1;
+  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(j0));
+}
+
 // dot's reduction of a 256-bit product hi:lo to hi:lo x^-128 mod P: two
 // Montgomery steps. P = 1 mod x^64, so adding D0 P clears the low 64 bits
 // D0 of D, and (D + D0 P) / x^64 = D / x^64 + D0 (x^57 + x^62 + x^63) +
@@ -235,11 +245,7 @@ TFP_TARGET __m128i Gcm(const uint8_t key[16], const uint8_t iv[12], const uint8_
   Ghash g;
   InitGhash(&g, Aes1(_mm_setzero_si128(), rk));
   // J0 = IV || [1]_32; its encryption masks the tag.
-  uint8_t j0b[16];
-  memcpy(j0b, iv, 12);
-  j0b[12] = j0b[13] = j0b[14] = 0;
-  j0b[15] = 1;
-  const __m128i j0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(j0b));
+  const __m128i j0 = PreCounter(iv);
   const __m128i tag_mask = Aes1(j0, rk);
 
   if (aad_len > 0) AbsorbBytes(&g, aad, aad_len, rev);
@@ -373,11 +379,7 @@ TFP_TARGET_YMM __m128i GcmYmm(const uint8_t key[16], const uint8_t iv[12], const
 
   Ghash g;
   InitGhash(&g, Aes1(_mm_setzero_si128(), rk));
-  uint8_t j0b[16];
-  memcpy(j0b, iv, 12);
-  j0b[12] = j0b[13] = j0b[14] = 0;
-  j0b[15] = 1;
-  const __m128i j0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(j0b));
+  const __m128i j0 = PreCounter(iv);
   const __m128i tag_mask = Aes1(j0, rk);
 
   if (aad_len > 0) AbsorbBytesYmm(&g, aad, aad_len, rev);

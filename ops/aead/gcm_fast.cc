@@ -184,6 +184,33 @@ TFP_INLINE_BASE void InitGhash(Ghash* g, __m128i h_block) {
   for (int i = 16; i < kPowers; ++i) g->pw[i] = _mm_setzero_si128();
 }
 
+// What both widths' GCM start from: the round keys, GHASH keyed by
+// H = AES_K(0), the pre-counter block J0 = IV || [1]_32 and its encryption,
+// which masks the tag (SP 800-38D §7.1).
+struct GcmStart {
+  __m128i rk[11];
+  Ghash g;
+  __m128i j0, tag_mask;
+};
+
+TFP_INLINE_BASE void Start(const uint8_t key[16], const uint8_t iv[12], GcmStart* st) {
+  ExpandKey(key, st->rk);
+  InitGhash(&st->g, Aes1(_mm_setzero_si128(), st->rk));
+  st->j0 = PreCounter(iv);
+  st->tag_mask = Aes1(st->j0, st->rk);
+}
+
+// The tag: GHASH of the length block [len(A)]_64 || [len(C)]_64 (in bits,
+// byte-reversed) XOR the encrypted J0; wipes `st` (round keys, H powers).
+TFP_INLINE_BASE __m128i Finish(GcmStart* st, size_t aad_len, size_t len) {
+  const __m128i lens = _mm_set_epi64x(static_cast<long long>(uint64_t{aad_len} * 8),
+                                      static_cast<long long>(uint64_t{len} * 8));
+  const __m128i y = Dot(_mm_xor_si128(st->g.y, lens), st->g.pw[15]);
+  const __m128i tag = _mm_xor_si128(_mm_shuffle_epi8(y, Rev128()), st->tag_mask);
+  Wipe(st, sizeof(*st));
+  return tag;
+}
+
 // Absorbs nb (1..16) blocks, already byte-reversed, in d[0..3] (lanes past
 // nb zero): y = (y + X_1) H^nb + X_2 H^(nb-1) + ... + X_nb H, with the
 // products summed unreduced and one reduction (aggregated reduction).
@@ -235,18 +262,14 @@ TFP_INLINE void AbsorbBytes(Ghash* g, const uint8_t* p, size_t len, __m512i rev)
 template <bool kSeal>
 TFP_TARGET __m128i Gcm(const uint8_t key[16], const uint8_t iv[12], const uint8_t* aad,
                        size_t aad_len, const uint8_t* in, size_t len, uint8_t* out) {
-  __m128i rk[11];
-  ExpandKey(key, rk);
+  GcmStart st;
+  Start(key, iv, &st);
+  Ghash& g = st.g;
+  const __m128i j0 = st.j0;
   __m512i k[11];
-  for (int r = 0; r < 11; ++r) k[r] = _mm512_broadcast_i32x4(rk[r]);
+  for (int r = 0; r < 11; ++r) k[r] = _mm512_broadcast_i32x4(st.rk[r]);
   const __m128i rev1 = Rev128();
   const __m512i rev = _mm512_broadcast_i32x4(rev1);
-
-  Ghash g;
-  InitGhash(&g, Aes1(_mm_setzero_si128(), rk));
-  // J0 = IV || [1]_32; its encryption masks the tag.
-  const __m128i j0 = PreCounter(iv);
-  const __m128i tag_mask = Aes1(j0, rk);
 
   if (aad_len > 0) AbsorbBytes(&g, aad, aad_len, rev);
 
@@ -294,16 +317,8 @@ TFP_TARGET __m128i Gcm(const uint8_t key[16], const uint8_t iv[12], const uint8_
     }
     Absorb(&g, d, static_cast<int>((rest + 15) / 16));
   }
-  // The length block [len(A)]_64 || [len(C)]_64 in bits, byte-reversed.
-  const __m128i lens = _mm_set_epi64x(static_cast<long long>(uint64_t{aad_len} * 8),
-                                      static_cast<long long>(uint64_t{len} * 8));
-  const __m128i y = Dot(_mm_xor_si128(g.y, lens), g.pw[15]);
-  const __m128i tag = _mm_xor_si128(_mm_shuffle_epi8(y, rev1), tag_mask);
-  // The round keys and H powers are key material.
-  Wipe(rk, sizeof(rk));
-  Wipe(k, sizeof(k));
-  Wipe(&g, sizeof(g));
-  return tag;
+  Wipe(k, sizeof(k));  // the round keys are key material
+  return Finish(&st, aad_len, len);
 }
 
 // ----------------------------------------------------------- the YMM path
@@ -370,17 +385,14 @@ TFP_INLINE_YMM void AbsorbBytesYmm(Ghash* g, const uint8_t* p, size_t len, __m25
 template <bool kSeal>
 TFP_TARGET_YMM __m128i GcmYmm(const uint8_t key[16], const uint8_t iv[12], const uint8_t* aad,
                               size_t aad_len, const uint8_t* in, size_t len, uint8_t* out) {
-  __m128i rk[11];
-  ExpandKey(key, rk);
+  GcmStart st;
+  Start(key, iv, &st);
+  Ghash& g = st.g;
+  const __m128i j0 = st.j0;
   __m256i k[11];
-  for (int r = 0; r < 11; ++r) k[r] = _mm256_broadcastsi128_si256(rk[r]);
+  for (int r = 0; r < 11; ++r) k[r] = _mm256_broadcastsi128_si256(st.rk[r]);
   const __m128i rev1 = Rev128();
   const __m256i rev = _mm256_broadcastsi128_si256(rev1);
-
-  Ghash g;
-  InitGhash(&g, Aes1(_mm_setzero_si128(), rk));
-  const __m128i j0 = PreCounter(iv);
-  const __m128i tag_mask = Aes1(j0, rk);
 
   if (aad_len > 0) AbsorbBytesYmm(&g, aad, aad_len, rev);
 
@@ -427,14 +439,8 @@ TFP_TARGET_YMM __m128i GcmYmm(const uint8_t key[16], const uint8_t iv[12], const
     Wipe(src, sizeof(src));
     Wipe(dst, sizeof(dst));
   }
-  const __m128i lens = _mm_set_epi64x(static_cast<long long>(uint64_t{aad_len} * 8),
-                                      static_cast<long long>(uint64_t{len} * 8));
-  const __m128i y = Dot(_mm_xor_si128(g.y, lens), g.pw[15]);
-  const __m128i tag = _mm_xor_si128(_mm_shuffle_epi8(y, rev1), tag_mask);
-  Wipe(rk, sizeof(rk));
-  Wipe(k, sizeof(k));
-  Wipe(&g, sizeof(g));
-  return tag;
+  Wipe(k, sizeof(k));  // the round keys are key material
+  return Finish(&st, aad_len, len);
 }
 
 TFP_BASE bool TagsEqual(__m128i a, const uint8_t* b) {

@@ -1,6 +1,7 @@
 // PrgFill: runtime dispatch between the AVX-512 VAES keystream
-// (aes_ctr_vaes.cc) and OpenSSL's EVP AES-128-CTR (BoringSSL inside TF).
-// Both produce the same SP 800-38A CTR keystream byte for byte.
+// (aes_ctr_vaes.cc), the same on 256-bit VAES registers for CPUs without
+// AVX-512 (aes_ctr_vaes_ymm.cc), and OpenSSL's EVP AES-128-CTR (BoringSSL
+// inside TF). All produce the same SP 800-38A CTR keystream byte for byte.
 #include "ops/prg/aes_ctr.h"
 
 #include <openssl/crypto.h>
@@ -24,6 +25,14 @@ bool VaesDisabled() {
   return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
 }
 
+const char* PrgPath() {
+  if (VaesDisabled()) return "evp";
+  if (CpuHasVaes() && !PrgYmmForced()) return "zmm";
+  // Every AVX-512 VAES CPU also has AVX2 VAES; CpuHasVaesYmm checks it anyway.
+  if (CpuHasVaesYmm()) return "ymm";
+  return "evp";
+}
+
 }  // namespace aes_ctr_internal
 
 namespace {
@@ -31,9 +40,10 @@ namespace {
 constexpr uint64_t kBlock = 16;
 // Blocks per parallel shard: large enough to amortize EVP setup (~1 us).
 constexpr int64_t kBlocksPerShard = 4096;
-// Parallel-for cost hints (cycles per block) of the two paths.
+// Parallel-for cost hints (cycles per block) of the three paths.
 constexpr int64_t kEvpCyclesPerBlock = 40;
 constexpr int64_t kVaesCyclesPerBlock = 4;
+constexpr int64_t kVaesYmmCyclesPerBlock = 6;
 constexpr const char* kEvpError =
     "AES-CTR keystream generation failed (OpenSSL EVP error)";
 
@@ -135,17 +145,24 @@ bool PrgFill(const uint8_t key[16], uint64_t nonce, uint64_t byte_offset,
   namespace in = aes_ctr_internal;
   if (len == 0) return true;
   // getenv per call (not cached) so tests can toggle the path.
-  if (in::CpuHasVaes() && !in::VaesDisabled()) {
+  const char* path = in::PrgPath();
+  if (std::strcmp(path, "evp") != 0) {
+    const bool zmm = std::strcmp(path, "zmm") == 0;
     // Key schedule once per call (~100 cycles), on the stack, shared
     // read-only by the shards; wiped afterwards like EVP wipes its context.
     in::RoundKeys keys;
     in::ExpandKeyAesni(key, &keys);
     FillBytes(
         [&](uint64_t first, uint64_t n, uint8_t* dst) {
-          in::CtrBlocksVaes(keys, nonce, first, n, dst);
+          if (zmm) {
+            in::CtrBlocksVaes(keys, nonce, first, n, dst);
+          } else {
+            in::CtrBlocksVaesYmm(keys, nonce, first, n, dst);
+          }
           return true;
         },
-        byte_offset, out, len, parallel_for, kVaesCyclesPerBlock);
+        byte_offset, out, len, parallel_for,
+        zmm ? kVaesCyclesPerBlock : kVaesYmmCyclesPerBlock);
     OPENSSL_cleanse(&keys, sizeof(keys));
     return true;
   }

@@ -1,6 +1,7 @@
 // Benchmark of PrgFill: EVP path (TF_PRIVPY_DISABLE_VAES=1; here the
-// system's OpenSSL, inside TF BoringSSL) vs the AVX-512 VAES path, on one
-// thread, for the 32 KB chunks of the multiplication kernels (2048 128-bit
+// system's OpenSSL, inside TF BoringSSL) vs the VAES path the CPU takes by
+// default (ZMM with AVX-512, else YMM), and on AVX-512 machines also the YMM
+// path (TF_PRIVPY_PRG_YMM=1), on one thread, for the 32 KB chunks of the multiplication kernels (2048 128-bit
 // elements) and a 1.6 MB mask.
 // Build/run: make -f ops/prg/Makefile.standalone bench
 #include <algorithm>
@@ -20,8 +21,9 @@ namespace {
 using tf_privpy::ParallelFor;
 
 // Best of 7 rounds of ~50 ms each: seconds per fill.
-double TimeFill(size_t len, const ParallelFor& pf, bool vaes) {
+double TimeFill(size_t len, const ParallelFor& pf, bool vaes, bool ymm) {
   setenv("TF_PRIVPY_DISABLE_VAES", vaes ? "0" : "1", 1);
+  setenv("TF_PRIVPY_PRG_YMM", ymm ? "1" : "0", 1);
   std::vector<uint8_t> out(len);
   const uint8_t key[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   std::string error;
@@ -55,8 +57,12 @@ double TimeFill(size_t len, const ParallelFor& pf, bool vaes) {
 }  // namespace
 
 int main() {
-  const bool has_vaes = tf_privpy::aes_ctr_internal::CpuHasVaes();
-  std::printf("AVX-512 VAES: %s\n", has_vaes ? "yes" : "no (both rows are EVP)");
+  namespace in = tf_privpy::aes_ctr_internal;
+  unsetenv("TF_PRIVPY_DISABLE_VAES");
+  unsetenv("TF_PRIVPY_PRG_YMM");
+  const bool zmm = in::CpuHasVaes(), ymm = in::CpuHasVaesYmm();
+  std::printf("AVX-512 VAES: %s, VAES+AVX2: %s; default path: %s\n", zmm ? "yes" : "no",
+              ymm ? "yes" : "no", in::PrgPath());
   struct Case {
     const char* name;
     size_t len;
@@ -66,14 +72,17 @@ int main() {
       {"32 KB, 1 thread", size_t{32} << 10, tf_privpy::SerialFor},
       {"1.6 MB, 1 thread", 1600000, tf_privpy::SerialFor},
   };
-  std::printf("%-20s %16s %16s %8s\n", "fill", "EVP", "VAES", "speedup");
+  std::printf("%-20s %-4s %16s %16s %8s\n", "fill", "path", "EVP", "VAES", "speedup");
   for (const Case& c : cases) {
-    const double evp = TimeFill(c.len, c.pf, false);
-    const double vaes = TimeFill(c.len, c.pf, true);
-    std::printf("%-20s %6.2f GB/s %5.1fus %6.2f GB/s %5.1fus %7.2fx\n", c.name,
-                c.len / evp * 1e-9, evp * 1e6, c.len / vaes * 1e-9, vaes * 1e6,
-                evp / vaes);
+    const double evp = TimeFill(c.len, c.pf, false, false);
+    for (int forced = 0; forced <= (zmm && ymm ? 1 : 0); ++forced) {
+      const double vaes = TimeFill(c.len, c.pf, true, forced == 1);
+      std::printf("%-20s %-4s %6.2f GB/s %5.1fus %6.2f GB/s %5.1fus %7.2fx\n", c.name,
+                  in::PrgPath(), c.len / evp * 1e-9, evp * 1e6, c.len / vaes * 1e-9,
+                  vaes * 1e6, evp / vaes);
+    }
   }
   unsetenv("TF_PRIVPY_DISABLE_VAES");
+  unsetenv("TF_PRIVPY_PRG_YMM");
   return 0;
 }

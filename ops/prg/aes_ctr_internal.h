@@ -1,5 +1,6 @@
 // Internals of PrgFill shared by aes_ctr.cc (dispatch, EVP path) and
-// aes_ctr_vaes.cc (AVX-512 VAES path), exposed for the standalone test
+// aes_ctr_vaes.cc (AVX-512 VAES path) and aes_ctr_vaes_ymm.cc (VAES on
+// 256-bit registers, for CPUs with VAES and AVX2 but no AVX-512), exposed for the standalone test
 // (known-answer vectors need the raw key schedule and an arbitrary 128-bit
 // initial counter). Not part of the public API.
 #ifndef TF_PRIVPY_OPS_PRG_AES_CTR_INTERNAL_H_
@@ -16,8 +17,22 @@ struct RoundKeys {
 };
 
 // True when CPU and OS support AVX-512 F/BW + VAES + AES-NI (zmm state
-// enabled); only then may the functions below be called.
+// enabled); only then may CtrBlocksVaes and EcbBlocksVaes be called.
 bool CpuHasVaes();
+
+// True when CPU and OS support VAES + AVX2 + AES-NI (ymm state enabled,
+// checked with XGETBV); only then may CtrBlocksVaesYmm be called.
+// ExpandKeyAesni needs AES-NI only, which both checks include.
+bool CpuHasVaesYmm();
+
+// TF_PRIVPY_PRG_YMM set to anything but "" or "0": PrgFill takes the YMM path
+// where it would take the ZMM one, so AVX-512 machines test the YMM code.
+// Read per call, like VaesDisabled (which still wins: it forces EVP).
+bool PrgYmmForced();
+
+// The keystream path PrgFill takes now (per the CPU and the two variables
+// above): "zmm", "ymm" or "evp".
+const char* PrgPath();
 
 // TF_PRIVPY_DISABLE_VAES set to anything but "" or "0". Read per call so
 // tests can compare both paths in one process.
@@ -32,6 +47,11 @@ void ExpandKeyAesni(const uint8_t key[16], RoundKeys* keys);
 // OpenSSL's/BoringSSL's CTR mode does). out needs no alignment.
 void CtrBlocksVaes(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
                    uint64_t nblocks, uint8_t* out);
+
+// CtrBlocksVaes on 256-bit registers (16 blocks in flight): the same bytes,
+// for CPUs where CpuHasVaesYmm() but not CpuHasVaes().
+void CtrBlocksVaesYmm(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
+                      uint64_t nblocks, uint8_t* out);
 
 // AES-128-ECB (FIPS-197 encryption of each block), nblocks blocks from in to
 // out; in and out may be the same buffer and need no alignment. The garbled

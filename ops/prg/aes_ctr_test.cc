@@ -4,7 +4,9 @@
 // counter increment across the 2^8..2^64 carries against EVP, and PrgFill's
 // VAES path against its EVP path (TF_PRIVPY_DISABLE_VAES=1) and an
 // independent EVP reference on random (key, nonce, offset, len), serially and
-// with a 2-thread ParallelFor. Build/run: make -f ops/prg/Makefile.standalone test
+// with a 2-thread ParallelFor. Each VAES width the CPU has is tested: the ZMM
+// code (AVX-512) and the YMM code (VAES + AVX2; on AVX-512 machines through
+// TF_PRIVPY_PRG_YMM=1). Build/run: make -f ops/prg/Makefile.standalone test
 #include <openssl/evp.h>
 
 #include <cstdint>
@@ -64,13 +66,17 @@ std::vector<uint8_t> EvpCtr(const uint8_t key[16], const uint8_t iv[16],
   return out;
 }
 
+// The VAES width under test: CtrBlocksVaes (ZMM) or CtrBlocksVaesYmm.
+bool g_ymm = false;
+
 std::vector<uint8_t> VaesCtr(const uint8_t key[16], const uint8_t iv[16],
                              uint64_t nblocks) {
   in::RoundKeys keys;
   in::ExpandKeyAesni(key, &keys);
   // Guard bytes after the end catch stores past nblocks.
   std::vector<uint8_t> out(nblocks * 16 + 64, 0xA5);
-  in::CtrBlocksVaes(keys, LoadBe64(iv), LoadBe64(iv + 8), nblocks, out.data());
+  (g_ymm ? in::CtrBlocksVaesYmm : in::CtrBlocksVaes)(
+      keys, LoadBe64(iv), LoadBe64(iv + 8), nblocks, out.data());
   for (size_t i = nblocks * 16; i < out.size(); ++i) {
     if (out[i] != 0xA5) {
       std::printf("FAILED: CtrBlocksVaes wrote past block %llu\n",
@@ -199,6 +205,10 @@ void TestCounterCarries(std::mt19937_64& rng) {
 std::vector<uint8_t> Fill(const uint8_t key[16], uint64_t nonce, uint64_t off,
                           size_t len, const ParallelFor& pf, bool vaes) {
   setenv("TF_PRIVPY_DISABLE_VAES", vaes ? "0" : "1", 1);
+  setenv("TF_PRIVPY_PRG_YMM", g_ymm ? "1" : "0", 1);
+  const char* want = !vaes ? "evp" : g_ymm ? "ymm" : in::CpuHasVaes() ? "zmm" : "evp";
+  Check(std::strcmp(in::PrgPath(), want) == 0,
+        std::string("PrgFill takes the ") + want + " path, not " + in::PrgPath());
   std::vector<uint8_t> out(len + 1, 0xA5);  // +1: a guard byte
   std::string error;
   if (!PrgFill(key, nonce, off, out.data(), len, pf, &error)) {
@@ -242,7 +252,7 @@ void TestPrgFill(std::mt19937_64& rng) {
     const std::string what = "PrgFill t=" + std::to_string(t) +
                              " off=" + std::to_string(off) +
                              " len=" + std::to_string(len);
-    Check(vaes == evp, what + " VAES == EVP");
+    Check(vaes == evp, what + (g_ymm ? " VAES YMM == EVP" : " VAES ZMM == EVP"));
     Check(evp == Reference(key, nonce, off, len), what + " EVP == reference");
   }
   // Many shards, shard boundaries anywhere: 2 threads vs serial EVP.
@@ -263,21 +273,54 @@ void TestPrgFill(std::mt19937_64& rng) {
   Check(!in::VaesDisabled(), "TF_PRIVPY_DISABLE_VAES=0 enables");
   unsetenv("TF_PRIVPY_DISABLE_VAES");
   Check(!in::VaesDisabled(), "unset enables");
+  setenv("TF_PRIVPY_PRG_YMM", "1", 1);
+  Check(in::PrgYmmForced(), "TF_PRIVPY_PRG_YMM=1 forces YMM");
+  setenv("TF_PRIVPY_PRG_YMM", "0", 1);
+  Check(!in::PrgYmmForced(), "TF_PRIVPY_PRG_YMM=0 does not");
+  unsetenv("TF_PRIVPY_PRG_YMM");
+  Check(!in::PrgYmmForced(), "unset does not force YMM");
+}
+
+// Which path PrgFill takes by default and under each variable.
+void TestSelection() {
+  unsetenv("TF_PRIVPY_DISABLE_VAES");
+  unsetenv("TF_PRIVPY_PRG_YMM");
+  const char* fast = in::CpuHasVaes() ? "zmm" : in::CpuHasVaesYmm() ? "ymm" : "evp";
+  Check(std::strcmp(in::PrgPath(), fast) == 0, std::string("default path ") + fast);
+  setenv("TF_PRIVPY_PRG_YMM", "1", 1);
+  const char* forced = in::CpuHasVaesYmm() ? "ymm" : "evp";
+  Check(std::strcmp(in::PrgPath(), forced) == 0,
+        std::string("TF_PRIVPY_PRG_YMM=1 path ") + forced);
+  setenv("TF_PRIVPY_DISABLE_VAES", "1", 1);
+  Check(std::strcmp(in::PrgPath(), "evp") == 0, "TF_PRIVPY_DISABLE_VAES=1 wins: evp");
+  unsetenv("TF_PRIVPY_DISABLE_VAES");
+  unsetenv("TF_PRIVPY_PRG_YMM");
+}
+
+// Everything that runs on one VAES width.
+void TestWidth(std::mt19937_64& rng, bool ymm) {
+  g_ymm = ymm;
+  std::printf("VAES %s path\n", ymm ? "YMM (256-bit)" : "ZMM (AVX-512)");
+  TestFips197();
+  TestSp80038a();
+  TestCounterCarries(rng);
+  TestPrgFill(rng);
 }
 
 }  // namespace
 
 int main() {
   std::mt19937_64 rng(20240531);
+  TestSelection();
   if (in::CpuHasVaes()) {
-    TestFips197();
-    TestSp80038a();
-    TestEcb(rng);
-    TestCounterCarries(rng);
-    TestPrgFill(rng);
-  } else {
-    // Both "paths" are EVP here; still check PrgFill against the reference.
-    std::printf("no AVX-512 VAES on this CPU: EVP path only\n");
+    TestEcb(rng);  // ECB exists on ZMM only (the garbled circuits' PRP)
+    TestWidth(rng, false);
+  }
+  if (in::CpuHasVaesYmm()) TestWidth(rng, true);
+  if (!in::CpuHasVaes() && !in::CpuHasVaesYmm()) {
+    // No VAES: check PrgFill's EVP path against the reference.
+    std::printf("no VAES on this CPU: EVP path only\n");
+    g_ymm = false;
     TestPrgFill(rng);
   }
   return tf_privpy::testing::Report();

@@ -7,7 +7,8 @@
 //
 // Every function using AES-NI/AVX-512 carries a target attribute, so this file
 // builds with plain -O3 (no -m flags) like ops/ring/ring_gemm_avx512.cc;
-// aes_ctr.cc only calls in here after CpuHasVaes().
+// aes_ctr.cc only calls in here after CpuHasVaes() (ExpandKeyAesni, which
+// needs AES-NI only, also after CpuHasVaesYmm()).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -16,6 +17,9 @@
 
 #define VA_TARGET __attribute__((target("avx512f,avx512bw,vaes,aes")))
 #define VA_INLINE inline __attribute__((always_inline))
+// The key schedule needs AES-NI only: the YMM path (aes_ctr_vaes_ymm.cc) runs
+// it on CPUs without AVX-512, so it must not be compiled for AVX-512.
+#define VA_TARGET_AESNI __attribute__((target("aes")))
 
 // GCC 12 false positive inside its own _mm512_undefined_epi32() helper
 // (the unused pass-through operand of _mm512_broadcast_i32x4).
@@ -31,7 +35,7 @@ constexpr int kRounds = 10;  // AES-128, FIPS-197 §5 (Nr = 10)
 // One step of the FIPS-197 §5.2 key expansion: w[i..i+3] from w[i-4..i-1]
 // and kg = aeskeygenassist(w[i-4..i-1], Rcon), whose dword 3 is
 // SubWord(RotWord(w[i-1])) ^ Rcon.
-VA_TARGET VA_INLINE __m128i ExpandStep(__m128i key, __m128i kg) {
+VA_TARGET_AESNI VA_INLINE __m128i ExpandStep(__m128i key, __m128i kg) {
   kg = _mm_shuffle_epi32(kg, 0xFF);
   key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
   key = _mm_xor_si128(key, _mm_slli_si128(key, 4));
@@ -189,7 +193,7 @@ bool CpuHasVaes() {
   return ok;
 }
 
-VA_TARGET void ExpandKeyAesni(const uint8_t key[16], RoundKeys* keys) {
+VA_TARGET_AESNI void ExpandKeyAesni(const uint8_t key[16], RoundKeys* keys) {
   __m128i k = _mm_loadu_si128(reinterpret_cast<const __m128i*>(key));
   _mm_store_si128(reinterpret_cast<__m128i*>(keys->rk[0]), k);
   // aeskeygenassist takes Rcon (FIPS-197 §5.2) as an immediate.

@@ -25,8 +25,11 @@ _MUL = {"mul_mask": {"S1", "S2"}, "mul_assist": {"T1", "T2"}, "mul_finish": {"S1
 WHERE_BY_FAMILY = {
     "garbled": dict(_MUL, gc_garble={"S1"}, gc_evaluate={"T1", "T2"}, gc_encode={"S1", "S2"},
                     bit_share_assist={"T1", "T2"}, bit_unmask={"S1", "S2"}),
+    # a ReLU's select (bitwise/selects.py): S1's bw_finish yields its shares
+    # of the dealt bit r, S2's come in the dealer's message; both select
+    # from the opened bits in TF
     "bitwise": dict(_MUL, bw_deal={"T1"}, bw_input={"S1", "S2"}, bw_step={"S1", "S2"},
-                    bw_finish={"S1", "S2"}, gc_garble=set(), gc_evaluate=set()),
+                    bw_finish={"S1"}, gc_garble=set(), gc_evaluate=set()),
 }
 #: the garbled family's (tests/test_tensorboard_page.py: the README's picture)
 WHERE = WHERE_BY_FAMILY["garbled"]

@@ -538,6 +538,21 @@ class CostTracker:
         return self._circuit(x, lambda: self._b.ltz(x, **kw),
                              FAMILY_ROUNDS[self._b.cfg.comparison])
 
+    def ltz_mul(self, z: Shares, vs, pregarbled=None) -> list:
+        """Backend.ltz_mul: the rounds its protocol declares (bitwise: the
+        products beside the comparison's 8; else a multiplication after the
+        comparison), for the plaintext oracle the same by the config."""
+        d, cmp = self._deepest([z, *vs]), FAMILY_ROUNDS[self._b.cfg.comparison]
+        with C.record() as bill:
+            outs = self._b.ltz_mul(z, vs, pregarbled)
+        beside = self._b.cfg.comparison == "bitwise" and pregarbled is None
+        rounds = bill.rounds or (cmp if beside else cmp + C.MUL_ROUNDS)
+        self.comparisons += self._size(z)
+        self.products += self._size(z) * len(vs)
+        for o in outs:   # the products' rounds: those past the comparison's
+            self._set(o, (d[0] + rounds, d[1] + rounds - cmp, d[2] + cmp))
+        return outs
+
     def leading_one(self, x: Shares, columns, **kw) -> Shares:
         cfg = self._b.cfg
         width = kw.get("width") or lo.default_width(cfg)

@@ -53,6 +53,26 @@ void CtrBlocksVaes(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
 void CtrBlocksVaesYmm(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
                       uint64_t nblocks, uint8_t* out);
 
+// The two widths' common driver: run(hi, lo, n, out) encrypts n counter
+// blocks whose low half lo + n - 1 does not wrap; the vector lanes add in
+// 64 bits, so the run is split where the low half wraps and the carry goes
+// into the high half there (the 128-bit big-endian increment of SP 800-38A
+// B.1 / OpenSSL). PrgFill never wraps (its low half is a block index
+// < 2^60), but the test does.
+template <typename Run>
+inline void SplitAtWrap(uint64_t ctr_hi, uint64_t ctr_lo, uint64_t nblocks, uint8_t* out,
+                        Run run) {
+  while (nblocks > 0) {
+    const uint64_t to_wrap = 0 - ctr_lo;  // 2^64 - lo; 0 stands for 2^64
+    const uint64_t n = (to_wrap == 0 || to_wrap > nblocks) ? nblocks : to_wrap;
+    run(ctr_hi, ctr_lo, n, out);
+    out += n * 16;
+    nblocks -= n;
+    ctr_lo += n;
+    if (ctr_lo == 0) ++ctr_hi;
+  }
+}
+
 // AES-128-ECB (FIPS-197 encryption of each block), nblocks blocks from in to
 // out; in and out may be the same buffer and need no alignment. The garbled
 // circuits' fixed-key permutation (ops/gc/gc_internal.h) runs on it: one

@@ -215,19 +215,10 @@ VA_TARGET_AESNI void ExpandKeyAesni(const uint8_t key[16], RoundKeys* keys) {
 
 void CtrBlocksVaes(const RoundKeys& keys, uint64_t ctr_hi, uint64_t ctr_lo,
                    uint64_t nblocks, uint8_t* out) {
-  // The vector lanes add in 64 bits, so split the run where the low half
-  // wraps and carry into the high half there (the 128-bit big-endian
-  // increment of SP 800-38A B.1 / OpenSSL). PrgFill never gets here (its
-  // low half is a block index < 2^60), but the test does.
-  while (nblocks > 0) {
-    const uint64_t to_wrap = 0 - ctr_lo;  // 2^64 - lo; 0 stands for 2^64
-    const uint64_t n = (to_wrap == 0 || to_wrap > nblocks) ? nblocks : to_wrap;
-    CtrRun(keys, ctr_hi, ctr_lo, n, out);
-    out += n * 16;
-    nblocks -= n;
-    ctr_lo += n;
-    if (ctr_lo == 0) ++ctr_hi;
-  }
+  SplitAtWrap(ctr_hi, ctr_lo, nblocks, out,
+              [&keys](uint64_t hi, uint64_t lo, uint64_t n, uint8_t* o) {
+                CtrRun(keys, hi, lo, n, o);
+              });
 }
 
 }  // namespace aes_ctr_internal

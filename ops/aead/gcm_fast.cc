@@ -46,18 +46,12 @@ namespace {
 #define TFP_INLINE_BASE TFP_BASE static inline __attribute__((always_inline))
 
 bool CpuSupportedYmm() {
-  unsigned a = 0, b = 0, c = 0, d = 0;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-  const bool osxsave = (c >> 27) & 1, aes = (c >> 25) & 1, pclmul = (c >> 1) & 1;
-  const bool avx = (c >> 28) & 1;
-  if (!osxsave || !aes || !pclmul || !avx) return false;
-  // XCR0: SSE (bit 1) and AVX (2) state enabled by the OS (YMM preserved).
-  uint32_t xlo = 0, xhi = 0;
-  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-  if ((xlo & 0x6u) != 0x6u) return false;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  const bool avx2 = (b >> 5) & 1, vaes = (c >> 9) & 1, vpclmul = (c >> 10) & 1;
-  return avx2 && vaes && vpclmul;
+  // __builtin_cpu_supports reports AVX2, VAES and VPCLMULQDQ only when the OS
+  // preserves the ymm state (XGETBV), as ops/prg's CpuHasVaes relies on.
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vaes") &&
+         __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("aes") &&
+         __builtin_cpu_supports("pclmul");
 }
 
 bool CpuSupported() {

@@ -12,7 +12,6 @@
 // Every function using VAES/AVX2 carries a target attribute, so this file
 // builds with plain -O3 (no -m flags); aes_ctr.cc only calls in here after
 // CpuHasVaesYmm().
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstdint>
@@ -119,20 +118,12 @@ VY_TARGET void CtrRunYmm(const RoundKeys& keys, uint64_t hi, uint64_t lo,
 }  // namespace
 
 bool CpuHasVaesYmm() {
-  // CPUID and XGETBV directly (as ops/aead/gcm_fast.cc): AES-NI, AVX and
-  // OSXSAVE in leaf 1, AVX2 and VAES in leaf 7, and XCR0 bits 1-2 (SSE and
-  // AVX state) so the OS preserves the upper halves of the ymm registers.
+  // As CpuHasVaes: __builtin_cpu_supports reports AVX2 and VAES only when the
+  // OS preserves the ymm state (XGETBV).
   static const bool ok = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const bool osxsave = (c >> 27) & 1, aes = (c >> 25) & 1, avx = (c >> 28) & 1;
-    if (!osxsave || !aes || !avx) return false;
-    uint32_t xlo = 0, xhi = 0;
-    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    if ((xlo & 0x6u) != 0x6u) return false;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    const bool avx2 = (b >> 5) & 1, vaes = (c >> 9) & 1;
-    return avx2 && vaes;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vaes") &&
+           __builtin_cpu_supports("aes");
   }();
   return ok;
 }

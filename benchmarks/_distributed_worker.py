@@ -44,12 +44,15 @@ def pair_bytes(before: list, after: list, parties: dict) -> dict:
     """TCP payload bytes each ordered pair of parties sent between two
     tcp_sockets() snapshots; parties: {pid: party}. Both ends of every
     connection are in this namespace (loopback), so the peer of a socket is
-    the party whose socket has that address as its local end."""
-    owner = {s["local"]: parties[s["pid"]] for s in after if s["pid"] in parties}
+    the party whose socket has that address as its local end. ss finds a
+    socket's pid by reading /proc/PID/fd, which can miss a socket while its
+    process opens or closes descriptors (one CI run lost a link's 16 KB so):
+    an address either snapshot saw with a pid keeps that owner."""
+    owner = {s["local"]: parties[s["pid"]] for s in before + after if s["pid"] in parties}
     old = {(s["local"], s["peer"]): s["sent"] for s in before}
     out = {}
     for s in after:
-        src, dst = parties.get(s["pid"]), owner.get(s["peer"])
+        src, dst = parties.get(s["pid"]) or owner.get(s["local"]), owner.get(s["peer"])
         if src and dst and src != dst:
             sent = s["sent"] - old.get((s["local"], s["peer"]), 0)
             key = f"{src}->{dst}"

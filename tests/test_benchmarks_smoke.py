@@ -142,6 +142,20 @@ def test_distributed_benchmark_runs(tmp_path):
     assert (tmp_path / "distributed.png").stat().st_size > 0
 
 
+def test_wire_bytes_keep_a_socket_whose_pid_ss_missed():
+    """pair_bytes: a socket that ss listed without its pid in the second
+    snapshot (it reads /proc/PID/fd, which races with a process opening
+    descriptors) still counts for the party the first snapshot saw at its
+    address. (Failed before: the link S2->T1 counted 0.)"""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from _distributed_worker import pair_bytes
+    parties = {11: "S2", 12: "T1"}
+    sock = lambda local, peer, pid, sent: dict(local=local, peer=peer, pid=pid, sent=sent)
+    before = [sock("h:1", "h:9", 11, 100), sock("h:9", "h:1", 12, 50)]
+    after = [sock("h:1", "h:9", None, 16108), sock("h:9", "h:1", 12, 60)]
+    assert pair_bytes(before, after, parties) == {"S2->T1": 16008, "T1->S2": 10}
+
+
 def test_distributed_netns_testbed_cleans_up():
     """benchmarks/_netns.py: two namespaces through a delaying relay measure
     about the RTT asked for, at no more than the tbf rate; a SIGTERM midway

@@ -397,8 +397,8 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
 #: comparators computed on each holder, the gathers), not the barrier
 #: between iterations. For a power-of-two n the body now slices and
 #: reshapes instead (`_exchange_blocks`): 2^16, 128-bit, same run on 2
-#: loaded cores, best of 5: loop 1.77 s, unrolled 1.79 s, the gathering
-#: loop 2.27 s.
+#: idle cores, best of 5: loop 0.72 s, unrolled 0.86 s, the gathering loop
+#: 1.15 s (loaded: 1.77, 1.79, 2.27 s).
 LAYERS_PER_ITERATION = 8
 
 

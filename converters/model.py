@@ -15,7 +15,7 @@ from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from . import passes as passes_mod
 from . import rewrite
 from .rewrite import Env, Policy, UnsupportedOpError
-from .trace import Traced, trace
+from .trace import Traced, private_nodes, reads_private, trace
 
 
 class PrivateModel:
@@ -117,21 +117,26 @@ class PrivateModel:
 
     def summary(self, batch_size: int = 1) -> str:
         """Layers and TF ops converted, and the cost bill of one predict."""
-        ops = collections.Counter(n.op for n in self._traced.graph_def.node
-                                  if n.op not in ("Const", "NoOp", "Placeholder", "Identity"))
+        private = private_nodes(self._traced, self.policy)
+        ops, public = collections.Counter(), collections.Counter()
+        for n in self._traced.graph_def.node:
+            if n.op not in ("Const", "NoOp", "Placeholder", "Identity"):
+                (ops if reads_private(n, private) else public)[n.op] += 1
         layers = sorted({v for v in self._traced.layer_of.values() if v})
         bill = self.cost(batch_size)
         lines = [f"private model '{self.name}': inputs {self.policy.inputs}, weights "
                  f"{self.policy.weights}",
                  f"  layers: {', '.join(layers) or '-'}",
                  "  TF ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())),
+                 "  public, run as plain TF: " + (", ".join(
+                     f"{k} x{v}" for k, v in sorted(public.items())) or "-"),
                  f"  cost of one predict (batch {batch_size}): {bill.rounds} rounds, "
                  f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
                  f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"]
         changed = [f"{k} x{v}" for k, v in self.pass_report.items()]
         changed += [f"batch_same_depth x{calls} ({nodes} {kind} nodes)"
                     for kind, (calls, nodes) in sorted(self._env.batched.items())]
-        lines.insert(3, "  passes: " + (", ".join(changed) or
+        lines.insert(4, "  passes: " + (", ".join(changed) or
                                         ("none changed the graph" if self.passes else "off")))
         for (s, d), (m, b) in sorted(bill.links.items()):
             lines.append(f"    {s:>6} -> {d:<6} {m:6d} messages {b / 1e3:12.1f} KB")

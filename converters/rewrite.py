@@ -29,7 +29,7 @@ from tf_privpy.protocols.mpc.api.adapters import Node, Unsupported, Weight  # no
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
 from .passes import LOCAL_OPS
-from .trace import Traced, private_nodes, src, topo
+from .trace import Traced, private_nodes, reads_private, src, topo
 
 #: control flow whose predicate or body would see a private value (tf.cond,
 #: which freezing lowers to Switch/Merge, becomes a select: _COND)
@@ -191,18 +191,18 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
 def analyse(traced: Traced, policy: Policy) -> List[Problem]:
     """Every node that would see a private value and has no private
     implementation, before anything runs."""
-    private = set()
-    if policy.inputs == "private":
-        private.update(traced.inputs)
-    if policy.weights == "private":
-        private.update(traced.weights)
+    private = private_nodes(traced, policy)
     problems = []
     for n in topo(traced.graph_def):
-        data_inputs = [src(i)[0] for i in n.input if not i.startswith("^")]
-        if not any(s in private for s in data_inputs):
-            continue
-        private.add(n.name)
+        if not reads_private(n, private):
+            continue   # it sees only public values: runs as the TF op it is
         problem = node_problem(n, traced.layer_of.get(n.name, ""))
+        refusal = getattr(lookup(n.op), "static_refusal", None)
+        if problem is None and refusal is not None:
+            # what the adapter would refuse from the node alone, asked now
+            node = node_of(n, traced.layer_of)
+            u = refusal(node)
+            problem = u and Problem(n.name, n.op, node.layer, u.why, u.fix)
         if problem is not None:
             problems.append(problem)
     return problems

@@ -125,12 +125,27 @@ def topo(graph_def) -> List[Any]:
     return order
 
 
+#: ops whose outputs are public whatever their inputs: a private value's
+#: shape, size and rank are public (static when converting), and so are
+#: zeros or ones of its shape. What they feed (Keras's LayerNormalization
+#: computes Prod and Fill on a Shape) runs as plain TF (issue 27).
+PUBLIC_OUTPUT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
+
+
+def reads_private(n, private: Set[str]) -> bool:
+    """Whether node n has a data input in `private`."""
+    return any(src(i)[0] in private for i in n.input if not i.startswith("^"))
+
+
 def private_nodes(traced: Traced, policy) -> Set[str]:
-    """Nodes that compute on a private value under `policy` (as analyse())."""
+    """Nodes whose outputs are private under `policy`: those with a private
+    data input, except PUBLIC_OUTPUT_OPS. Every other node sees only public
+    values (constants, shapes, public inputs or weights) and runs as the TF
+    op it is (rewrite.eval_node)."""
     private = set(traced.inputs) if policy.inputs == "private" else set()
     if policy.weights == "private":
         private.update(traced.weights)
     for n in topo(traced.graph_def):
-        if any(src(i)[0] in private for i in n.input if not i.startswith("^")):
+        if n.op not in PUBLIC_OUTPUT_OPS and reads_private(n, private):
             private.add(n.name)
     return private

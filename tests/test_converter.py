@@ -40,6 +40,11 @@ SEQUENTIAL = {
     "dropout": lambda: [L.InputLayer((5,)), L.Dense(4), L.Dropout(0.5), L.Dense(2)],
     "rescaling": lambda: [L.InputLayer((5,)), L.Rescaling(1 / 255.0, offset=-0.5),
                           L.Dense(2)],
+    # issue 27: its Shape -> Prod -> Fill run as plain TF, its batch-statistics
+    # BatchNorm privately
+    "layer_norm": lambda: [L.InputLayer((5,)), L.Dense(6), L.LayerNormalization(
+        gamma_initializer="random_uniform", beta_initializer="random_uniform")],
+    "layer_norm_image": lambda: [L.InputLayer(IMG), L.Conv2D(3, 3), L.LayerNormalization()],
 }
 
 
@@ -104,6 +109,38 @@ def test_functional_merges(ring, kind):
     bound = mid @ w + (np.abs(merged) @ np.ones_like(w) + np.ones_like(merged) @ w) * u / 2 \
         + w.shape[0] * u * u / 4 + 2 * u + u / 2
     assert np.all(np.abs(got - want) <= bound)
+
+
+def test_public_subgraphs_run_as_plain_tf():
+    """Nodes that see only public values (a private value's shape and what
+    is computed from it, constants) run as the TF op they are: nothing to
+    refuse, and the summary lists them apart (issue 27; before, Prod and
+    Fill on a Shape were refused as "no private implementation": seen with
+    Keras's LayerNormalization)."""
+    @tf.function
+    def fn(x):
+        n = tf.cast(tf.reduce_prod(tf.shape(x)), tf.float32)      # Shape -> Prod -> Cast
+        row = tf.fill(tf.shape(x)[1:], 0.5) * tf.cast(tf.size(x) + tf.rank(x), tf.float32)
+        return x * n + row
+    x = np.random.default_rng(3).uniform(-1, 1, (2, 3)).astype(np.float32)
+    private = tp.convert(fn, [tf.TensorSpec(x.shape, tf.float32)])
+    np.testing.assert_allclose(private.predict(x, reveal=True).numpy(), fn(x).numpy(),
+                               atol=2 * 6 * 2.0 ** -tp.get_runtime().config.frac_bits)
+    lines = {ln.split(":")[0].strip(): ln for ln in private.summary().splitlines()}
+    public = lines["public, run as plain TF"]
+    assert "Prod x1" in public and "Fill x1" in public and "Cast x" in public, public
+    assert "Prod" not in lines["TF ops"], lines["TF ops"]
+
+
+def test_layer_norm_with_a_small_epsilon_is_refused():
+    """rsqrt's domain starts at 1e-3: a smaller epsilon would leave a
+    constant row outside it, so the conversion refuses, saying what to do.
+    (Keras runs epsilons below 1.001e-5 unfused: Mean, SquaredDifference,
+    Rsqrt, each converted on its own.)"""
+    model = seeded(lambda: tf.keras.Sequential([L.InputLayer((4,)),
+                                                L.LayerNormalization(epsilon=1e-4)]))
+    with pytest.raises(tp.UnsupportedOpError, match="epsilon >= 0.001"):
+        tp.keras.convert(model)
 
 
 def test_every_unsupported_node_in_one_error():

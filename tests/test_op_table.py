@@ -16,7 +16,7 @@ import tensorflow as tf
 
 import tf_privpy as tp
 from tf_privpy.converters import rewrite
-from tf_privpy.converters.trace import private_nodes
+from tf_privpy.converters.trace import private_nodes, reads_private
 from tf_privpy.protocols.mpc.api import registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -94,6 +94,8 @@ def vector_ops(x, y, pos):
         "Cast": R.Cast(x=x, DstT=tf.float64),
         "DivNoNan": R.DivNoNan(x=x, y=tf.constant([2.0, 0.0, 4.0])),
         "ZerosLike": x + R.ZerosLike(x=x), "OnesLike": x * R.OnesLike(x=x),
+        "Size": x * tf.cast(R.Size(input=x), x.dtype),
+        "Rank": x + tf.cast(R.Rank(input=x), x.dtype),
     }
 
 
@@ -150,8 +152,8 @@ def _convert_and_compare(ops, inputs):
     specs = [tf.TensorSpec(v.shape, tf.float32) for v in inputs]
     private = tp.convert(fn, specs, passes=False)
     traced = private._traced
-    seen = {n.op for n in traced.graph_def.node
-            if n.name in private_nodes(traced, private.policy)}
+    private_ = private_nodes(traced, private.policy)
+    seen = {n.op for n in traced.graph_def.node if reads_private(n, private_)}
     assert set(names) <= seen, f"not converted on a private value: {set(names) - seen}"
     got = private.predict(list(inputs) if len(inputs) > 1 else inputs[0], reveal=True)
     want = fn(*[tf.constant(v) for v in inputs])

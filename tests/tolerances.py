@@ -82,6 +82,51 @@ def composed_tol(ring_bits: int, frac_bits: int, n_functions: int, levels: int =
 ACTIVATION_TOL = {128: {"sigmoid": 1e-4, "tanh": 1e-4, "softmax": 1e-4},
                   64: {"sigmoid": 1.5e-3, "tanh": 4e-3, "softmax": 1e-4}}
 
+#: tp.math.rsqrt's target per ring: relative error or ulps (tests/test_numerics.py
+#: TARGETS, which enforces it on [1e-3, 1e4]); bounded below by their sum
+RSQRT_TOL = {128: (1e-4, 2), 64: (1e-3, 8)}
+
+
+def layer_norm_tol(act, err, layer, frac_bits: int, ring_bits: int, encoded: bool):
+    """LayerNormalization over the last axis, as the converter computes it
+    (protocols/mpc/api/adapters.py, a batch-statistics BatchNorm):
+    mu = mean(x), d = x - mu, v = mean(d²), r = rsqrt(v + eps), y = d·r,
+    then y·gamma + beta (private weights). Each step's error from its input
+    errors: means are exact sums times the public 1/n (one truncation, and
+    1/n's encoding), d² and d·r are private products (one truncation each,
+    the first-order terms and their product), rsqrt moves by its slope
+    (1/2)(w - E)^(-3/2) over the input error E plus its own target
+    (RSQRT_TOL). With encoded=True the inputs' and weights' encoding
+    (ulp/2 each) is left out, as in keras_tol."""
+    u = ulp(frac_bits)
+    trunc = TRUNC_ULPS * u
+    half = 0.0 if encoded else u / 2   # encoding of a public constant or weight
+    a = np.asarray(act, np.float64)
+    n = a.shape[-1]
+    row = lambda v: np.max(v, axis=-1, keepdims=True)  # noqa: E731
+    mean_err = lambda s, e: row(e) + row(np.abs(s)) * half + trunc  # noqa: E731
+    mu = a.mean(-1, keepdims=True)
+    e_mu = mean_err(a.sum(-1, keepdims=True), err)
+    d = a - mu
+    e_d = err + e_mu
+    e_sq = 2 * np.abs(d) * e_d + e_d ** 2 + trunc
+    w = (d ** 2).mean(-1, keepdims=True) + layer.epsilon
+    e_w = mean_err((d ** 2).sum(-1, keepdims=True), e_sq) + half
+    low = w - e_w
+    assert np.all(low > 0), "layer_norm_tol: the variance's error reaches epsilon"
+    rel, ulps = RSQRT_TOL[ring_bits]
+    r = w ** -0.5
+    e_r = 0.5 * low ** -1.5 * e_w + rel * low ** -0.5 + ulps * u
+    y = d * r
+    e_y = np.abs(d) * e_r + r * e_d + e_d * e_r + trunc
+    g = np.abs(layer.gamma.numpy().astype(np.float64)) if layer.scale else np.ones(n)
+    if layer.scale:
+        e_y = (g + half) * e_y + np.abs(y) * half + trunc
+    if layer.center:
+        e_y = e_y + half
+    return e_y
+
+
 def _abs_apply(layer, v, frac_bits: int = None):
     """The layer's linear part applied with |weights| to a non-negative v
     (with frac_bits: the weights as encoded, rounded to that grid)."""
@@ -109,7 +154,7 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
     input error e to |W|·e plus its own product rounding (matmul_tol with the
     plaintext activations and weights) plus the bias' encoding; ReLU and
     max-pooling are 1-Lipschitz plus their selections' truncations; BatchNorm
-    is folded to x·a + b; sigmoid is 1/4-Lipschitz, tanh and softmax
+    is folded to x·a + b; LayerNormalization step by step (layer_norm_tol); sigmoid is 1/4-Lipschitz, tanh and softmax
     1-Lipschitz, each plus its ACTIVATION_TOL.
 
     encoded=True bounds the distance to the exact computation on the
@@ -145,6 +190,11 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
                 err = (np.abs(a) + u / 2) * err + trunc
             else:
                 err = np.abs(a) * err + mul_tol(act, a, frac_bits) + enc
+            act_name = "linear"
+        elif kind == "LayerNormalization":
+            if list(layer.axis) != [act.ndim - 1]:
+                raise ValueError("keras_tol bounds LayerNormalization over the last axis")
+            err = layer_norm_tol(act, err, layer, frac_bits, ring_bits, encoded)
             act_name = "linear"
         elif kind == "MaxPooling2D":
             p = layer.pool_size

@@ -219,8 +219,7 @@ def batch_norm(env, node, ins):
     vectors, before anything is shared: one product instead of a private
     rsqrt (DESIGN §8)."""
     if node.attr.get("is_training"):
-        raise Unsupported("BatchNormalization in training mode",
-                          "convert the model for inference (training=False)")
+        return _batch_norm_of_batch(env, node, ins)
     params = ins[1:5]
     if not all(isinstance(p, (Weight, np.ndarray)) for p in params):
         raise Unsupported("its statistics are not model weights",
@@ -235,6 +234,68 @@ def batch_norm(env, node, ins):
     y = impl("add")(impl("multiply")(x, env.operand(Weight(node.name + "/folded_scale", a))),
                     env.operand(Weight(node.name + "/folded_offset", b)))
     return [y, None, None, None, None, None]
+
+
+#: the smallest epsilon a batch-statistics BatchNorm may add to its variance:
+#: tp.math.rsqrt's domain starts at 1e-3 (docs/numerics.md), and a variance
+#: of 0 (a constant row) must stay inside it
+MIN_EPSILON = 1e-3
+
+
+def batch_norm_refusal(node: Node):
+    """What batch_norm would refuse, from the node alone (the converter's
+    analysis asks before anything runs): a batch-statistics BatchNorm
+    whose epsilon lies below rsqrt's domain."""
+    eps = float(node.attr.get("epsilon", 1e-3))
+    if node.attr.get("is_training") and eps < MIN_EPSILON:
+        return Unsupported(
+            f"its epsilon {eps:g} is below {MIN_EPSILON:g}: the private rsqrt's domain starts "
+            "there, and a row of equal values has variance 0",
+            f"build the layer with epsilon >= {MIN_EPSILON:g} (Keras's default)")
+    return None
+
+
+batch_norm.static_refusal = batch_norm_refusal
+
+
+def _batch_norm_of_batch(env, node, ins):
+    """BatchNorm with the batch's own statistics (is_training): what Keras's
+    LayerNormalization runs, on its input reshaped so that each row is a
+    channel (NCHW), with scale ones and offset zeros (public Fill nodes).
+    mean and variance (biased, as TF's normalization uses) are private:
+    y = (x - mean)·rsqrt(var + eps)·scale + offset, the rsqrt a derived
+    function (relative error 1e-4 in the 128-bit ring, docs/numerics.md).
+    Outputs 1 and 2 are the private batch mean and variance per channel
+    (the variance with Bessel's correction, as TF's kernel returns it for the
+    moving averages); the reserve spaces are not produced."""
+    refusal = batch_norm_refusal(node)
+    if refusal is not None:
+        raise refusal
+    eps = float(node.attr.get("epsilon", 1e-3))
+    x = env.operand(ins[0])
+    rank = x.shape.rank
+    if rank != 4:
+        raise Unsupported("its input is not 4-D", "use a 4-D input (NHWC or NCHW)")
+    axes = [0, 1, 2] if fmt(node) == "NHWC" else [0, 2, 3]
+    mean = impl("reduce_mean")(x, axes, keepdims=True)
+    d = impl("subtract")(x, mean)
+    var = impl("reduce_mean")(impl("square")(d), axes, keepdims=True)
+    r = impl("math.rsqrt")(impl("add")(var, np.float64(eps)))
+    y = impl("multiply")(d, r)
+    scale, offset = ins[1:3]
+    # (LayerNormalization's: public ones and zeros, folded at conversion)
+    ones = isinstance(scale, np.ndarray) and np.all(scale == 1)
+    zeros = isinstance(offset, np.ndarray) and not np.any(offset)
+    per_channel = (lambda v: impl("reshape")(v, [-1, 1, 1])) if fmt(node) == "NCHW" else (
+        lambda v: v)
+    if not ones:
+        y = impl("multiply")(y, per_channel(env.operand(scale)))
+    if not zeros:
+        y = impl("add")(y, per_channel(env.operand(offset)))
+    n = int(np.prod([x.shape[a] for a in axes]))
+    flat = lambda v: impl("reshape")(v, [-1])  # noqa: E731
+    unbiased = flat(impl("multiply")(var, np.float64(n / (n - 1)))) if n > 1 else flat(var)
+    return [y, flat(mean), unbiased, None, None, None]
 
 
 # -------------------------------------------------------------- pooling
@@ -327,6 +388,17 @@ def shape(env, node, ins):
                           "give the input signature a fixed batch size")
     dtype = node.attr.get("out_type") or tf.int32
     return [np.asarray(s.as_list(), dtype.as_numpy_dtype)]
+
+
+def size(env, node, ins):
+    """The (public) number of elements of a private value."""
+    (s,) = shape(env, node, ins)
+    return [np.asarray(np.prod(s, dtype=np.int64), s.dtype)]
+
+
+def rank(env, node, ins):
+    """The (public) rank of a private value."""
+    return [np.asarray(ins[0].shape.rank, np.int32)]
 
 
 def strided_slice(env, node, ins):

@@ -372,10 +372,15 @@ _CONVERTER_ONLY = [
           "One conv2d with a block-diagonal filter built from the plaintext weight.", 1e-5,
           "NHWC, no dilation, filter a model weight"),
     _only(["FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"], A.batch_norm,
-          "Inference BatchNorm folded by the model owner into x·a + b: one product.", 1e-5,
-          "inference; statistics model weights"),
+          "Inference BatchNorm folded by the model owner into x·a + b: one product. With the "
+          "batch's statistics (is_training; Keras's LayerNormalization): private mean, "
+          "variance and rsqrt.", 1e-5,
+          "inference: statistics model weights; batch statistics: epsilon >= 1e-3, error "
+          "rsqrt's (relative 1e-4), tests/tolerances.py"),
     _only(["IdentityN"], A.identity_n, "The values themselves."),
     _only(["Shape"], A.shape, "The public static shape of a private value."),
+    _only(["Size"], A.size, "The public number of elements of a private value."),
+    _only(["Rank"], A.rank, "The public rank of a private value."),
     # ------------------------------------------------- a training step's gradients
     _only(["ReluGrad"], G.relu_grad, "dy·[y > 0], reusing the forward ReLU's bit.", 1e-5),
     _only(["SigmoidGrad"], G.sigmoid_grad, "dy·y·(1 - y): two multiplications.", 1e-5),

@@ -132,6 +132,42 @@ def test_public_subgraphs_run_as_plain_tf():
     assert "Prod" not in lines["TF ops"], lines["TF ops"]
 
 
+def test_embedding_on_private_token_ids(ring):
+    """Keras Embedding on private int32 ids (issue 27: before, a crash deep
+    in predict): an oblivious lookup, the one-hot of each id by private
+    equalities (exact bits) times the private table, so each output is the
+    weight's encoding plus one truncation; an id outside the table gives a
+    row of zeros. The bill counts the equalities (2 comparisons each)."""
+    vocab, dim = 7, 4
+    model = seeded(lambda: tf.keras.Sequential([L.InputLayer((3,), dtype=tf.int32),
+                                                L.Embedding(vocab, dim)]))
+    ids = np.array([[1, 3, 0], [6, 2, 4]], np.int32)
+    private = tp.keras.convert(model)
+    got = private.predict(ids, reveal=True).numpy()
+    u = 2.0 ** -tp.get_runtime().config.frac_bits
+    assert np.abs(got - model(ids).numpy()).max() <= u / 2 + 2 * u
+    assert private.cost(2).comparisons == 2 * ids.size * vocab
+    shared = tp.share(np.array([[vocab, 5, 5], [0, 0, 0]], np.int32))   # one id out of range
+    got = private.predict(shared, reveal=True).numpy()
+    assert not got[0, 0].any()
+    table = model.layers[0].embeddings.numpy()
+    assert np.abs(got[1] - table[[0, 0, 0]]).max() <= u / 2 + 2 * u
+
+
+def test_gather_by_private_indices_along_an_inner_axis():
+    """tf.gather(params, ids, axis=1) with both private: TF's output order
+    (params' leading axes, the indices', the rest)."""
+    fn = tf.function(lambda p, i: tf.gather(p, i, axis=1))
+    p = np.random.default_rng(1).normal(size=(2, 5, 3)).astype(np.float32)
+    i = np.array([[4, 0], [1, 1], [3, 2]], np.int32)
+    private = tp.convert(fn, [tf.TensorSpec(p.shape, tf.float32),
+                              tf.TensorSpec(i.shape, tf.int32)])
+    u = 2.0 ** -tp.get_runtime().config.frac_bits
+    got = private.predict([p, i], reveal=True).numpy()
+    assert got.shape == (2, 3, 2, 3)
+    assert np.abs(got - fn(p, i).numpy()).max() <= u / 2 + 2 * u
+
+
 def test_layer_norm_with_a_small_epsilon_is_refused():
     """rsqrt's domain starts at 1e-3: a smaller epsilon would leave a
     constant row outside it, so the conversion refuses, saying what to do.

@@ -372,8 +372,47 @@ def tile(env, node, ins):
 
 
 def gather(env, node, ins):
-    return [impl("gather")(env.operand(ins[0]), static(env, ins[1], "indices"),
-                           int(static(env, ins[2], "axis")))]
+    """tf.gather: by public indices a local gather of the shares; by private
+    indices (an Embedding on private token ids) an oblivious lookup."""
+    axis = int(static(env, ins[2], "axis"))
+    if _is_private(ins[1]):
+        return [_oblivious_gather(env, node, env.operand(ins[0]), ins[1], axis)]
+    return [impl("gather")(env.operand(ins[0]), static(env, ins[1], "indices"), axis)]
+
+
+def _is_private(v) -> bool:
+    return hasattr(v, "share0")
+
+
+def _oblivious_gather(env, node, params, ids, axis: int):
+    """params gathered along `axis` by private indices, none of them
+    revealed: the one-hot [ids == j] of each index (j = 0..n-1 along the
+    axis: n private equalities, integer bits) times params, one matrix
+    product (exact bits, so the result is params' encoding plus one
+    truncation). An index outside [0, n) selects nothing: its row is 0
+    (TF raises there; the servers cannot look)."""
+    if int(node.attr.get("batch_dims", 0) or 0):
+        raise Unsupported("a gather with batch_dims by private indices",
+                          "gather with batch_dims=0")
+    shape = params.shape
+    if shape.rank is None or not shape.is_fully_defined() or not ids.shape.is_fully_defined():
+        raise Unsupported("a gather by private indices with shapes unknown when converting",
+                          "give the model static shapes")
+    dims = shape.as_list()
+    axis %= len(dims)
+    n = dims[axis]
+    rest = dims[:axis] + dims[axis + 1:]
+    perm = [axis] + [i for i in range(len(dims)) if i != axis]
+    table = impl("reshape")(impl("transpose")(params, perm), [n, -1])
+    bits = impl("equal")(impl("expand_dims")(ids, -1), np.arange(n, dtype=np.float64))
+    out = impl("matmul")(impl("reshape")(bits, [-1, n]), table)
+    k = ids.shape.rank
+    out = impl("reshape")(out, ids.shape.as_list() + rest)
+    if axis:   # TF's order: params' leading axes, then the indices', then the rest
+        lead = list(range(k, k + axis))
+        out = impl("transpose")(out, lead + list(range(k)) + list(range(k + axis,
+                                                                        k + len(rest))))
+    return out
 
 
 def broadcast_to(env, node, ins):

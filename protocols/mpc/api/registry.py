@@ -279,7 +279,9 @@ _TABLE = [
     OpDef("pad", array_ops.pad, "Zero padding; local.", _ex(X23, [[1, 0], [0, 1]]), ("Pad", "PadV2"),
           (_api(tf.pad, "tensor", rename={"tensor": "x"}),),
           adapter=A.pad),
-    OpDef("gather", array_ops.gather, "tf.gather with public indices; local.",
+    OpDef("gather", array_ops.gather, "tf.gather with public indices; local. The converter "
+          "also takes private indices (Keras Embedding on private token ids): an oblivious "
+          "lookup, n private equalities per index and one matrix product.",
           _ex(X23, [1, 0]), ("GatherV2",),
           (_api(tf.gather, "params", adapter=lambda params, indices, validate_indices, axis,
                 batch_dims, name: array_ops.gather(params, indices, axis or 0)),),

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
-from tolerances import keras_tol
+from tolerances import einsum_tol, keras_tol, mha_tol
 
 L = tf.keras.layers
 
@@ -166,6 +166,58 @@ def test_gather_by_private_indices_along_an_inner_axis():
     got = private.predict([p, i], reveal=True).numpy()
     assert got.shape == (2, 3, 2, 3)
     assert np.abs(got - fn(p, i).numpy()).max() <= u / 2 + 2 * u
+
+
+def test_multi_head_attention_self_attention(ring):
+    """Keras MultiHeadAttention (issue 27: its Einsum nodes were refused):
+    the converted layer predicts what Keras predicts within mha_tol, a
+    bound built step by step from the einsums, the public scaling and the
+    softmax (tests/tolerances.py)."""
+    inp = tf.keras.Input((4, 6))
+    layer = L.MultiHeadAttention(num_heads=2, key_dim=3)
+    model = seeded(lambda: tf.keras.Model(inp, layer(inp, inp)))
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 4, 6)).astype(np.float32)
+    got = tp.keras.convert(model).predict(x, reveal=True).numpy()
+    cfg = tp.get_runtime().config
+    tol = mha_tol(layer, x, cfg.frac_bits, ring)
+    assert np.all(np.abs(got - model(x).numpy()) <= tol), (np.abs(got - model(x).numpy()).max(),
+                                                           tol.min())
+
+
+@pytest.mark.parametrize("eq,sa,sb", [
+    ("abc,cde->abde", (2, 3, 4), (4, 2, 3)), ("aecd,abcd->acbe", (2, 3, 2, 4), (2, 5, 2, 4)),
+    ("acbe,aecd->abcd", (2, 2, 5, 3), (2, 3, 2, 4)), ("abcd,cde->abe", (2, 3, 2, 4), (2, 4, 5)),
+    ("ij,jk->ki", (3, 4), (4, 2)), ("ijk,jl->il", (2, 3, 4), (3, 5))])
+def test_einsum_equations(eq, sa, sb):
+    """The Einsum adapter against tf.einsum: MultiHeadAttention's four
+    equations, a transposed output, an axis summed away before the product;
+    within einsum_tol of the encoded operands."""
+    rng = np.random.default_rng(len(eq))
+    a, b = rng.uniform(-2, 2, sa).astype(np.float32), rng.uniform(-2, 2, sb).astype(np.float32)
+    fn = tf.function(lambda x, y: tf.einsum(eq, x, y))
+    private = tp.convert(fn, [tf.TensorSpec(sa, tf.float32), tf.TensorSpec(sb, tf.float32)])
+    u = 2.0 ** -tp.get_runtime().config.frac_bits
+    want = np.einsum(eq, a.astype(np.float64), b.astype(np.float64))
+    tol = einsum_tol(eq, a, u / 2, b, u / 2, tp.get_runtime().config.frac_bits)
+    assert np.all(np.abs(private.predict([a, b], reveal=True).numpy() - want) <= tol + 1e-6)
+    with pytest.raises(tp.UnsupportedOpError, match="ellipsis"):
+        tp.convert(tf.function(lambda x, y: tf.einsum("...c,cd->...d", x, y)),
+                   [tf.TensorSpec((2, 3), tf.float32), tf.TensorSpec((3, 2), tf.float32)])
+
+
+def test_upsampling_is_exact():
+    """UpSampling2D and tf.image.resize "nearest" (ResizeNearestNeighbor,
+    also at a ratio that is not an integer): local gathers, exact."""
+    model = seeded(lambda: tf.keras.Sequential([L.InputLayer((3, 4, 2)), L.UpSampling2D(2)]))
+    x = np.random.default_rng(6).uniform(-2, 2, (1, 3, 4, 2)).astype(np.float32)
+    px = tp.share(x)
+    np.testing.assert_array_equal(tp.keras.convert(model).predict(px, reveal=True).numpy(),
+                                  tp.reveal(px).numpy().repeat(2, 1).repeat(2, 2))
+    for ac, hp in ((False, True), (False, False), (True, False)):
+        fn = tf.function(lambda v: tf.compat.v1.image.resize_nearest_neighbor(
+            v, [5, 7], align_corners=ac, half_pixel_centers=hp))
+        got = tp.convert(fn, [tf.TensorSpec(x.shape, tf.float32)]).predict(px, reveal=True)
+        np.testing.assert_array_equal(got.numpy(), fn(tp.reveal(px)).numpy())
 
 
 def test_layer_norm_with_a_small_epsilon_is_refused():

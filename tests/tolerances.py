@@ -127,6 +127,51 @@ def layer_norm_tol(act, err, layer, frac_bits: int, ring_bits: int, encoded: boo
     return e_y
 
 
+def einsum_tol(eq: str, a, ea, b, eb, frac_bits: int) -> np.ndarray:
+    """tf.einsum of two private operands a, b (plaintext values) carrying
+    errors ea, eb: the first-order terms |a|·eb and ea·|b|, their product,
+    and the one truncation of the private product (the converter's Einsum
+    is one matmul, layer_adapters.py)."""
+    a, b = np.abs(np.asarray(a, np.float64)), np.abs(np.asarray(b, np.float64))
+    ea, eb = np.broadcast_to(ea, a.shape), np.broadcast_to(eb, b.shape)
+    return (np.einsum(eq, a, eb) + np.einsum(eq, ea, b) + np.einsum(eq, ea, eb)
+            + TRUNC_ULPS * ulp(frac_bits))
+
+
+def mha_tol(layer, x, frac_bits: int, ring_bits: int) -> np.ndarray:
+    """Keras MultiHeadAttention(x, x), no mask, against plaintext: the
+    query/key/value projections (einsum with the encoded kernels, plus the
+    encoded biases), the product by the public 1/sqrt(key_dim), the scores'
+    einsum, softmax (each output moves by at most its row's largest input
+    error: its Jacobian's row sums are 2p(1-p) <= 1/2; plus
+    ACTIVATION_TOL), the context einsum and the output projection."""
+    u = ulp(frac_bits)
+    half = u / 2
+    x = np.asarray(x, np.float64)
+    w = {v.name.split("/")[-2] + "/" + v.name.split("/")[-1].split(":")[0]:
+         v.numpy().astype(np.float64) for v in layer.weights}
+    proj = layer._query_dense.equation
+
+    def dense(name, v, ev):
+        k, bias = w[name + "/kernel"], w[name + "/bias"]
+        return np.einsum(proj, v, k) + bias, einsum_tol(proj, v, ev, k, half, frac_bits) + half
+    ex = np.full(x.shape, half)
+    (q, eq_), (k, ek), (v, ev) = (dense(n, x, ex) for n in ("query", "key", "value"))
+    c = 1.0 / np.sqrt(float(layer._key_dim))
+    eq_ = eq_ * c + public_mul_tol(q, c, frac_bits)
+    q = q * c
+    scores = np.einsum(layer._dot_product_equation, k, q)
+    es = einsum_tol(layer._dot_product_equation, k, ek, q, eq_, frac_bits)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ep = es.max(-1, keepdims=True) + ACTIVATION_TOL[ring_bits]["softmax"]
+    ctx = np.einsum(layer._combine_equation, p, v)
+    ec = einsum_tol(layer._combine_equation, p, ep, v, ev, frac_bits)
+    out_eq = layer._output_dense.equation
+    ko = w["attention_output/kernel"]
+    return einsum_tol(out_eq, ctx, ec, ko, half, frac_bits) + half
+
+
 def _abs_apply(layer, v, frac_bits: int = None):
     """The layer's linear part applied with |weights| to a non-negative v
     (with frac_bits: the weights as encoded, rounded to that grid)."""

@@ -39,6 +39,7 @@ import tensorflow as tf
 from . import adapters as A
 from ..runtime import context, cost
 from . import grad_adapters as G
+from . import layer_adapters as LA
 from .ops import array_ops, compare_ops, math_fns, math_ops, nn
 from .opdef import (Adapter, Example, OpDef, Private, TFApi, accepting_variables,  # noqa: F401
                     api_name, by_tf_op, converter_row, converter_rows, find, get, namespace,
@@ -380,6 +381,11 @@ _CONVERTER_ONLY = [
           "inference: statistics model weights; batch statistics: epsilon >= 1e-3, error "
           "rsqrt's (relative 1e-4), tests/tolerances.py"),
     _only(["IdentityN"], A.identity_n, "The values themselves."),
+    _only(["Einsum"], LA.einsum,
+          "One or two operands as transposes, reshapes and one batched matrix product "
+          "(MultiHeadAttention).", 1e-5, "no ellipsis, no repeated axis in an operand"),
+    _only(["ResizeNearestNeighbor"], LA.resize_nearest,
+          "Each output pixel one input pixel (UpSampling2D): two local gathers.", 0.0, "NHWC"),
     _only(["Shape"], A.shape, "The public static shape of a private value."),
     _only(["Size"], A.size, "The public number of elements of a private value."),
     _only(["Rank"], A.rank, "The public rank of a private value."),

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
-from tolerances import einsum_tol, keras_tol, mha_tol
+from tolerances import einsum_tol, gelu_tanh_tol, keras_tol, mha_tol
 
 L = tf.keras.layers
 
@@ -45,6 +45,10 @@ SEQUENTIAL = {
     "layer_norm": lambda: [L.InputLayer((5,)), L.Dense(6), L.LayerNormalization(
         gamma_initializer="random_uniform", beta_initializer="random_uniform")],
     "layer_norm_image": lambda: [L.InputLayer(IMG), L.Conv2D(3, 3), L.LayerNormalization()],
+    "conv1d": lambda: [L.InputLayer((6, 2)), L.Conv1D(3, 2, activation="relu")],
+    "global_max_pool_1d": lambda: [L.InputLayer((6, 2)), L.GlobalMaxPooling1D()],
+    "conv2d_transpose": lambda: [L.InputLayer((3, 3, 2)), L.Conv2DTranspose(2, 2, strides=2)],
+    "softmax_inner_axis": lambda: [L.InputLayer((3, 4)), L.Softmax(axis=1)],
 }
 
 
@@ -218,6 +222,22 @@ def test_upsampling_is_exact():
             v, [5, 7], align_corners=ac, half_pixel_centers=hp))
         got = tp.convert(fn, [tf.TensorSpec(x.shape, tf.float32)]).predict(px, reveal=True)
         np.testing.assert_array_equal(got.numpy(), fn(tp.reveal(px)).numpy())
+
+
+def test_gelu_tanh_form(ring):
+    """GELU's tanh form (tf.nn.gelu(approximate=True): Pow, products by
+    constants, Tanh) within gelu_tanh_tol on [-3, 3]. The exact form needs
+    Erf, which has no private implementation yet: refused before anything
+    runs."""
+    x = np.linspace(-3, 3, 41, dtype=np.float32).reshape(1, -1)
+    spec = [tf.TensorSpec(x.shape, tf.float32)]
+    fn = tf.function(lambda v: tf.nn.gelu(v, approximate=True))
+    got = tp.convert(fn, spec).predict(x, reveal=True).numpy()
+    cfg = tp.get_runtime().config
+    err = np.abs(got - fn(x).numpy())
+    assert np.all(err <= gelu_tanh_tol(x, cfg.frac_bits, ring)), err.max()
+    with pytest.raises(tp.UnsupportedOpError, match="Erf"):
+        tp.convert(tf.function(lambda v: tf.nn.gelu(v, approximate=False)), spec)
 
 
 def test_layer_norm_with_a_small_epsilon_is_refused():

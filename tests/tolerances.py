@@ -172,6 +172,26 @@ def mha_tol(layer, x, frac_bits: int, ring_bits: int) -> np.ndarray:
     return einsum_tol(out_eq, ctx, ec, ko, half, frac_bits) + half
 
 
+def gelu_tanh_tol(x, frac_bits: int, ring_bits: int) -> np.ndarray:
+    """tf.nn.gelu(x, approximate=True) = 0.5x(1 + tanh(c(x + a·x³))) on
+    encoded x, step by step as TF's graph computes it: x² and x³ (private
+    products), the products by the public a and c, tanh (1-Lipschitz plus
+    ACTIVATION_TOL), 0.5x, and the final private product."""
+    u = ulp(frac_bits)
+    t_ = TRUNC_ULPS * u
+    x = np.asarray(x, np.float64)
+    ex = u / 2
+    e2 = 2 * np.abs(x) * ex + ex * ex + t_
+    e3 = x * x * ex + np.abs(x) * e2 + e2 * ex + t_
+    a, c = 0.044715, 0.7978845608028654
+    inner = x + a * x ** 3
+    e_in = ex + a * e3 + public_mul_tol(x ** 3, a, frac_bits)
+    e_t = c * e_in + public_mul_tol(inner, c, frac_bits) + ACTIVATION_TOL[ring_bits]["tanh"]
+    t = np.tanh(c * inner)
+    e_h = 0.5 * ex + public_mul_tol(x, 0.5, frac_bits)
+    return np.abs(0.5 * x) * e_t + np.abs(1 + t) * e_h + e_h * e_t + t_
+
+
 def _abs_apply(layer, v, frac_bits: int = None):
     """The layer's linear part applied with |weights| to a non-negative v
     (with frac_bits: the weights as encoded, rounded to that grid)."""
@@ -183,6 +203,14 @@ def _abs_apply(layer, v, frac_bits: int = None):
         return w if frac_bits is None else np.round(w * 2.0 ** frac_bits) / 2.0 ** frac_bits
     if kind == "Dense":
         return v @ mag(layer.kernel)
+    if kind == "Conv1D":
+        return tf.nn.conv1d(np.asarray(v, np.float64), mag(layer.kernel), layer.strides[0],
+                            layer.padding.upper()).numpy()
+    if kind == "Conv2DTranspose":
+        v = np.asarray(v, np.float64)
+        out = layer.compute_output_shape(v.shape)
+        return tf.nn.conv2d_transpose(v, mag(layer.kernel), out, layer.strides,
+                                      layer.padding.upper()).numpy()
     if kind in ("Conv2D", "DepthwiseConv2D"):
         w = mag(layer.depthwise_kernel if kind == "DepthwiseConv2D" else layer.kernel)
         v = np.asarray(v, np.float64)
@@ -219,10 +247,12 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
     for layer in model.layers:
         kind = type(layer).__name__
         out = layer(act.astype(np.float32), training=False).numpy().astype(np.float64)
-        if kind in ("Dense", "Conv2D", "DepthwiseConv2D"):
+        if kind in ("Dense", "Conv1D", "Conv2D", "DepthwiseConv2D", "Conv2DTranspose"):
             w = np.abs((layer.depthwise_kernel if kind == "DepthwiseConv2D"
                         else layer.kernel).numpy())
-            k = int(np.prod(w.shape[:-1])) if kind != "Dense" else w.shape[0]
+            # terms per output (an upper bound for the transpose: kh·kw·c_in)
+            k = (w.shape[0] if kind == "Dense" else int(np.prod(w.shape[:2])) * w.shape[3]
+                 if kind == "Conv2DTranspose" else int(np.prod(w.shape[:-1])))
             rounding = trunc if encoded else (
                 _abs_apply(layer, np.abs(act)) + _abs_apply(layer, np.ones_like(act))
             ) * u / 2 + k * u * u / 4 + trunc
@@ -258,9 +288,15 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
             else:
                 err = pooled + public_mul_tol(out * n, 1.0 / n, frac_bits)
             act_name = "linear"
-        elif kind == "GlobalMaxPooling2D":
-            n = act.shape[1] * act.shape[2]
-            err = err.max(axis=(1, 2)) + select_tol(int(np.ceil(np.log2(n))), frac_bits)
+        elif kind in ("GlobalMaxPooling2D", "GlobalMaxPooling1D"):
+            axes = (1, 2) if kind == "GlobalMaxPooling2D" else (1,)
+            n = int(np.prod([act.shape[a] for a in axes]))
+            err = err.max(axis=axes) + select_tol(int(np.ceil(np.log2(n))), frac_bits)
+            act_name = "linear"
+        elif kind == "Softmax":
+            # each output moves by at most the largest input error along the axis
+            e = err.max(axis=layer.axis, keepdims=True)
+            err = np.broadcast_to(e, out.shape) + ACTIVATION_TOL[ring_bits]["softmax"]
             act_name = "linear"
         elif kind in ("Flatten", "Reshape", "Dropout", "InputLayer", "ZeroPadding2D"):
             err = layer(err.astype(np.float32), training=False).numpy().astype(np.float64) \

@@ -192,8 +192,10 @@ def gelu_tanh_tol(x, frac_bits: int, ring_bits: int) -> np.ndarray:
     return np.abs(0.5 * x) * e_t + np.abs(1 + t) * e_h + e_h * e_t + t_
 
 
-#: tp.math.erf's target per ring (tests/test_numerics.py TARGETS enforces it)
-ERF_TOL = {128: 1e-4, 64: 1e-3}
+#: tp.math.erf's target per ring (tests/test_numerics.py TARGETS enforces it;
+#: docs/numerics.md measured 5.8e-6 and 8.5e-4 at 20,001 points: the 64-bit
+#: ring's 16 fractional bits leave 2x, as for sigmoid and tanh)
+ERF_TOL = {128: 1e-4, 64: 2e-3}
 
 
 def gelu_exact_tol(x, frac_bits: int, ring_bits: int) -> np.ndarray:

@@ -10,7 +10,7 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
-from tolerances import einsum_tol, gelu_tanh_tol, keras_tol, mha_tol
+from tolerances import einsum_tol, gelu_exact_tol, gelu_tanh_tol, keras_tol, mha_tol
 
 L = tf.keras.layers
 
@@ -224,20 +224,18 @@ def test_upsampling_is_exact():
         np.testing.assert_array_equal(got.numpy(), fn(tp.reveal(px)).numpy())
 
 
-def test_gelu_tanh_form(ring):
+def test_gelu_both_forms(ring):
     """GELU's tanh form (tf.nn.gelu(approximate=True): Pow, products by
-    constants, Tanh) within gelu_tanh_tol on [-3, 3]. The exact form needs
-    Erf, which has no private implementation yet: refused before anything
-    runs."""
-    x = np.linspace(-3, 3, 41, dtype=np.float32).reshape(1, -1)
+    constants, Tanh) within gelu_tanh_tol, and its exact form (Erf, a
+    piecewise polynomial like tanh) within gelu_exact_tol, on [-5, 5]."""
+    x = np.linspace(-5, 5, 61, dtype=np.float32).reshape(1, -1)
     spec = [tf.TensorSpec(x.shape, tf.float32)]
-    fn = tf.function(lambda v: tf.nn.gelu(v, approximate=True))
-    got = tp.convert(fn, spec).predict(x, reveal=True).numpy()
     cfg = tp.get_runtime().config
-    err = np.abs(got - fn(x).numpy())
-    assert np.all(err <= gelu_tanh_tol(x, cfg.frac_bits, ring)), err.max()
-    with pytest.raises(tp.UnsupportedOpError, match="Erf"):
-        tp.convert(tf.function(lambda v: tf.nn.gelu(v, approximate=False)), spec)
+    for approximate, bound in ((True, gelu_tanh_tol), (False, gelu_exact_tol)):
+        fn = tf.function(lambda v: tf.nn.gelu(v, approximate=approximate))
+        got = tp.convert(fn, spec).predict(x, reveal=True).numpy()
+        err = np.abs(got - fn(x).numpy())
+        assert np.all(err <= bound(x, cfg.frac_bits, ring)), (approximate, err.max())
 
 
 def test_layer_norm_with_a_small_epsilon_is_refused():
@@ -255,14 +253,14 @@ def test_every_unsupported_node_in_one_error():
     inp = tf.keras.Input((4,))
     h = L.Dense(4)(inp)
     h = L.Lambda(lambda t: tf.math.cumsum(t, axis=-1), name="running_total")(h)
-    h = L.Lambda(lambda t: tf.math.erf(t), name="erf_layer")(h)
+    h = L.Lambda(lambda t: tf.math.lgamma(t), name="lgamma_layer")(h)
     model = tf.keras.Model(inp, L.Dense(2)(h))
     with pytest.raises(tp.UnsupportedOpError) as e:
         tp.keras.convert(model)
     msg = str(e.value)
     assert len(e.value.problems) == 2
     assert "[Cumsum]" in msg and "running_total" in msg
-    assert "[Erf]" in msg and "erf_layer" in msg and "What to do" in msg
+    assert "[Lgamma]" in msg and "lgamma_layer" in msg and "What to do" in msg
 
 
 def test_private_cond_becomes_a_select(ring):

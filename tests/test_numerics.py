@@ -68,11 +68,13 @@ def on_grid(x):
 TARGETS = {
     128: {"exp": ("rel", 1e-4, 2), "reciprocal": ("rel", 1e-4, 2), "divide": ("rel", 1e-4, 2),
           "sqrt": ("rel", 1e-4, 2), "rsqrt": ("rel", 1e-4, 2), "log": ("abs", 1e-4),
-          "sigmoid": ("abs", 1e-4), "tanh": ("abs", 1e-4), "softmax": ("abs", 1e-4),
+          "sigmoid": ("abs", 1e-4), "tanh": ("abs", 1e-4), "erf": ("abs", 1e-4),
+          "softmax": ("abs", 1e-4),
           "log_softmax": ("abs", 1e-4)},
     64: {"exp": ("rel", 1e-3, 8), "reciprocal": ("rel", 1e-3, 8), "divide": ("rel", 1e-3, 8),
          "sqrt": ("rel", 1e-3, 8), "rsqrt": ("rel", 1e-3, 8), "log": ("abs", 2e-4),
-         "sigmoid": ("abs", 3e-3), "tanh": ("abs", 8e-3), "softmax": ("abs", 3e-4),
+         "sigmoid": ("abs", 3e-3), "tanh": ("abs", 8e-3), "erf": ("abs", 2e-3),
+         "softmax": ("abs", 3e-4),
          "log_softmax": ("abs", 5e-4)},
 }
 
@@ -99,6 +101,7 @@ DOMAIN_CASES = [
     ("log", M.log, np.log, lambda: np.geomspace(1e-3, 1e4, 3001)),
     ("sigmoid", M.sigmoid, G._sig, lambda: np.linspace(-30, 30, 3001)),
     ("tanh", M.tanh, np.tanh, lambda: np.linspace(-30, 30, 3001)),
+    ("erf", M.erf, np.vectorize(math.erf), lambda: np.linspace(-30, 30, 3001)),
 ]
 
 

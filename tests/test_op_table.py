@@ -58,7 +58,7 @@ def vector_ops(x, y, pos):
         "LeakyRelu": R.LeakyRelu(features=x, alpha=0.3), "Softplus": R.Softplus(features=x),
         "Sigmoid": R.Sigmoid(x=x), "Tanh": R.Tanh(x=x), "Exp": R.Exp(x=x),
         "Log": R.Log(x=pos), "Sqrt": R.Sqrt(x=pos), "Rsqrt": R.Rsqrt(x=pos),
-        "Reciprocal": R.Reciprocal(x=pos), "Inv": R.Inv(x=pos),
+        "Reciprocal": R.Reciprocal(x=pos), "Inv": R.Inv(x=pos), "Erf": R.Erf(x=x),
         "ClipByValue": R.ClipByValue(t=x, clip_value_min=-1.0, clip_value_max=1.0),
         "Identity": R.Identity(input=x), "StopGradient": R.StopGradient(input=x),
         "PreventGradient": R.PreventGradient(input=x), "Snapshot": R.Snapshot(input=x),
@@ -174,7 +174,7 @@ def _convert_and_compare(ops, inputs):
 
 #: the derived functions: their private graphs take most of the tracing time
 #: (about a minute on 2 loaded cores), so they run in the slow half
-DERIVED = {"Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Inv", "RealDiv", "Sigmoid", "Tanh",
+DERIVED = {"Exp", "Log", "Sqrt", "Rsqrt", "Reciprocal", "Inv", "RealDiv", "Sigmoid", "Tanh", "Erf",
            "Softplus", "Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits",
            "SparseSoftmaxCrossEntropyWithLogits"}
 

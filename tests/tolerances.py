@@ -192,6 +192,28 @@ def gelu_tanh_tol(x, frac_bits: int, ring_bits: int) -> np.ndarray:
     return np.abs(0.5 * x) * e_t + np.abs(1 + t) * e_h + e_h * e_t + t_
 
 
+#: tp.math.erf's target per ring (tests/test_numerics.py TARGETS enforces it;
+#: docs/numerics.md measured 5.8e-6 and 8.5e-4 at 20,001 points: the 64-bit
+#: ring's 16 fractional bits leave 2x, as for sigmoid and tanh)
+ERF_TOL = {128: 1e-4, 64: 2e-3}
+
+
+def gelu_exact_tol(x, frac_bits: int, ring_bits: int) -> np.ndarray:
+    """tf.nn.gelu(x) = 0.5x(1 + erf(x/√2)) on encoded x: the product by the
+    public 1/√2, erf (slope at most 2/√π, plus ERF_TOL), 0.5x, and the
+    final private product."""
+    import math
+    u = ulp(frac_bits)
+    x = np.asarray(x, np.float64)
+    ex = u / 2
+    c = 1 / math.sqrt(2.0)
+    e_s = c * ex + public_mul_tol(x, c, frac_bits)
+    e_erf = 2 / math.sqrt(math.pi) * e_s + ERF_TOL[ring_bits]
+    e_h = 0.5 * ex + public_mul_tol(x, 0.5, frac_bits)
+    one_plus = 1 + np.vectorize(math.erf)(x * c)
+    return np.abs(0.5 * x) * e_erf + one_plus * e_h + e_h * e_erf + TRUNC_ULPS * u
+
+
 def _abs_apply(layer, v, frac_bits: int = None):
     """The layer's linear part applied with |weights| to a non-negative v
     (with frac_bits: the weights as encoded, rounded to that grid)."""

@@ -66,6 +66,7 @@ FUNCTIONS = [
     ("log", "tp.math.log", N.log, np.log, (1e-3, 1e4), "log", ("abs", 1e-4)),
     ("sigmoid", "tp.sigmoid", N.sigmoid, _sig, (-30.0, 30.0), "lin", ("abs", 1e-4)),
     ("tanh", "tp.tanh", N.tanh, np.tanh, (-30.0, 30.0), "lin", ("abs", 1e-4)),
+    ("erf", "tp.math.erf", N.erf, np.vectorize(math.erf), (-30.0, 30.0), "lin", ("abs", 1e-4)),
     ("softmax", "tp.nn.softmax", N.softmax, _softmax, (-15.0, 15.0), "rows", ("abs", 1e-4)),
     ("log_softmax", "tp.nn.log_softmax", N.log_softmax, _log_softmax, (-15.0, 15.0), "rows",
      ("abs", 1e-4)),
@@ -140,7 +141,7 @@ def errors(name, ring, backend, points, range_reduction=None):
     else:
         fn = {"tp.exp": M.exp, "tp.math.reciprocal": M.reciprocal, "tp.sqrt": M.sqrt,
               "tp.math.rsqrt": M.rsqrt, "tp.math.log": M.log, "tp.sigmoid": M.sigmoid,
-              "tp.tanh": M.tanh, "tp.nn.softmax": M.softmax,
+              "tp.tanh": M.tanh, "tp.math.erf": M.erf, "tp.nn.softmax": M.softmax,
               "tp.nn.log_softmax": M.log_softmax}[api]
         got = fn(priv[0]).reveal().numpy()
         want = ref(xs[0])
@@ -173,7 +174,7 @@ def settings_text(name, cfg):
             continue
         parts.append(f"{v}" if k in ("method", "range_reduction") else
                      f"{k.replace('_', ' ')} {v}")
-    if name in ("sigmoid", "tanh"):
+    if name in ("sigmoid", "tanh", "erf"):
         bp = cfg.function_setting(key, "breakpoints")
         parts.append(f"{len(bp)} breakpoints ±{max(bp):g}")
     return ", ".join(parts)

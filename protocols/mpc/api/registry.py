@@ -319,6 +319,9 @@ _TABLE = [
     OpDef("tanh", math_fns.tanh, "tanh as a piecewise polynomial.", _ex(X23), ("Tanh",),
           (_unary(tf.math.tanh), _api(_keras.tanh, "x")), ("math.tanh", "nn.tanh"),
           adapter=A.unary("tanh", moded=True), domain='[-30, 30]', tolerance=1e-4),
+    OpDef("math.erf", math_fns.erf, "The error function as a piecewise polynomial (exact "
+          "GELU).", _ex(X23), ("Erf",), (_unary(tf.math.erf),),
+          adapter=A.unary("math.erf"), domain='any', tolerance=1e-4),
     OpDef("nn.softmax", math_fns.softmax, "exp(x - max) / sum along an axis.", _ex(X23),
           ("Softmax",), (_api(tf.nn.softmax, "logits", adapter=lambda logits, axis, name:
                               math_fns.softmax(logits, -1 if axis is None else axis)),

@@ -7,6 +7,7 @@ the other (tests/test_layout.py::test_no_import_circles).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -93,6 +94,7 @@ FUNCS = {
     "log1p": np.log1p,
     "sigmoid": lambda x: 0.5 * (1 + np.tanh(x / 2)),
     "tanh": np.tanh,
+    "erf": np.vectorize(math.erf),
 }
 
 

@@ -208,6 +208,18 @@ def tanh(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
                   method=method, mode=mode)
 
 
+def erf(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
+        method: Optional[str] = None) -> PrivateTensor:
+    """The error function as a piecewise polynomial (3 rounds), exactly ±1
+    beyond ±4 (1 - erf(4) = 1.5e-8); the exact form of GELU is built on it.
+
+    Example:
+      >>> tp.math.erf(tp.share([0.5])).reveal()   # [0.5205]
+    """
+    return _unary(N.erf, x, "tp.math.erf", breakpoints=breakpoints, degree=degree,
+                  method=method)
+
+
 def softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
             iterations: Optional[int] = None,
             range_reduction: Optional[str] = None,
@@ -236,8 +248,8 @@ def log_softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = N
                   log_degree=log_degree, range_reduction=range_reduction, mode=mode)
 
 
-__all__ = ["divide", "exp", "log", "log_softmax", "reciprocal", "rsqrt", "sigmoid", "softmax",
-           "sqrt", "tanh"]
+__all__ = ["divide", "erf", "exp", "log", "log_softmax", "reciprocal", "rsqrt", "sigmoid",
+           "softmax", "sqrt", "tanh"]
 
 
 # ------------------------------------------------------------------ pow

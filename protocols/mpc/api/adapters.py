@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import opdef
+from .value import PrivateTensor
 
 
 @dataclasses.dataclass
@@ -375,13 +376,14 @@ def gather(env, node, ins):
     """tf.gather: by public indices a local gather of the shares; by private
     indices (an Embedding on private token ids) an oblivious lookup."""
     axis = int(static(env, ins[2], "axis"))
-    if _is_private(ins[1]):
+    if private(ins[1]):
         return [_oblivious_gather(env, node, env.operand(ins[0]), ins[1], axis)]
     return [impl("gather")(env.operand(ins[0]), static(env, ins[1], "indices"), axis)]
 
 
-def _is_private(v) -> bool:
-    return hasattr(v, "share0")
+def private(v) -> bool:
+    """Whether an adapter's input is a private value."""
+    return isinstance(v, PrivateTensor)
 
 
 def _oblivious_gather(env, node, params, ids, axis: int):

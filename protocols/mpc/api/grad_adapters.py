@@ -28,7 +28,7 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
-from .adapters import Unsupported, fmt, hw, impl, numerics, padding, static
+from .adapters import Unsupported, fmt, hw, impl, numerics, padding, private as _private, static
 from .ops import _common as C
 from .value import PrivateTensor
 
@@ -38,10 +38,6 @@ def _consumed(env, node, index: int) -> bool:
     (unknown: assume it is)."""
     used = getattr(env, "consumed", None)
     return used is None or (node.name, index) in used
-
-
-def _private(v) -> bool:
-    return isinstance(v, PrivateTensor)
 
 
 # ------------------------------------------------------------ activations

@@ -27,8 +27,6 @@ def fast(backend: Backend, fn: str, mode: Optional[str]):
     return fast_numerics if fast_numerics.mode(backend, fn, mode) == "fast" else None
 
 
-_setting, _fast = setting, fast
-
 
 def _piecewise_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
                     degree: int, lo: float, hi: float) -> Shares:
@@ -96,11 +94,11 @@ _PIECEWISE = {"piecewise_poly": _piecewise_flat, "folded_piecewise_poly": _folde
 
 
 def _pw_setting(backend, name, breakpoints, degree, method=None):
-    bp = _setting(backend, name, "breakpoints", breakpoints)
-    m = _setting(backend, name, "method", method)
+    bp = setting(backend, name, "breakpoints", breakpoints)
+    m = setting(backend, name, "method", method)
     if m not in _PIECEWISE:
         raise ValueError(f"unknown {name} method {m!r} ({', '.join(_PIECEWISE)})")
-    return list(bp), int(_setting(backend, name, "degree", degree)), _PIECEWISE[m]
+    return list(bp), int(setting(backend, name, "degree", degree)), _PIECEWISE[m]
 
 
 @elementwise
@@ -122,9 +120,9 @@ def sigmoid(backend: Backend, x: Shares, breakpoints=None, degree=None, method=N
     window-thresholds circuit) or "folded_piecewise_poly" (4 rounds, the
     sign and the positive breakpoints).
     mode "fast": fast_numerics.sigmoid (one comparison)."""
-    fast = _fast(backend, "sigmoid", mode)
-    if fast:
-        return fast.sigmoid(backend, x)
+    fast_module = fast(backend, "sigmoid", mode)
+    if fast_module:
+        return fast_module.sigmoid(backend, x)
     return _sigmoid(backend, x, breakpoints=breakpoints, degree=degree, method=method)
 
 
@@ -132,9 +130,9 @@ def tanh(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None
          mode: Optional[str] = None) -> Shares:
     """tanh(x), piecewise polynomial; -1 / 1 beyond the outer breakpoints
     (methods as sigmoid's). mode "fast": fast_numerics.tanh."""
-    fast = _fast(backend, "tanh", mode)
-    if fast:
-        return fast.tanh(backend, x)
+    fast_module = fast(backend, "tanh", mode)
+    if fast_module:
+        return fast_module.tanh(backend, x)
     return _tanh(backend, x, breakpoints=breakpoints, degree=degree, method=method)
 
 

@@ -8,10 +8,11 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.runtime import context, cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
+from . import masks
 from . import passes as passes_mod
 from . import rewrite
 from .rewrite import Env, Policy, UnsupportedOpError
@@ -156,6 +157,7 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
     policy = policy or Policy()
     enabled = passes_mod.resolve(passes)
     traced = trace(model_or_fn, input_signature)
+    masks.bring_into_range(traced, context.get_handle().config.bound)
     traced, report = passes_mod.run(traced, policy, enabled)
     problems = rewrite.analyse(traced, policy)
     if problems:

@@ -10,7 +10,8 @@ import tensorflow as tf
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
-from tolerances import einsum_tol, gelu_exact_tol, gelu_tanh_tol, keras_tol, mha_tol
+from tolerances import (attention_tol, einsum_tol, gelu_exact_tol, gelu_tanh_tol, keras_tol,
+                        mha_tol)
 
 L = tf.keras.layers
 
@@ -186,6 +187,44 @@ def test_multi_head_attention_self_attention(ring):
     tol = mha_tol(layer, x, cfg.frac_bits, ring)
     assert np.all(np.abs(got - model(x).numpy()) <= tol), (np.abs(got - model(x).numpy()).max(),
                                                            tol.min())
+
+
+def test_multi_head_attention_causal_mask(ring):
+    """use_causal_mask=True: Keras adds (1 - mask) * -1e9, far outside the
+    fixed-point range; converters/masks.py brings it to -B/4, where our
+    softmax's exp is exactly 0, as Keras's is. Within mha_tol with the mask;
+    the mask itself is public (shapes only) and runs as plain TF."""
+    inp = tf.keras.Input((4, 6))
+    layer = L.MultiHeadAttention(num_heads=2, key_dim=3)
+    model = seeded(lambda: tf.keras.Model(inp, layer(inp, inp, use_causal_mask=True)))
+    x = np.random.default_rng(7).uniform(-1, 1, (2, 4, 6)).astype(np.float32)
+    got = tp.keras.convert(model).predict(x, reveal=True).numpy()
+    cfg = tp.get_runtime().config
+    tol = mha_tol(layer, x, cfg.frac_bits, ring, mask=np.tril(np.ones((4, 4), bool)))
+    err = np.abs(got - model(x).numpy())
+    assert np.all(err <= tol), (err.max(), tol.min())
+
+
+@pytest.mark.parametrize("use_scale,causal", [(False, False), (True, True)])
+def test_attention_layer(ring, use_scale, causal):
+    """Keras Attention([query, value]) (Luong dot scores; key = value):
+    private batch matmuls, the private scale weight, the softmax with the
+    causal mask brought into range; within attention_tol."""
+    q_in, v_in = tf.keras.Input((3, 4)), tf.keras.Input((5, 4))
+    layer = L.Attention(use_scale=use_scale)
+    model = seeded(lambda: tf.keras.Model([q_in, v_in],
+                                          layer([q_in, v_in], use_causal_mask=causal)))
+    if use_scale:
+        layer.scale.assign(1.7)   # Keras starts it at 1: a product that changes nothing
+    rng = np.random.default_rng(8)
+    q = rng.uniform(-1, 1, (2, 3, 4)).astype(np.float32)
+    v = rng.uniform(-1, 1, (2, 5, 4)).astype(np.float32)
+    got = tp.keras.convert(model).predict([q, v], reveal=True).numpy()
+    cfg = tp.get_runtime().config
+    mask = np.tril(np.ones((3, 5), bool)) if causal else None
+    tol = attention_tol(q, v, 1.7 if use_scale else None, cfg.frac_bits, ring, mask=mask)
+    err = np.abs(got - model([q, v]).numpy())
+    assert np.all(err <= tol), (err.max(), tol.min())
 
 
 @pytest.mark.parametrize("eq,sa,sb", [

@@ -45,6 +45,13 @@ ARCHITECTURES = {
                   + (500 * 10 + 10), (28, 28, 1)),
     "network_d": (tp.models.network_d, ["Conv2D", "ReLU", "Flatten", "Dense", "Dense"],
                   (25 * 5 + 5) + (14 * 14 * 5 * 100 + 100) + (100 * 10 + 10), (28, 28, 1)),
+    "vit": (tp.models.vit, ["RandomTranslation", "RandomRotation", "Conv2D", "Conv2D", "Reshape",
+                            "PositionEmbedding"]
+            + ["LayerNormalization", "MultiHeadAttention", "Add", "LayerNormalization", "Dense",
+               "Dense", "Add"] * 2 + ["LayerNormalization", "GlobalAveragePooling1D", "Dense"],
+            (9 * 16 + 16) + (49 * 16 * 64 + 64) + 16 * 64
+            + 2 * (2 * 2 * 64 + 4 * (64 * 64 + 64) + (64 * 128 + 128) + (128 * 64 + 64))
+            + 2 * 64 + (64 * 10 + 10), (28, 28, 1)),
 }
 
 
@@ -52,8 +59,9 @@ ARCHITECTURES = {
 def test_builder_layers_and_parameters(name):
     build, types, params, in_shape = ARCHITECTURES[name]
     model = build()
-    assert isinstance(model, tf.keras.Sequential)
-    assert [type(layer).__name__ for layer in model.layers] == types
+    assert isinstance(model, tf.keras.Sequential) or name == "vit"   # vit: residuals
+    assert [type(layer).__name__ for layer in model.layers
+            if not isinstance(layer, L.InputLayer)] == types
     assert model.count_params() == params
     assert model.input_shape == (None,) + in_shape
     assert model.output_shape == (None, 1 if name == "logistic_regression" else 10)

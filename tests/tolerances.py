@@ -138,13 +138,45 @@ def einsum_tol(eq: str, a, ea, b, eb, frac_bits: int) -> np.ndarray:
             + TRUNC_ULPS * ulp(frac_bits))
 
 
-def mha_tol(layer, x, frac_bits: int, ring_bits: int) -> np.ndarray:
-    """Keras MultiHeadAttention(x, x), no mask, against plaintext: the
+def _softmax_tol(scores, es, mask, ring_bits: int):
+    """softmax over the last axis, masked positions (mask False) at 0: each
+    output moves by at most its row's largest input error over the kept
+    positions (the Jacobian's row sums are 2p(1-p) <= 1/2), plus
+    ACTIVATION_TOL. A masked position's weight, exp(-B/4 + 2 max|s|)
+    (converters/masks.py), is 0 in every encoding."""
+    if mask is None:
+        mask = np.ones(scores.shape, bool)
+    mask = np.broadcast_to(mask, scores.shape)
+    p = np.exp(np.where(mask, scores, -np.inf) - np.where(mask, scores, -np.inf).max(
+        -1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ep = np.where(mask, es, 0).max(-1, keepdims=True) + ACTIVATION_TOL[ring_bits]["softmax"]
+    return p, ep
+
+
+def attention_tol(q, v, scale, frac_bits: int, ring_bits: int, mask=None) -> np.ndarray:
+    """Keras Attention([q, v]) (dot scores, key = value) on encoded q and v:
+    the scores' private batch matmul, the product by the private `scale`
+    weight (use_scale=True; None without), the masked softmax and the
+    weights times v."""
+    half = ulp(frac_bits) / 2
+    q, v = np.asarray(q, np.float64), np.asarray(v, np.float64)
+    scores = np.einsum("bqd,bkd->bqk", q, v)
+    es = einsum_tol("bqd,bkd->bqk", q, half, v, half, frac_bits)
+    if scale is not None:
+        es = es * abs(scale) + np.abs(scores) * half + es * half + TRUNC_ULPS * ulp(frac_bits)
+        scores = scores * scale
+    p, ep = _softmax_tol(scores, es, mask, ring_bits)
+    return einsum_tol("bqk,bkd->bqd", p, ep, v, half, frac_bits)
+
+
+def mha_tol(layer, x, frac_bits: int, ring_bits: int, mask=None) -> np.ndarray:
+    """Keras MultiHeadAttention(x, x) against plaintext, with an optional
+    attention mask ([B, T, S] or [T, S], True where attended): the
     query/key/value projections (einsum with the encoded kernels, plus the
     encoded biases), the product by the public 1/sqrt(key_dim), the scores'
-    einsum, softmax (each output moves by at most its row's largest input
-    error: its Jacobian's row sums are 2p(1-p) <= 1/2; plus
-    ACTIVATION_TOL), the context einsum and the output projection."""
+    einsum, the masked softmax (_softmax_tol), the context einsum and the
+    output projection."""
     u = ulp(frac_bits)
     half = u / 2
     x = np.asarray(x, np.float64)
@@ -162,9 +194,9 @@ def mha_tol(layer, x, frac_bits: int, ring_bits: int) -> np.ndarray:
     q = q * c
     scores = np.einsum(layer._dot_product_equation, k, q)
     es = einsum_tol(layer._dot_product_equation, k, ek, q, eq_, frac_bits)
-    p = np.exp(scores - scores.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    ep = es.max(-1, keepdims=True) + ACTIVATION_TOL[ring_bits]["softmax"]
+    if mask is not None:
+        mask = np.expand_dims(np.asarray(mask, bool), -3)    # the heads' axis
+    p, ep = _softmax_tol(scores, es, mask, ring_bits)
     ctx = np.einsum(layer._combine_equation, p, v)
     ec = einsum_tol(layer._combine_equation, p, ep, v, ev, frac_bits)
     out_eq = layer._output_dense.equation

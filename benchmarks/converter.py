@@ -9,7 +9,7 @@ warm-up call. "build s" is the conversion plus the first trace of the
 private graph at that batch size (PrivateModel.concrete: nothing runs);
 "first run s" the warm-up call that follows, on that trace:
 
-    python benchmarks/converter.py                          # FFNN, LeNet-5, LeNet-5+BN
+    python benchmarks/converter.py                          # FFNN, LeNet-5, LeNet-5+BN, ViT
     python benchmarks/converter.py --rings=64 --batches=1,10 --models=lenet5 --reps=1
 
 Results go to benchmarks/results/converter.json and converter.png.
@@ -22,11 +22,13 @@ from absl import app, flags
 import tf_privpy as tp
 
 flags.DEFINE_list("rings", ["128", "64"], "rings to measure")
-flags.DEFINE_list("models", ["ffnn", "lenet5", "lenet5_sigmoid", "lenet5_bn"],
+flags.DEFINE_list("models", ["ffnn", "lenet5", "lenet5_sigmoid", "lenet5_bn", "vit"],
                   "tp.models names (lenet5_sigmoid / lenet5_bn: PrivPy's sigmoid, sum-pool "
-                  "LeNet-5 without / with BatchNorm)")
+                  "LeNet-5 without / with BatchNorm; vit: the Vision Transformer)")
 flags.DEFINE_list("batches", ["1", "10", "100", "1000"], "images per predict call (PrivPy "
                   "Table 6's batches)")
+flags.DEFINE_list("vit_batches", ["1", "32"], "the ViT's batches (issue 27's: 1 and 32; at "
+                  "1,000 its 91 million comparisons would not fit in memory at once)")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for converter.json / .png")
@@ -58,7 +60,7 @@ def main(argv):
             t0 = time.perf_counter()
             private = tp.keras.convert(model)
             t_convert = time.perf_counter() - t0
-            for b in map(int, F.batches):
+            for b in map(int, F.vit_batches if name == "vit" else F.batches):
                 xb = xt[:b].reshape((-1,) + model.input_shape[1:])
                 t0 = time.perf_counter()
                 with tp.profiling.guard_time() as guard:

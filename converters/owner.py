@@ -16,8 +16,8 @@ three ways for each call, from the kinds of its inputs (`plan`):
               reaches a server's device in plaintext);
   private     nodes that read a private value (a private weight, a
               PrivateTensor input, two owners' inputs: two inputs may come
-              from two owners, so what combines them is private), control
-              flow (loops, calls, tf.cond's Switch/Merge), and what follows;
+              from two owners, so what combines them is private), loops and
+              function calls, and what follows;
   public      everything else, as before.
 
 Each owner-side value a private node reads (the frontier) is shared once, on
@@ -45,10 +45,11 @@ Key = Tuple[str, int]
 
 #: nodes that never run at the owner: loops and function calls (their
 #: bodies are not in the node; the converter refuses or rewrites them on
-#: shares) and tf.cond's Switch/Merge (a select, rewrite._select_branches)
+#: shares). tf.cond's Switch and Merge on the owner's values are a select
+#: the owner computes (both branches, as on shares: rewrite._select_branches)
 _NOT_AT_OWNER = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
                            "PartitionedCall", "StatefulPartitionedCall", "Enter", "Exit",
-                           "NextIteration", "LoopCond", "Switch", "Merge"})
+                           "NextIteration", "LoopCond"})
 #: gathers that become the owner's one-hot times the private table
 _GATHERS = frozenset({"GatherV2"})
 #: public metadata of an owner value computed here, as the shape adapters
@@ -195,7 +196,11 @@ class Frontier:
             return
         ins = [self.plain[k] if k in self.plain else self._public(values[k], k) for k in keys]
         with tf.device(self.device):
-            if n.op in _METADATA and ins[0].shape.is_fully_defined():
+            if n.op == "Switch":     # both branches are computed
+                outs = [ins[0], ins[0]]
+            elif n.op == "Merge":
+                outs = [self._merge(n, keys, ins, values), np.int32(0)]
+            elif n.op in _METADATA and ins[0].shape.is_fully_defined():
                 outs = registry.converter_row(n.op).adapter(None, node, ins)
             elif n.op in ("Identity", "StopGradient", "PreventGradient", "Snapshot") \
                     and len(ins) == 1:
@@ -207,6 +212,22 @@ class Frontier:
                 self._produce((n.name, i), o, values)
             else:    # public metadata of an owner value
                 values[(n.name, i)] = o
+
+    def _merge(self, n, keys, ins, values):
+        """tf.cond at the owner: the branch its predicate picks, by
+        tf.where (as rewrite._select_branches does on shares)."""
+        by_port = {}
+        for k, v in zip(keys, ins):
+            tag = self.env.branch_tags.get(k, ())
+            if tag:
+                by_port[tag[-1][1]] = (tag[-1][0], v)
+        if set(by_port) != {0, 1} or by_port[0][0] != by_port[1][0]:
+            raise ValueError(f"'{n.name}': a Merge that is not a two-way tf.cond; write the "
+                             f"branch as tf.where")
+        switch = self.env.nodes[by_port[0][0]]
+        key = src(switch.input[1])
+        pred = self.plain[key] if key in self.plain else self.env.public(values[key])
+        return tf.where(pred, by_port[1][1], by_port[0][1])
 
     def _produce(self, key: Key, value, values: Dict[Key, Any]) -> None:
         self.plain[key] = value

@@ -207,11 +207,14 @@ def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
     """Every node that would see a private value and has no private
     implementation, before anything runs (`private`: the nodes computed on
     shares, owner.plan's; default: everything after a private input)."""
-    private = private_nodes(traced, policy) if private is None else private
+    planned = private is not None
+    private = private if planned else private_nodes(traced, policy)
     problems = []
     for n in topo(traced.graph_def):
-        if not reads_private(n, private):
-            continue   # it sees only public values: runs as the TF op it is
+        # a planned private node may read only owner-side values (shared)
+        if not (reads_private(n, private) or (planned and n.name in private and n.op not in (
+                "Placeholder", "Const"))):
+            continue   # it sees only public (or the owner's) values: runs as the TF op it is
         problem = node_problem(n, traced.layer_of.get(n.name, ""))
         refusal = getattr(lookup(n.op), "static_refusal", None)
         if problem is None and refusal is not None:

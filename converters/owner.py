@@ -194,7 +194,7 @@ class Frontier:
             values[(n.name, 0)] = self._gather(node, values[keys[0]], self.plain[keys[1]],
                                                values[keys[2]])
             return
-        ins = [self.plain[k] if k in self.plain else self._public(values[k], k) for k in keys]
+        ins = [self.plain[k] if k in self.plain else self._public(values[k]) for k in keys]
         with tf.device(self.device):
             if n.op == "Switch":     # both branches are computed
                 outs = [ins[0], ins[0]]
@@ -236,14 +236,13 @@ class Frontier:
         else:
             values[key] = OWNER_ONLY
 
-    def _public(self, v, key: Key):
+    def _public(self, v):
         """A public value the owner reads; a public weight in the dtype of
         its frozen node (the passes keep folded weights in float64: the
         owner runs the traced ops on what they were traced with)."""
-        v = self.env.public(v)
-        if key[0] in self._dtypes and isinstance(v, np.ndarray):
-            v = v.astype(self._dtypes[key[0]].as_numpy_dtype)
-        return v
+        if isinstance(v, A.Weight) and v.name in self._dtypes:
+            return np.asarray(v.value).astype(self._dtypes[v.name].as_numpy_dtype)
+        return self.env.public(v)
 
     def _gather(self, node, params, ids, axis):
         """tf.gather(private params, owner's ids, axis): the owner checks the

@@ -71,11 +71,14 @@ class Policy:
         does). An input given as a PrivateTensor is private as before (an
         Embedding on it: the oblivious lookup by comparisons). False:
         every plaintext input is shared as it is and everything after it
-        runs on shares. Prediction only: training shares its inputs as
-        they are.
+        runs on shares. Under weights="public" a model that reads only its
+        input and public weights is then computed by the owner entirely
+        (its output shared). Prediction only: training shares its inputs
+        as they are.
 
     Example:
       >>> tp.keras.convert_training(model, loss, opt, policy=tp.Policy(numerics_mode="fast"))
+      >>> tp.keras.convert(model, policy=tp.Policy(owner_side=False))   # all on shares
     """
 
     inputs: str = "private"

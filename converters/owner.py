@@ -206,6 +206,8 @@ class Frontier:
                     and len(ins) == 1:
                 outs = ins
             else:
+                if n.device:   # a device traced into the node would override the owner's
+                    n = _undevice(n)
                 outs = run(n, ins)
         for i, o in enumerate(outs):
             if n.name in self.plan.owner_of:
@@ -262,6 +264,13 @@ class Frontier:
                 hot = tf.one_hot(tf.reshape(ids, [-1]), n, dtype=tf.int32)
             bits = registry.get("share").impl(hot, name=f"{node.name}/one_hot", bits=True)
         return A.gather_by_one_hot(params, bits, ids.shape, axis)
+
+
+def _undevice(n):
+    nd = tf.compat.v1.NodeDef()
+    nd.CopyFrom(n)
+    nd.device = ""
+    return nd
 
 
 #: what the owner's index check says (PrivateModel.predict re-raises it)

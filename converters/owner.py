@@ -30,7 +30,7 @@ indices first and raises on one outside the table, as TF does on CPU.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
 
 import numpy as np
 import tensorflow as tf

@@ -3,6 +3,8 @@ graph, and the cost bill computed before anything runs (DESIGN §8)."""
 from __future__ import annotations
 
 import collections
+import dataclasses
+import re
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -13,6 +15,7 @@ from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
 from . import masks
+from . import owner as owner_mod
 from . import passes as passes_mod
 from . import rewrite
 from .rewrite import Env, Policy, UnsupportedOpError
@@ -43,13 +46,36 @@ class PrivateModel:
 
     # ------------------------------------------------------------ running
     def _run(self, *inputs):
-        xs = []
-        for x, spec in zip(inputs, self._traced.input_specs):
-            if isinstance(x, PrivateTensor) or self.policy.inputs == "public":
-                xs.append(x)
-            else:
-                xs.append(registry.get("share").impl(x, name=spec.name or "input"))
-        outs = rewrite.evaluate(self._traced, self._env, xs)
+        return self._evaluate(self._env, inputs)
+
+    def _evaluate(self, env: Env, inputs):
+        policy = env.policy
+        env.owner = None
+        if policy.owner_side and policy.inputs == "private":
+            # the data owner computes what depends on its input alone
+            # before sharing (converters/owner.py); a PrivateTensor input is
+            # private as it is
+            plain = [not isinstance(x, PrivateTensor) for x in inputs]
+            p = owner_mod.plan(self._traced, policy, plain)
+            if not all(plain):
+                # more runs on shares than convert() checked: refuse before
+                # anything is built, as convert() would have
+                problems = rewrite.analyse(self._traced, policy, p.private)
+                if problems:
+                    raise UnsupportedOpError(problems)
+            env.owner = owner_mod.Frontier(p, self._traced, env)
+            xs = list(inputs)
+        else:
+            xs = []
+            for x, spec in zip(inputs, self._traced.input_specs):
+                if isinstance(x, PrivateTensor) or policy.inputs == "public":
+                    xs.append(x)
+                else:
+                    xs.append(registry.get("share").impl(x, name=spec.name or "input"))
+        try:
+            outs = rewrite.evaluate(self._traced, env, xs)
+        finally:
+            env.owner = None
         return outs[0] if len(outs) == 1 else outs
 
     def _inputs(self, x) -> List[Any]:
@@ -77,7 +103,17 @@ class PrivateModel:
           reveal: return the plaintext result to the client (tp.reveal)
             instead of a PrivateTensor.
         """
-        out = self._fn(*self._inputs(x))
+        try:
+            out = self._fn(*self._inputs(x))
+        except tf.errors.InvalidArgumentError as e:
+            # the owner's index check (converters/owner.py), as TF's own
+            # gather would refuse: a ValueError saying which node
+            found = re.search(re.escape(owner_mod.BAD_INDEX) + r" ([^\]]*)", e.message)
+            if found is None:
+                raise
+            why = found.group(1).replace("\\'", "'")
+            raise ValueError(f"{why} (Policy(owner_side=True): as tf.gather on CPU, an "
+                             f"out-of-range id is refused)") from None
         if reveal:
             return tf.nest.map_structure(
                 lambda o: o.reveal() if isinstance(o, PrivateTensor) else o, out)
@@ -99,11 +135,34 @@ class PrivateModel:
         """The bill of one predict on a batch, from the protocols' declarations,
         computed by tracing (nothing runs): rounds, multiplications,
         comparisons, and messages and bytes per server pair. Sharing the
-        input is included; sharing the weights happened once at conversion."""
-        fn = tf.function(self._run, autograph=False)
+        input (or what the data owner computed from it, Policy.owner_side)
+        is included; sharing the weights happened once at conversion."""
+        return self._bill(batch_size, self._env)
+
+    def _bill(self, batch_size: int, env: Env) -> cost.Cost:
+        fn = tf.function(lambda *xs: self._evaluate(env, xs), autograph=False)
         with cost.record() as bill:
             fn.get_concrete_function(*self._specs(batch_size))
         return bill
+
+    def owner_saving(self, batch_size: int = 1) -> Dict[str, int]:
+        """What computing at the data owner (Policy.owner_side) saves on one
+        predict of plain inputs: the bill with Policy(owner_side=False)
+        minus this model's, both costed by tracing (rounds,
+        multiplications, comparisons, messages, bytes). All zero when the
+        policy does not compute at the owner.
+
+        Example:
+          >>> saved = tp.keras.convert(embedding_model).owner_saving(32)
+          >>> saved["comparisons"], saved["bytes"]    # the oblivious lookup's, avoided
+        """
+        keys = ("rounds", "multiplications", "comparisons", "messages", "bytes")
+        if not (self.policy.owner_side and self.policy.inputs == "private"):
+            return dict.fromkeys(keys, 0)
+        off = Env(dataclasses.replace(self.policy, owner_side=False), batch=self._env.batch)
+        off._shared = self._env._shared   # the same weight shares: shared once
+        before, after = self._bill(batch_size, off), self.cost(batch_size)
+        return {k: getattr(before, k) - getattr(after, k) for k in keys}
 
     def concrete(self, batch_size: int = 1):
         """predict's ConcreteFunction at a batch size (plain inputs), traced
@@ -118,11 +177,20 @@ class PrivateModel:
 
     def summary(self, batch_size: int = 1) -> str:
         """Layers and TF ops converted, and the cost bill of one predict."""
-        private = private_nodes(self._traced, self.policy)
-        ops, public = collections.Counter(), collections.Counter()
+        owner_on = self.policy.owner_side and self.policy.inputs == "private"
+        split = owner_mod.plan(self._traced, self.policy, [True] * len(self._traced.inputs)) \
+            if owner_on else None
+        private = split.private if split else private_nodes(self._traced, self.policy)
+        ops, public, at_owner = (collections.Counter() for _ in range(3))
         for n in self._traced.graph_def.node:
-            if n.op not in ("Const", "NoOp", "Placeholder", "Identity"):
-                (ops if reads_private(n, private) else public)[n.op] += 1
+            if n.op in ("Const", "NoOp", "Placeholder", "Identity"):
+                continue
+            if split and n.name in split.owner_of:
+                at_owner[n.op] += 1
+            elif n.name in private:
+                ops[n.op] += 1
+            elif not reads_private(n, private):
+                public[n.op] += 1
         layers = sorted({v for v in self._traced.layer_of.values() if v})
         bill = self.cost(batch_size)
         lines = [f"private model '{self.name}': inputs {self.policy.inputs}, weights "
@@ -134,10 +202,22 @@ class PrivateModel:
                  f"  cost of one predict (batch {batch_size}): {bill.rounds} rounds, "
                  f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
                  f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"]
+        if split:
+            done = [f"{k} x{v}" for k, v in sorted(at_owner.items())]
+            if split.one_hot:
+                done.append(f"one-hot for GatherV2 x{len(split.one_hot)}")
+            saved = self.owner_saving(batch_size)
+            lines.insert(4, "  owner-side (run by the data owner before sharing): "
+                         + (", ".join(done) or "-")
+                         + f"; saves {saved['bytes']} bytes, {saved['comparisons']} comparisons, "
+                         f"{saved['multiplications']} multiplications, {saved['rounds']} rounds "
+                         f"per predict (vs Policy(owner_side=False))")
+        else:
+            lines.insert(4, "  owner-side: off (Policy(owner_side=False) or public inputs)")
         changed = [f"{k} x{v}" for k, v in self.pass_report.items()]
         changed += [f"batch_same_depth x{calls} ({nodes} {kind} nodes)"
                     for kind, (calls, nodes) in sorted(self._env.batched.items())]
-        lines.insert(4, "  passes: " + (", ".join(changed) or
+        lines.insert(5, "  passes: " + (", ".join(changed) or
                                         ("none changed the graph" if self.passes else "off")))
         for (s, d), (m, b) in sorted(bill.links.items()):
             lines.append(f"    {s:>6} -> {d:<6} {m:6d} messages {b / 1e3:12.1f} KB")
@@ -159,7 +239,12 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
     traced = trace(model_or_fn, input_signature)
     masks.bring_into_range(traced, context.get_handle().config.bound)
     traced, report = passes_mod.run(traced, policy, enabled)
-    problems = rewrite.analyse(traced, policy)
+    # what runs on shares for plain inputs (owner-side nodes run as plain TF
+    # at the owner); a call with a PrivateTensor input checks its own split
+    private = None
+    if policy.owner_side and policy.inputs == "private":
+        private = owner_mod.plan(traced, policy, [True] * len(traced.inputs)).private
+    problems = rewrite.analyse(traced, policy, private)
     if problems:
         raise UnsupportedOpError(problems)
     name = name or getattr(model_or_fn, "name", None) or getattr(

@@ -61,15 +61,31 @@ class Policy:
         comparisons (ReLU, max-pooling, argmax, where...): "garbled" or
         "bitwise" (docs/comparisons.md); None (default): the runtime's
         (tp.Config(comparison=...) or an enclosing tp.comparison scope).
+      owner_side: True (default): what depends only on one plaintext input
+        and public values (a Rescaling, a Reshape, the one-hot of token
+        ids) is computed by the data owner, in plain TF on the client
+        device, before sharing; what of it a private node reads is shared
+        there (converters/owner.py). A Keras Embedding on the owner's ids
+        becomes the owner's one-hot times the private table (no
+        comparisons; an id outside the table raises at the owner, as TF
+        does). An input given as a PrivateTensor is private as before (an
+        Embedding on it: the oblivious lookup by comparisons). False:
+        every plaintext input is shared as it is and everything after it
+        runs on shares. Under weights="public" a model that reads only its
+        input and public weights is then computed by the owner entirely
+        (its output shared). Prediction only: training shares its inputs
+        as they are.
 
     Example:
       >>> tp.keras.convert_training(model, loss, opt, policy=tp.Policy(numerics_mode="fast"))
+      >>> tp.keras.convert(model, policy=tp.Policy(owner_side=False))   # all on shares
     """
 
     inputs: str = "private"
     weights: str = "private"
     numerics_mode: Optional[str] = None
     comparison: Optional[str] = None
+    owner_side: bool = True
 
     def __post_init__(self):
         for k in ("inputs", "weights"):
@@ -79,6 +95,8 @@ class Policy:
         if self.comparison not in (None,) + COMPARISONS:
             raise ValueError(f"Policy.comparison must be None (the runtime's) or one of "
                              f"{COMPARISONS}, got {self.comparison!r}")
+        if not isinstance(self.owner_side, bool):
+            raise ValueError(f"Policy.owner_side must be True or False, got {self.owner_side!r}")
         if self.numerics_mode not in (None, "exact", "fast"):
             raise ValueError(f"Policy.numerics_mode must be None (the config's), 'exact' or "
                              f"'fast', got {self.numerics_mode!r}")
@@ -188,14 +206,18 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
                    f"call tp.{op.name} yourself" if op else fix)
 
 
-def analyse(traced: Traced, policy: Policy) -> List[Problem]:
+def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
     """Every node that would see a private value and has no private
-    implementation, before anything runs."""
-    private = private_nodes(traced, policy)
+    implementation, before anything runs (`private`: the nodes computed on
+    shares, owner.plan's; default: everything after a private input)."""
+    planned = private is not None
+    private = private if planned else private_nodes(traced, policy)
     problems = []
     for n in topo(traced.graph_def):
-        if not reads_private(n, private):
-            continue   # it sees only public values: runs as the TF op it is
+        # a planned private node may read only owner-side values (shared)
+        if not (reads_private(n, private) or (planned and n.name in private and n.op not in (
+                "Placeholder", "Const"))):
+            continue   # it sees only public (or the owner's) values: runs as the TF op it is
         problem = node_problem(n, traced.layer_of.get(n.name, ""))
         refusal = getattr(lookup(n.op), "static_refusal", None)
         if problem is None and refusal is not None:
@@ -218,6 +240,8 @@ class Env:
         #: kind -> [batched protocol calls, nodes in them] of the last evaluate()
         self.batched: Dict[str, List[int]] = {}
         self._shared: Dict[str, PrivateTensor] = {}
+        #: the call's owner-side evaluation (owner.Frontier), or None
+        self.owner = None
 
     def operand(self, v):
         if isinstance(v, Weight):
@@ -263,14 +287,15 @@ def _run_public(n, ins: List[Any]) -> List[Any]:
     return run(*ins)
 
 
-def _levels(traced: Traced, policy: Policy, order: List[Any]) -> List[List[Any]]:
+def _levels(traced: Traced, policy: Policy, order: List[Any],
+            env_owner=None) -> List[List[Any]]:
     """The nodes grouped by communication depth (DESIGN §8 batching): a
     node's depth is the largest of its inputs' plus one if it sends
     messages (a private op outside passes.LOCAL_OPS; a product only when
     both operands are private). Two communicating nodes of one depth never
     depend on each other, so they can share one protocol call; listing the
     levels in order, each in topological order, is a topological order."""
-    private = private_nodes(traced, policy)
+    private = private_nodes(traced, policy) if env_owner is None else env_owner.plan.private
     depth: Dict[str, int] = {}
     for n in order:
         data = [src(i)[0] for i in n.input if not i.startswith("^")]
@@ -298,7 +323,7 @@ def _batch_level(level: List[Any], values: Dict, env: Env) -> set:
     groups: Dict[str, List[Tuple[Any, List[Any]]]] = {}
     for n in level:
         kind = _BATCHABLE.get(n.op)
-        if kind is None:
+        if kind is None or (env.owner is not None and env.owner.handles(n)):
             continue
         keys = [src(i) for i in n.input if not i.startswith("^")]
         if any(k not in values for k in keys):
@@ -335,10 +360,12 @@ def evaluate(traced: Traced, env: Env, inputs: Sequence[Any]) -> List[Any]:
     values: Dict[Tuple[str, int], Any] = {}
     for name, x in zip(traced.inputs, inputs):
         values[(name, 0)] = x
+    if env.owner is not None:
+        env.owner.start(values)   # the owner's plaintext inputs stay at the owner
     order = topo(traced.graph_def)
     env.branch_tags = _branch_tags(order)
     env.nodes = {n.name: n for n in order}
-    levels = _levels(traced, env.policy, order) if env.batch else [order]
+    levels = _levels(traced, env.policy, order, env.owner) if env.batch else [order]
     env.batched = {}
     with env.policy.comparisons():
         for level in levels:
@@ -360,6 +387,9 @@ def eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
         # a weight's exact value: the passes keep folded weights in float64
         values[(n.name, 0)] = (Weight(n.name, traced.weights[n.name])
                                if n.name in traced.weights else node.attr["value"])
+        return
+    if env.owner is not None and env.owner.handles(n):
+        env.owner.eval(n, node, values, _run_public)   # plain TF at the data owner
         return
     ins = [values[src(i)] for i in n.input if not i.startswith("^")]
     if n.op in _COND:

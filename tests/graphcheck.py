@@ -204,3 +204,29 @@ class EagerRecorder:
             yield self
         finally:
             op_callbacks.remove_op_callback(self)
+
+
+#: the op that turns an encoded plaintext into two shares: what it outputs
+#: may leave the client (through the channel); what it reads may not
+SHARE_SPLIT = "TfPrivpy>ShareSplit"
+
+
+def plaintext_violations(concrete, devices: Dict[str, str], n_plain: int) -> List[str]:
+    """Ops that read a data owner's plaintext input, or anything computed
+    from it before it is split into shares, but do not run on the client:
+    owner-side computation (Policy.owner_side, converters/owner.py) must stay
+    on the owner's device. The first n_plain arguments of the function are
+    the plaintext inputs. Shapes (SHAPE_OPS) end the taint: they are
+    public metadata."""
+    parties = Parties(devices)
+    tainted = {t.name for t in concrete.graph.inputs[:n_plain]}
+    bad: List[str] = []
+    for op in concrete.graph.get_operations():
+        if not any(i.name in tainted for i in op.inputs):
+            continue
+        where = parties.of(op.device)
+        if where != "client":
+            bad.append(f"{op.name} ({op.type}) reads the owner's plaintext on {where}")
+        if op.type != SHARE_SPLIT and op.type not in SHAPE_OPS:
+            tainted.update(o.name for o in op.outputs)
+    return bad

@@ -11,7 +11,7 @@ import tf_privpy as tp
 from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
 from tolerances import (attention_tol, einsum_tol, gelu_exact_tol, gelu_tanh_tol, keras_tol,
-                        mha_tol)
+                        mha_tol, one_hot_gather_tol)
 
 L = tf.keras.layers
 
@@ -59,7 +59,9 @@ def test_layer_coverage(ring, case):
     shape = model.input_shape[1:]
     lo, hi = (0, 255) if case == "rescaling" else (-2, 2)
     x = np.random.default_rng(1).uniform(lo, hi, (3,) + shape).astype(np.float32)
-    private = tp.keras.convert(model)
+    # every layer on shares: by default the layers on the raw input would run
+    # at the data owner (Policy.owner_side, tests/test_converter_owner.py)
+    private = tp.keras.convert(model, policy=tp.Policy(owner_side=False))
     got = private.predict(x, reveal=True).numpy()
     want = model(x, training=False).numpy()
     cfg = tp.get_runtime().config
@@ -77,7 +79,7 @@ def test_two_runs_differ_by_their_truncations_only(case):
     model = randomize_batchnorm(seeded(lambda: tf.keras.Sequential(SEQUENTIAL[case]())))
     lo, hi = (0, 255) if case == "rescaling" else (-2, 2)
     x = np.random.default_rng(1).uniform(lo, hi, (3,) + model.input_shape[1:])
-    private = tp.keras.convert(model)
+    private = tp.keras.convert(model, policy=tp.Policy(owner_side=False))   # all on shares
     a, b = (private.predict(x.astype(np.float32), reveal=True).numpy() for _ in range(2))
     cfg = tp.get_runtime().config
     runs = keras_tol(model, x, cfg.frac_bits, cfg.ring_bits, encoded=True)
@@ -128,7 +130,8 @@ def test_public_subgraphs_run_as_plain_tf():
         row = tf.fill(tf.shape(x)[1:], 0.5) * tf.cast(tf.size(x) + tf.rank(x), tf.float32)
         return x * n + row
     x = np.random.default_rng(3).uniform(-1, 1, (2, 3)).astype(np.float32)
-    private = tp.convert(fn, [tf.TensorSpec(x.shape, tf.float32)])
+    private = tp.convert(fn, [tf.TensorSpec(x.shape, tf.float32)],
+                         policy=tp.Policy(owner_side=False))   # x * n on shares
     np.testing.assert_allclose(private.predict(x, reveal=True).numpy(), fn(x).numpy(),
                                atol=2 * 6 * 2.0 ** -tp.get_runtime().config.frac_bits)
     lines = {ln.split(":")[0].strip(): ln for ln in private.summary().splitlines()}
@@ -138,25 +141,32 @@ def test_public_subgraphs_run_as_plain_tf():
 
 
 def test_embedding_on_private_token_ids(ring):
-    """Keras Embedding on private int32 ids (issue 27: before, a crash deep
-    in predict): an oblivious lookup, the one-hot of each id by private
-    equalities (exact bits) times the private table, so each output is the
-    weight's encoding plus one truncation; an id outside the table gives a
-    row of zeros. The bill counts the equalities (2 comparisons each)."""
+    """Keras Embedding (issue 27: before, a crash deep in predict). Ids the
+    data owner gives in plaintext: the owner shares their one-hot and the
+    servers multiply it by the private table (Policy.owner_side, no
+    comparisons; tests/test_converter_owner.py). Ids given as a
+    PrivateTensor: an oblivious lookup, the one-hot of each id by private
+    equalities (integer bits, 2 comparisons each, in the bill) times the
+    private table without truncation, so each output is the weight's
+    encoding; an id outside the table gives a row of zeros."""
     vocab, dim = 7, 4
     model = seeded(lambda: tf.keras.Sequential([L.InputLayer((3,), dtype=tf.int32),
                                                 L.Embedding(vocab, dim)]))
     ids = np.array([[1, 3, 0], [6, 2, 4]], np.int32)
     private = tp.keras.convert(model)
+    tol = one_hot_gather_tol(tp.get_runtime().config.frac_bits)
     got = private.predict(ids, reveal=True).numpy()
-    u = 2.0 ** -tp.get_runtime().config.frac_bits
-    assert np.abs(got - model(ids).numpy()).max() <= u / 2 + 2 * u
-    assert private.cost(2).comparisons == 2 * ids.size * vocab
+    assert np.abs(got - model(ids).numpy()).max() <= tol
+    assert private.cost(2).comparisons == 0
+    oblivious = tp.keras.convert(model, policy=tp.Policy(owner_side=False))
+    assert oblivious.cost(2).comparisons == 2 * ids.size * vocab
+    got = private.predict(tp.share(ids), reveal=True).numpy()
+    assert np.abs(got - model(ids).numpy()).max() <= tol
     shared = tp.share(np.array([[vocab, 5, 5], [0, 0, 0]], np.int32))   # one id out of range
     got = private.predict(shared, reveal=True).numpy()
     assert not got[0, 0].any()
     table = model.layers[0].embeddings.numpy()
-    assert np.abs(got[1] - table[[0, 0, 0]]).max() <= u / 2 + 2 * u
+    assert np.abs(got[1] - table[[0, 0, 0]]).max() <= tol
 
 
 def test_gather_by_private_indices_along_an_inner_axis():
@@ -272,7 +282,8 @@ def test_gelu_both_forms(ring):
     cfg = tp.get_runtime().config
     for approximate, bound in ((True, gelu_tanh_tol), (False, gelu_exact_tol)):
         fn = tf.function(lambda v: tf.nn.gelu(v, approximate=approximate))
-        got = tp.convert(fn, spec).predict(x, reveal=True).numpy()
+        got = tp.convert(fn, spec, policy=tp.Policy(owner_side=False)).predict(
+            x, reveal=True).numpy()     # on shares, not at the data owner
         err = np.abs(got - fn(x).numpy())
         assert np.all(err <= bound(x, cfg.frac_bits, ring)), (approximate, err.max())
 
@@ -284,8 +295,9 @@ def test_layer_norm_with_a_small_epsilon_is_refused():
     Rsqrt, each converted on its own.)"""
     model = seeded(lambda: tf.keras.Sequential([L.InputLayer((4,)),
                                                 L.LayerNormalization(epsilon=1e-4)]))
+    # on the raw input it would run at the data owner (Policy.owner_side)
     with pytest.raises(tp.UnsupportedOpError, match="epsilon >= 0.001"):
-        tp.keras.convert(model)
+        tp.keras.convert(model, policy=tp.Policy(owner_side=False))
 
 
 def test_every_unsupported_node_in_one_error():
@@ -307,13 +319,19 @@ def test_private_cond_becomes_a_select(ring):
     def f(x):
         return tf.cond(tf.reduce_sum(x) > 0, lambda: x * 2.0, lambda: x * 3.0 - 1.0)
 
-    private = tp.convert(f)
+    # on shares (by default the data owner would compute it all: below)
+    private = tp.convert(f, policy=tp.Policy(owner_side=False))
+    at_owner = tp.convert(f)
+    u = 2.0 ** -tp.get_runtime().config.frac_bits
     for v in ([1.0, 2.0, 3.0], [-1.0, -2.0, 0.5]):
         x = np.array(v, np.float32)
         got = private.predict(x, reveal=True).numpy()
         np.testing.assert_allclose(got, f(x).numpy(), atol=1e-3 if ring == 64 else 1e-5)
+        got = at_owner.predict(x, reveal=True).numpy()   # f(x) exactly, then encoded
+        np.testing.assert_allclose(got, f(x).numpy(), atol=u)
     # both branches run and one comparison selects: the bill shows it
     assert private.cost().comparisons == 1
+    assert (at_owner.cost().comparisons, at_owner.cost().multiplications) == (0, 0)
     # with a public input the same function runs in the clear
     out = tp.convert(f, policy=tp.Policy(inputs="public", weights="public")).predict(
         np.array([1.0, 2.0, 3.0], np.float32))
@@ -388,7 +406,9 @@ def test_the_policy_chooses_the_comparison_family(ring):
 
 def test_public_weights_are_local_products(ring):
     model = seeded(lambda: tf.keras.Sequential([L.InputLayer((5,)), L.Dense(3)]))
-    private = tp.keras.convert(model, policy=tp.Policy(weights="public"))
+    # public weights with the input shared (by default the data owner could
+    # compute the whole public model itself: Policy.owner_side)
+    private = tp.keras.convert(model, policy=tp.Policy(weights="public", owner_side=False))
     assert private.cost(4).multiplications == 0
     x = np.random.default_rng(6).normal(size=(4, 5)).astype(np.float32)
     got = private.predict(x, reveal=True).numpy()

@@ -153,7 +153,9 @@ def _convert_and_compare(ops, inputs):
     fn = tf.function(lambda *a: (lambda out: [tf.nest.flatten(out[k])[i] for k, i in keys])(
         ops(*a)))
     specs = [tf.TensorSpec(v.shape, tf.float32) for v in inputs]
-    private = tp.convert(fn, specs, passes=False)
+    # on shares: by default the data owner would compute these ops on its
+    # own input before sharing (Policy.owner_side)
+    private = tp.convert(fn, specs, passes=False, policy=tp.Policy(owner_side=False))
     traced = private._traced
     private_ = private_nodes(traced, private.policy)
     seen = {n.op for n in traced.graph_def.node if reads_private(n, private_)}

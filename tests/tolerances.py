@@ -60,6 +60,22 @@ def select_tol(levels: int, frac_bits: int) -> float:
     return TRUNC_ULPS * levels * ulp(frac_bits)
 
 
+def one_hot_gather_tol(frac_bits: int) -> float:
+    """A gather of a private table by a private one-hot (Keras Embedding):
+    the one-hot is integer bits (the data owner's, Policy.owner_side, or the
+    oblivious lookup's equalities), so the product by the table needs no
+    truncation and each output is the table entry's encoding exactly."""
+    return encode_tol(frac_bits)
+
+
+def owner_dense_tol(h, w, frac_bits: int) -> np.ndarray:
+    """A Dense layer (kernel w, a bias) on h, values the data owner computed
+    in float32 (as Keras does) and shared (Policy.owner_side): h and w
+    encoded, their private product (matmul_tol), the encoded bias (ulp/2).
+    What the owner computed adds nothing: it is Keras' own float32."""
+    return matmul_tol(h, w, frac_bits) + encode_tol(frac_bits)
+
+
 #: accuracy target of one derived function (exp, log, sigmoid, ...) per ring
 #: width, as tests/test_numerics.py enforces and docs/numerics.md measures:
 #: DESIGN §3's 1e-4 with f = 20; with f = 16 the ulp is 16 times coarser and

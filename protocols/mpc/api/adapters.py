@@ -390,26 +390,41 @@ def _oblivious_gather(env, node, params, ids, axis: int):
     """params gathered along `axis` by private indices, none of them
     revealed: the one-hot [ids == j] of each index (j = 0..n-1 along the
     axis: n private equalities, integer bits) times params, one matrix
-    product (exact bits, so the result is params' encoding plus one
-    truncation). An index outside [0, n) selects nothing: its row is 0
-    (TF raises there; the servers cannot look)."""
+    product without truncation (the bits are integers), so the result is
+    params' encoding exactly. An index outside [0, n) selects nothing: its
+    row is 0 (TF raises there; the servers cannot look)."""
+    n = gather_rows(node, params, ids.shape, axis)
+    bits = impl("equal")(impl("reshape")(ids, [-1, 1]), np.arange(n, dtype=np.float64))
+    return gather_by_one_hot(params, bits, ids.shape, axis)
+
+
+def gather_rows(node, params, ids_shape, axis: int) -> int:
+    """The number of rows a gather by private (or owner-side) indices
+    chooses from; refuses what the one-hot product cannot do."""
     if int(node.attr.get("batch_dims", 0) or 0):
         raise Unsupported("a gather with batch_dims by private indices",
                           "gather with batch_dims=0")
     shape = params.shape
-    if shape.rank is None or not shape.is_fully_defined() or not ids.shape.is_fully_defined():
+    if shape.rank is None or not shape.is_fully_defined() or not ids_shape.is_fully_defined():
         raise Unsupported("a gather by private indices with shapes unknown when converting",
                           "give the model static shapes")
-    dims = shape.as_list()
+    return shape.as_list()[axis % shape.rank]
+
+
+def gather_by_one_hot(params, bits, ids_shape, axis: int):
+    """tf.gather(params, ids, axis) from the one-hot of ids, [m, n] private
+    integer bits (m = ids' size, n = params' size along axis): one private
+    matrix product, exact (converters/owner.py's one-hot made by the data
+    owner, or _oblivious_gather's equalities)."""
+    dims = params.shape.as_list()
     axis %= len(dims)
     n = dims[axis]
     rest = dims[:axis] + dims[axis + 1:]
     perm = [axis] + [i for i in range(len(dims)) if i != axis]
     table = impl("reshape")(impl("transpose")(params, perm), [n, -1])
-    bits = impl("equal")(impl("expand_dims")(ids, -1), np.arange(n, dtype=np.float64))
-    out = impl("matmul")(impl("reshape")(bits, [-1, n]), table)
-    k = ids.shape.rank
-    out = impl("reshape")(out, ids.shape.as_list() + rest)
+    out = impl("matmul")(bits, table)
+    k = ids_shape.rank
+    out = impl("reshape")(out, ids_shape.as_list() + rest)
     if axis:   # TF's order: params' leading axes, then the indices', then the rest
         lead = list(range(k, k + axis))
         out = impl("transpose")(out, lead + list(range(k)) + list(range(k + axis,

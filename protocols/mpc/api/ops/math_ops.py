@@ -20,7 +20,7 @@ from ...runtime import shares as sh
 TensorLike = Union[PrivateTensor, tf.Tensor, np.ndarray, float, int]
 
 
-def share(x, name: Optional[str] = None) -> PrivateTensor:
+def share(x, name: Optional[str] = None, bits: bool = False) -> PrivateTensor:
     """Secret-shares x between S1 and S2.
 
     x is encoded in fixed point on the client device (range-checked: NaN, Inf
@@ -31,29 +31,39 @@ def share(x, name: Optional[str] = None) -> PrivateTensor:
     Args:
       x: a float32/float64/int32/int64 tensor or anything convertible to one.
       name: a name used in error messages (default: the tensor's name if any).
+      bits: x holds only 0 and 1 (a one-hot the data owner made): shared as
+        integer bits (no 2^f scale, a boolean PrivateTensor, as a
+        comparison's bits are held), so a product by them needs no
+        truncation and selects the other operand's encoding exactly.
 
     Returns:
-      A PrivateTensor that reveals to x's dtype.
+      A PrivateTensor that reveals to x's dtype (bool with bits=True).
 
     Example:
       >>> p = tp.share([[1.0, 2.0], [3.0, 4.0]], name="features")
     """
     h = C.handle_of()
     t = tf.convert_to_tensor(x)
+    if bits and t.dtype == tf.bool:
+        t = tf.cast(t, tf.int32)
     dtype = t.dtype
     if dtype not in C.ENCODABLE:
         raise TypeError(f"tp.share takes float32, float64, int32 or int64 values, got "
                         f"{dtype.name}" + (f" for '{name}'" if name else ""))
     label = name or ("" if tf.executing_eagerly() else t.name)
     with tf.device(h.runtime.device("client")):
-        encoded = _encode_checked(h, t, label)
+        if bits:
+            # unscaled (f = 0); the bound 2 refuses anything of magnitude >= 2
+            encoded = _encode_checked(h, t, label, frac_bits=0, bound=2.0)
+        else:
+            encoded = _encode_checked(h, t, label)
         s = h.backend.share(encoded)
-    return C.wrap(h, s, dtype)
+    return C.wrap_bits(h, s) if bits else C.wrap(h, s, dtype)
 
 
-def _encode_checked(h, t: tf.Tensor, label: str) -> tf.Tensor:
+def _encode_checked(h, t: tf.Tensor, label: str, **encoding) -> tf.Tensor:
     try:
-        return h.backend.encode(t, "client", label)
+        return h.backend.encode(t, "client", label, **encoding)
     except tf.errors.InvalidArgumentError as e:
         # Eager: a ValueError, as for any bad argument (in a graph the kernel's
         # InvalidArgumentError, which carries the same message, is raised at run).
@@ -277,6 +287,13 @@ def matmul(a: TensorLike, b: TensorLike, transpose_a: bool = False,
     a = C.broadcast(h, a, batch.concatenate(sa[-2:]))
     b = C.broadcast(h, b, batch.concatenate(sb[-2:]))
     if C.is_private(a) and C.is_private(b):
+        (ha, ia), (hb, ib) = C.bit_shares(a), C.bit_shares(b)
+        if ia != ib:
+            # one operand holds integer bits (a comparison's, or a one-hot
+            # shared as bits): the ring product with the other's fixed-point
+            # shares is fixed point already, so no truncation: exact (issue 27)
+            return C.wrap(h, h.backend.mul(ha if ia else C.shares(a), hb if ib else C.shares(b),
+                                           "matmul", truncate=False), dtype)
         return C.wrap(h, h.backend.mul(C.shares(a), C.shares(b), "matmul"), dtype)
     if C.is_private(a):
         s = h.backend.mul_public(C.shares(a), b, "matmul", name=name or "")

@@ -70,6 +70,9 @@ class PrivateModel:
             for x, spec in zip(inputs, self._traced.input_specs):
                 if isinstance(x, PrivateTensor) or policy.inputs == "public":
                     xs.append(x)
+                elif x.dtype == tf.bool:   # a mask: shared as integer bits
+                    xs.append(registry.get("share").impl(x, name=spec.name or "input",
+                                                         bits=True))
                 else:
                     xs.append(registry.get("share").impl(x, name=spec.name or "input"))
         try:

@@ -215,6 +215,32 @@ def test_multi_head_attention_causal_mask(ring):
     assert np.all(err <= tol), (err.max(), tol.min())
 
 
+def test_multi_head_attention_mask_input(ring):
+    """attention_mask as a model input (bool [B, T, S]): the data owner
+    turns its mask into the additive term before sharing (owner-side, the
+    default policy); a mask already shared (a PrivateTensor of 0/1 ints)
+    and Policy(owner_side=False) (the bool input shared as integer bits)
+    compute it on shares. All within mha_tol with the mask."""
+    inp, mask_in = tf.keras.Input((4, 6)), tf.keras.Input((4, 4), dtype=tf.bool)
+    layer = L.MultiHeadAttention(num_heads=2, key_dim=3)
+    model = seeded(lambda: tf.keras.Model([inp, mask_in],
+                                          layer(inp, inp, attention_mask=mask_in)))
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 1, (2, 4, 6)).astype(np.float32)
+    mask = rng.uniform(size=(2, 4, 4)) > 0.4
+    mask[:, :, 0] = True                    # every row attends somewhere
+    want = model([x, mask]).numpy()
+    tol = mha_tol(layer, x, tp.get_runtime().config.frac_bits, ring, mask=mask)
+    owner = tp.keras.convert(model)
+    runs = [owner.predict([x, mask], reveal=True),
+            owner.predict([x, tp.share(mask.astype(np.int32))], reveal=True),
+            tp.keras.convert(model, policy=tp.Policy(owner_side=False)).predict(
+                [x, mask], reveal=True)]
+    for got in runs:
+        err = np.abs(got.numpy() - want)
+        assert np.all(err <= tol), (err.max(), tol.min())
+
+
 @pytest.mark.parametrize("use_scale,causal", [(False, False), (True, True)])
 def test_attention_layer(ring, use_scale, causal):
     """Keras Attention([query, value]) (Luong dot scores; key = value):

@@ -28,6 +28,7 @@ from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.adapters import Node, Unsupported, Weight  # noqa: F401
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
+from . import loops
 from .passes import LOCAL_OPS
 from .trace import Traced, private_nodes, reads_private, src, topo
 
@@ -188,14 +189,19 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
                    f"call tp.{op.name} yourself" if op else fix)
 
 
-def analyse(traced: Traced, policy: Policy) -> List[Problem]:
+def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
     """Every node that would see a private value and has no private
-    implementation, before anything runs."""
-    private = private_nodes(traced, policy)
+    implementation, before anything runs. `private`: the private nodes, if
+    not the policy's (a loop's body: converters/loops.py)."""
+    private = private_nodes(traced, policy) if private is None else private
     problems = []
     for n in topo(traced.graph_def):
         if not reads_private(n, private):
             continue   # it sees only public values: runs as the TF op it is
+        if n.op in loops.WHILE:
+            problems.extend(loops.problems(n, traced, private,
+                                           lambda t, p: analyse(t, policy, p), Problem))
+            continue
         problem = node_problem(n, traced.layer_of.get(n.name, ""))
         refusal = getattr(lookup(n.op), "static_refusal", None)
         if problem is None and refusal is not None:
@@ -371,7 +377,10 @@ def eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
         isinstance(v, Weight) for v in ins)
     if n.op in _PASS_THROUGH and len(ins) == 1:
         outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
-    elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
+    elif n.op in loops.WHILE:
+        outs = loops.run(n, traced, env, ins, evaluate)
+    elif n.op in loops.LISTS or private_weight or any(
+            isinstance(v, PrivateTensor) for v in ins):
         fn = lookup(n.op)
         if fn is None:  # analyse() reported it; reaching here is a bug
             raise UnsupportedOpError([Problem(n.name, n.op, node.layer,

@@ -1,0 +1,303 @@
+"""While loops in the converted graph (issue 27: Keras LSTM, GRU, SimpleRNN;
+DESIGN §11, control flow over private values runs on each share holder or
+is refused).
+
+A traced model with a loop is frozen with its loops kept functional
+(trace.py): a While node names its condition and body, functions of the
+graph's library, each converted here as a small graph of its own by the
+same rewrite (rewrite.evaluate). The converted loop is a tf.while_loop
+over the loop variables, PrivateTensors where private: each share stays
+on its holder from iteration to iteration (a while loop keeps a loop
+variable on the party it entered on, protocols/mpc/api/control_flow.py),
+so every holder runs its own loop, and the graph holds the body once (or
+twice, see peeling) whatever the number of time steps.
+
+What converts: a loop whose condition sees public values only (counters,
+shapes, constants); its trip count is computed while converting from the
+public part of the loop (`_trip_count`) and is part of the bill. A
+condition that depends on a private value is refused (the servers cannot
+branch on what they may not learn).
+
+Peeling: a loop variable that enters public and leaves the body private
+(Keras's initial states, zeros; its output TensorList, reserved with the
+batch dimension unknown) has no type tf.while_loop can carry yet. The
+first iteration then runs before the loop, in the enclosing graph, and
+gives every variable its private form and static shape; the loop runs
+the rest.
+
+Cost: the body is traced once; its protocol calls declare their bill in a
+recorder of their own, and the loop declares it once per iteration (what
+the channel counts in TF state, per iteration).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence, Set, Tuple
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
+
+from tf_privpy.protocols.mpc.runtime import context, cost
+from tf_privpy.protocols.mpc.api import sequence_adapters as SA
+from tf_privpy.protocols.mpc.api.adapters import Unsupported, Weight
+from tf_privpy.protocols.mpc.api.ops.array_ops import _public_as_private
+from tf_privpy.protocols.mpc.api.value import PrivateTensor
+
+from .trace import PUBLIC_OUTPUT_OPS, Traced, reads_private, src, topo
+
+WHILE = frozenset({"While", "StatelessWhile"})
+#: node types converted by their adapter whatever their inputs: TensorLists
+#: are held densely, public ones too (sequence_adapters.py)
+LISTS = frozenset(SA.LIST_OPS)
+#: a trip count above this is taken for a loop that does not end
+MAX_TRIPS = 1_000_000
+
+PRIVATE_CONDITION = (
+    "a loop whose condition depends on a private value: the servers cannot decide "
+    "whether to go on without revealing it",
+    "loop a public number of times (a count known from shapes or constants), reveal "
+    "the condition yourself first (tp.reveal: an explicit, visible declassification), "
+    "or make the input public (Policy(inputs='public'))")
+
+
+# ----------------------------------------------------- the loop's functions
+def function(traced: Traced, name: str, layer: str) -> Traced:
+    """The library function `name` of the traced graph as a Traced of its
+    own (arguments as placeholders), cached on the Traced."""
+    cache = traced.__dict__.setdefault("_loop_functions", {})
+    if name not in cache:
+        lib = {f.signature.name: f for f in traced.graph_def.library.function}
+        if name not in lib:
+            raise Unsupported(f"a loop whose function {name} is not in the frozen graph",
+                              "trace the model with tp.keras.convert or tp.convert")
+        fdef = lib[name]
+        gd, flat = function_def_to_graph_def(fdef)
+        gd.library.CopyFrom(traced.graph_def.library)   # nested loops
+        inputs = [a.name for a in fdef.signature.input_arg]
+        outputs = [flat[fdef.ret[a.name]] for a in fdef.signature.output_arg]
+        cache[name] = Traced(gd, inputs, [], outputs, {}, {n.name: layer for n in gd.node})
+    return cache[name]
+
+
+def _functions(n, traced: Traced, layer: str) -> Tuple[Traced, Traced]:
+    names = []
+    for key in ("cond", "body"):
+        a = n.attr[key]
+        names.append(a.func.name)
+    return function(traced, names[0], layer), function(traced, names[1], layer)
+
+
+def private_of(traced: Traced, seeds: Set[str]) -> Set[str]:
+    """Nodes of `traced` whose outputs are private when the nodes `seeds`
+    (its private arguments) are: trace.private_nodes' rule."""
+    private = set(seeds)
+    for n in topo(traced.graph_def):
+        if n.op not in PUBLIC_OUTPUT_OPS and reads_private(n, private):
+            private.add(n.name)
+    return private
+
+
+def _privacy(body: Traced, entering: Sequence[bool]) -> Tuple[List[bool], Set[str]]:
+    """Which loop variables are private: those entering private, and those
+    the body makes private from them, to a fixed point."""
+    priv = list(entering)
+    while True:
+        inside = private_of(body, {a for a, p in zip(body.inputs, priv) if p})
+        nxt = [p or src(o)[0] in inside for p, o in zip(priv, body.outputs)]
+        if nxt == priv:
+            return priv, inside
+        priv = nxt
+
+
+def _invariant(body: Traced) -> List[bool]:
+    """Loop variables the body returns unchanged (weights, the input
+    sequence, the number of steps): captured by the converted loop, not
+    carried."""
+    nodes = {n.name: n for n in body.graph_def.node}
+    out = []
+    for arg, o in zip(body.inputs, body.outputs):
+        name = src(o)[0]
+        while nodes[name].op == "Identity":
+            name = src(nodes[name].input[0])[0]
+        out.append(name == arg)
+    return out
+
+
+def problems(n, traced: Traced, private: Set[str], analyse: Callable, problem: Callable):
+    """The reasons a While node cannot be converted (rewrite.analyse): a
+    private condition, or the body's own unsupported nodes."""
+    layer = traced.layer_of.get(n.name, "")
+    cond, body = _functions(n, traced, layer)
+    entering = [src(i)[0] in private for i in n.input if not i.startswith("^")]
+    priv, inside = _privacy(body, entering)
+    seen = private_of(cond, {a for a, p in zip(cond.inputs, priv) if p})
+    if any(src(o)[0] in seen for o in cond.outputs):
+        return [problem(n.name, n.op, layer, *PRIVATE_CONDITION)]
+    return analyse(body, inside)
+
+
+# --------------------------------------------------------------- running
+def _private(env, v) -> bool:
+    return isinstance(v, PrivateTensor) or (
+        isinstance(v, Weight) and env.policy.weights == "private")
+
+
+def _static(v) -> bool:
+    return isinstance(v, (np.ndarray, np.generic, int, float, bool))
+
+
+def _nested(env, evaluate, traced: Traced, args: Sequence[Any]) -> List[Any]:
+    """rewrite.evaluate of a loop's function inside the enclosing
+    evaluation, whose state on env it keeps."""
+    saved = {k: getattr(env, k, None) for k in ("branch_tags", "nodes", "batched")}
+    try:
+        return evaluate(traced, env, list(args))
+    finally:
+        inner = env.batched
+        for k, v in saved.items():
+            setattr(env, k, v)
+        for kind, (calls, nodes) in (inner or {}).items():
+            c, m = env.batched.get(kind, [0, 0])
+            env.batched[kind] = [c + calls, m + nodes]
+
+
+def _prune(traced: Traced, private: Set[str], wanted: Sequence[str]) -> tf.compat.v1.GraphDef:
+    """The public nodes `wanted` depends on, without control edges from
+    private ones: the public part of a loop's function."""
+    nodes = {n.name: n for n in traced.graph_def.node}
+    keep, stack = set(), [src(w)[0] for w in wanted]
+    while stack:
+        name = stack.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        stack.extend(src(i)[0] for i in nodes[name].input if not i.startswith("^"))
+    gd = tf.compat.v1.GraphDef()
+    gd.library.CopyFrom(traced.graph_def.library)
+    for n in traced.graph_def.node:
+        if n.name in keep:
+            c = gd.node.add()
+            c.CopyFrom(n)
+            del c.input[:]
+            c.input.extend(i for i in n.input if not i.startswith("^") or
+                           (src(i)[0] in keep and src(i)[0] not in private))
+    return gd
+
+
+def _trip_count(cond: Traced, body: Traced, priv: List[bool], inv: List[bool],
+                values: Sequence[Any]) -> int:
+    """How many times the loop runs, computed now from its public part: the
+    condition and the public carried variables depend on public values only
+    (by `_privacy`), which must be known while converting."""
+    pub = [i for i, p in enumerate(priv) if not p and not inv[i]]
+    cond_priv = private_of(cond, {a for a, p in zip(cond.inputs, priv) if p})
+    body_priv = private_of(body, {a for a, p in zip(body.inputs, priv) if p})
+    cond_gd = _prune(cond, cond_priv, cond.outputs)
+    body_gd = _prune(body, body_priv, [body.outputs[i] for i in pub])
+    needed = {n.name for n in cond_gd.node} | {n.name for n in body_gd.node}
+    for i, (a, v) in enumerate(zip(body.inputs, values)):
+        if (a in needed or cond.inputs[i] in needed) and not _static(v):
+            raise Unsupported("a loop whose number of iterations is not known when "
+                              "converting", "give the model static shapes (a fixed number "
+                              "of time steps)")
+
+    def feed(graph_def: tf.compat.v1.GraphDef, args: List[str], vs: Dict[int, Any], outs):
+        present = {n.name for n in graph_def.node}
+        mapping = {f"{a}:0": vs[i] if i in vs else tf.constant(values[i])
+                   for i, a in enumerate(args) if a in present and _static(values[i])}
+        mapping.update({f"{a}:0": vs[i] for i, a in enumerate(args) if i in vs and a in present})
+        return tf.graph_util.import_graph_def(graph_def, input_map=mapping,
+                                              return_elements=list(outs), name="trips")
+
+    def count():
+        def c(k, *v):
+            return feed(cond_gd, cond.inputs, dict(zip(pub, v)), cond.outputs)[0]
+
+        def b(k, *v):
+            out = feed(body_gd, body.inputs, dict(zip(pub, v)),
+                       [body.outputs[i] for i in pub])
+            return (k + 1,) + tuple(out)
+        start = (tf.constant(0),) + tuple(tf.constant(values[i]) for i in pub)
+        return tf.while_loop(c, b, start, maximum_iterations=MAX_TRIPS + 1)[0]
+
+    with tf.init_scope():
+        trips = int(tf.compat.v1.wrap_function(count, [])().numpy())
+    if trips > MAX_TRIPS:
+        raise Unsupported(f"a loop that runs more than {MAX_TRIPS} times",
+                          "check the loop's condition")
+    return trips
+
+
+def _as_carried(env, v, private: bool, what: str):
+    """A carried variable's value in the form tf.while_loop carries."""
+    if isinstance(v, SA.Reserved):
+        raise Unsupported(f"a loop whose {what} is a TensorList it never writes",
+                          "write the list in the loop, or keep it out of the loop")
+    v = env.operand(v)
+    if private and not isinstance(v, PrivateTensor):
+        return _public_as_private(context.get_handle(), v)
+    return v if isinstance(v, PrivateTensor) else tf.convert_to_tensor(v)
+
+
+def _scaled(bill: cost.Cost, k: int) -> cost.Cost:
+    out = cost.Cost(rounds=bill.rounds * k, multiplications=bill.multiplications * k,
+                    comparisons=bill.comparisons * k)
+    out.links = {link: [m * k, b * k] for link, (m, b) in bill.links.items()}
+    return out
+
+
+def run(n, traced: Traced, env, ins: List[Any], evaluate: Callable) -> List[Any]:
+    """The outputs of a While node on `ins` (rewrite.evaluate's values)."""
+    layer = traced.layer_of.get(n.name, "")
+    cond, body = _functions(n, traced, layer)
+    priv, _ = _privacy(body, [_private(env, v) for v in ins])
+    inv = _invariant(body)
+    trips = _trip_count(cond, body, priv, inv, ins)
+    values = list(ins)
+    if trips == 0:
+        return values
+    carried = [i for i in range(len(values)) if not inv[i]]
+    if any(isinstance(values[i], SA.Reserved) or (priv[i] and not _private(env, values[i]))
+           for i in carried):
+        # peel the first iteration (module docstring)
+        outs = _nested(env, evaluate, body, values)
+        for i in carried:
+            values[i] = outs[i]
+        trips -= 1
+        if trips == 0:
+            return values
+    start = [_as_carried(env, values[i], priv[i], f"loop variable {i}") for i in carried]
+    bills = []
+
+    def args_of(vs):
+        args = list(values)
+        for i, v in zip(carried, vs):
+            args[i] = v
+        return args
+
+    def cond_fn(*vs):
+        (c,) = _nested(env, evaluate, cond, args_of(vs))
+        if isinstance(c, PrivateTensor):   # problems() refused it; a bug if here
+            raise Unsupported(*PRIVATE_CONDITION)
+        return tf.convert_to_tensor(c)
+
+    def body_fn(*vs):
+        with cost.paused(), cost.record() as bill:
+            outs = _nested(env, evaluate, body, args_of(vs))
+            new = []
+            for i, v0 in zip(carried, vs):
+                v = _as_carried(env, outs[i], priv[i], f"loop variable {i}")
+                new.append(v if isinstance(v, PrivateTensor) else tf.cast(v, v0.dtype))
+        bills.append(bill)
+        return tuple(new)
+
+    out = tf.while_loop(cond_fn, body_fn, tuple(start), parallel_iterations=1)
+    out = list(out) if isinstance(out, (list, tuple)) else [out]
+    # each iteration's messages, in sequence after everything so far, and the
+    # loop's results ready after them
+    cost.declare_in_sequence(_scaled(bills[-1], trips))
+    cost.propagate((), [s for v in out if isinstance(v, PrivateTensor)
+                        for s in (v.share0, v.share1)])
+    for i, v in zip(carried, out):
+        values[i] = v
+    return values

@@ -46,9 +46,20 @@ from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from .trace import PUBLIC_OUTPUT_OPS, Traced, reads_private, src, topo
 
 WHILE = frozenset({"While", "StatelessWhile"})
-#: node types converted by their adapter whatever their inputs: TensorLists
-#: are held densely, public ones too (sequence_adapters.py)
-LISTS = frozenset(SA.LIST_OPS)
+#: TensorList op type -> the adapter that converts it whatever its inputs:
+#: lists are held densely, public ones too (sequence_adapters.py)
+LISTS = SA.LIST_ADAPTERS
+
+
+def list_problems(traced: Traced, problem: Callable) -> list:
+    """TensorList ops other than LISTS, private or not: held densely, a list
+    is no longer what TF's own kernels of those ops read."""
+    return [problem(n.name, n.op, traced.layer_of.get(n.name, ""),
+                    "a TensorList op the converter does not hold lists for",
+                    "use TensorLists as Keras's recurrent layers do (from a tensor, "
+                    "reserve, get and set an item at a public index, stack)")
+            for n in traced.graph_def.node
+            if n.op.startswith("TensorList") and n.op not in LISTS]
 #: a trip count above this is taken for a loop that does not end
 MAX_TRIPS = 1_000_000
 

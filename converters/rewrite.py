@@ -194,7 +194,7 @@ def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
     implementation, before anything runs. `private`: the private nodes, if
     not the policy's (a loop's body: converters/loops.py)."""
     private = private_nodes(traced, policy) if private is None else private
-    problems = []
+    problems = loops.list_problems(traced, Problem)
     for n in topo(traced.graph_def):
         if not reads_private(n, private):
             continue   # it sees only public values: runs as the TF op it is
@@ -379,8 +379,9 @@ def eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
         outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
     elif n.op in loops.WHILE:
         outs = loops.run(n, traced, env, ins, evaluate)
-    elif n.op in loops.LISTS or private_weight or any(
-            isinstance(v, PrivateTensor) for v in ins):
+    elif n.op in loops.LISTS:
+        outs = loops.LISTS[n.op](env, node, ins)
+    elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
         fn = lookup(n.op)
         if fn is None:  # analyse() reported it; reaching here is a bug
             raise UnsupportedOpError([Problem(n.name, n.op, node.layer,

@@ -396,7 +396,6 @@ _CONVERTER_ONLY = [
     _only(["ReverseV2"], SA.reverse, "Reversal along static axes (go_backwards); local."),
     # --------------------------- the TensorLists of a loop (Keras RNNs), held dense
     _only(["TensorListFromTensor"], SA.from_tensor, "A tensor's elements along axis 0."),
-    _only(["TensorListReserve"], SA.reserve, "An empty list of a static length."),
     _only(["TensorListGetItem"], SA.get_item, "An element at a public index; local.", 0.0,
           "public index"),
     _only(["TensorListSetItem"], SA.set_item, "An element written at a public index; local.",

@@ -28,10 +28,6 @@ from .adapters import Unsupported, impl, private, static
 from .ops import _common as C
 from .ops.array_ops import _public_as_private
 
-#: the TensorList op types with an adapter here (the loop converter needs
-#: to know them: they see public lists too)
-LIST_OPS = ("TensorListFromTensor", "TensorListReserve", "TensorListGetItem",
-            "TensorListSetItem", "TensorListStack", "TensorListLength")
 
 
 @dataclasses.dataclass
@@ -215,3 +211,12 @@ def reverse(env, node, ins):
         x = impl("gather")(x, np.arange(n - 1, -1, -1), int(a))
     return [x]
 
+
+
+#: TensorList op type -> adapter: the converter runs these whatever their
+#: inputs (public lists are held densely too); the registry's rows name
+#: those that can see a private value (not TensorListReserve: its inputs
+#: are a shape and a length)
+LIST_ADAPTERS = {"TensorListFromTensor": from_tensor, "TensorListReserve": reserve,
+                 "TensorListGetItem": get_item, "TensorListSetItem": set_item,
+                 "TensorListStack": stack, "TensorListLength": length}

@@ -240,14 +240,65 @@ def _trip_count(cond: Traced, body: Traced, priv: List[bool], inv: List[bool],
 
 
 def _as_carried(env, v, private: bool, what: str):
-    """A carried variable's value in the form tf.while_loop carries."""
+    """A carried variable's value in the form tf.while_loop carries. A
+    public value known while converting (Keras's zero initial states) that
+    the loop makes private becomes a sharing made on the holders, with no
+    message; one computed at run time reaches S1 through the channel."""
     if isinstance(v, SA.Reserved):
         raise Unsupported(f"a loop whose {what} is a TensorList it never writes",
                           "write the list in the loop, or keep it out of the loop")
     v = env.operand(v)
     if private and not isinstance(v, PrivateTensor):
-        return _public_as_private(context.get_handle(), v)
+        h = context.get_handle()
+        if _static(v):
+            with h.backend.on(0):
+                v = tf.constant(v)
+        return _public_as_private(h, v)
     return v if isinstance(v, PrivateTensor) else tf.convert_to_tensor(v)
+
+
+def _shape_of(v) -> List:
+    if isinstance(v, Weight):
+        return list(v.value.shape)
+    return tf.TensorShape(getattr(v, "shape", np.shape(v))).as_list()
+
+
+def _written_shapes(n, body: Traced, values: Sequence[Any], lists: Sequence[int]):
+    """The element shape of each reserved list in `lists` that the body
+    writes, from TF's shape inference on the plaintext body with the loop
+    variables' shapes (nothing runs; only shapes, which are public): {index:
+    shape}, or None if one is not known (the first iteration is peeled)."""
+    types = [tf.as_dtype(t) for t in n.attr["T"].list.type]
+    g = tf.Graph()
+    with g.as_default():
+        feeds = {}
+        for a, v, t in zip(body.inputs, values, types):
+            if t == tf.variant:
+                if isinstance(v, SA.Reserved):
+                    shape = [-1 if d is None else d for d in v.element_shape or []]
+                    if v.element_shape is None:
+                        shape = -1
+                    lst = tf.raw_ops.TensorListReserve(element_shape=shape, num_elements=v.n,
+                                                       element_dtype=v.dtype)
+                else:
+                    dense = _shape_of(v)
+                    lst = tf.raw_ops.TensorListFromTensor(
+                        tensor=tf.compat.v1.placeholder(v.dtype, dense),
+                        element_shape=[-1 if d is None else d for d in dense[1:]])
+                feeds[f"{a}:0"] = lst
+            else:
+                feeds[f"{a}:0"] = tf.compat.v1.placeholder(t, _shape_of(v))
+        outs = tf.graph_util.import_graph_def(body.graph_def, input_map=feeds,
+                                              return_elements=list(body.outputs), name="shapes")
+    found = {}
+    for i in lists:
+        op = outs[i].op
+        while op.type == "Identity":
+            op = op.inputs[0].op
+        if op.type != "TensorListSetItem" or not op.inputs[2].shape.is_fully_defined():
+            return None
+        found[i] = op.inputs[2].shape.as_list()
+    return found
 
 
 def _scaled(bill: cost.Cost, k: int) -> cost.Cost:
@@ -268,8 +319,13 @@ def run(n, traced: Traced, env, ins: List[Any], evaluate: Callable) -> List[Any]
     if trips == 0:
         return values
     carried = [i for i in range(len(values)) if not inv[i]]
-    if any(isinstance(values[i], SA.Reserved) or (priv[i] and not _private(env, values[i]))
-           for i in carried):
+    reserved = [i for i in carried if isinstance(values[i], SA.Reserved)]
+    shapes = _written_shapes(n, body, values, reserved) if reserved else {}
+    for i, shape in (shapes or {}).items():
+        r = values[i]
+        values[i] = (SA.private_zeros([r.n] + shape, r.dtype) if priv[i] else
+                     np.zeros([r.n] + shape, r.dtype.as_numpy_dtype))
+    if shapes is None:
         # peel the first iteration (module docstring)
         outs = _nested(env, evaluate, body, values)
         for i in carried:

@@ -358,8 +358,9 @@ def rnn_tol(layer, x, ex, frac_bits: int, ring_bits: int):
     most ex, against the float64 plaintext recurrence, step by step as the
     converted loop computes it: a product of private values a·b is off by
     |a|·eb + ea·|b| + ea·eb plus one truncation (x@W and h@U likewise,
-    _noisy_matmul), weights and biases by their encoding (ulp/2), sigmoid
-    moves by a quarter of its input's error, tanh by all of it, each plus its
+    _noisy_matmul), weights and biases by their encoding (ulp/2), sigmoid and
+    tanh by their input's error times their largest slope within it (mean
+    value theorem: sigmoid's at most 1/4, tanh's 1), each plus its
     ACTIVATION_TOL; 1 - z is exact. The bound grows with the steps as far as
     the recurrence lets it (the forget gate f < 1 damps the cell's error).
     Returns (plaintext outputs, their bounds), each [batch, steps, units] in
@@ -384,11 +385,13 @@ def rnn_tol(layer, x, ex, frac_bits: int, ring_bits: int):
     def prod(a, ea, v, ev):
         return a * v, np.abs(a) * ev + ea * np.abs(v) + ea * ev + trunc
 
-    def sigmoid(z, ez):
-        return sig(z), ez / 4 + act["sigmoid"]
+    def sigmoid(z, ez):   # slope sig·(1 - sig), largest where |z| is least
+        m = np.maximum(np.abs(z) - ez, 0.0)
+        return sig(z), ez * sig(m) * (1 - sig(m)) + act["sigmoid"]
 
-    def tanh(z, ez):
-        return np.tanh(z), ez + act["tanh"]
+    def tanh(z, ez):      # slope 1 - tanh², likewise
+        return np.tanh(z), ez * (1 - np.tanh(np.maximum(np.abs(z) - ez, 0.0)) ** 2) + \
+            act["tanh"]
 
     outs, errs = [], []
     for t in range(x.shape[1]):

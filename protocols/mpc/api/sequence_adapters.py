@@ -27,6 +27,7 @@ import tensorflow as tf
 from .adapters import Unsupported, impl, private, static
 from .ops import _common as C
 from .ops.array_ops import _public_as_private
+from ..runtime import shares as sh
 
 
 
@@ -89,6 +90,15 @@ def _set(x, index, item):
         i = tf.reshape(tf.cast(idx[party], tf.int32), [1, 1])
         return tf.tensor_scatter_nd_update(s, i, t[None])
     return C.wrap(h, h.backend.local(put, C.shares(x), C.shares(item)), x.dtype)
+
+
+def private_zeros(shape: List[int], dtype) -> "C.PrivateTensor":
+    """A sharing of zeros of a static shape, made on each holder (both
+    shares zero: no message)."""
+    h = C.handle_of()
+    storage = sh.storage(list(shape), h.config.limbs)
+    s = h.backend.local(lambda party: tf.zeros(storage, tf.int64))
+    return C.wrap(h, s, dtype)
 
 
 def _private_zeros(h, n: int, item, dtype):

@@ -10,6 +10,8 @@ S2, T1 and T2, every node through the op registry (protocols/mpc/api/registry.py
               ReLU after max-pooling, common factors, dots, batching)
   rewrite.py  the policy, the analysis (every unsupported node in one error),
               the evaluation of the rewritten graph
+  loops.py    While nodes with a public condition as tf.while_loops over
+              PrivateTensors (Keras's recurrent layers)
   model.py    PrivateModel: predict, graph, cost, summary
   training.py the training half: a traced SGD step rewritten so weights
               stay private across steps (trace_step, analyse_step,

@@ -18,12 +18,19 @@ public part of the loop (`_trip_count`) and is part of the bill. A
 condition that depends on a private value is refused (the servers cannot
 branch on what they may not learn).
 
-Peeling: a loop variable that enters public and leaves the body private
-(Keras's initial states, zeros; its output TensorList, reserved with the
-batch dimension unknown) has no type tf.while_loop can carry yet. The
-first iteration then runs before the loop, in the enclosing graph, and
-gives every variable its private form and static shape; the loop runs
-the rest.
+A loop variable that enters public and leaves the body private takes its
+private form at the entry: Keras's zero initial states become sharings
+made on the holders (no message); its output TensorList, reserved with the
+batch dimension unknown, takes the shape TF's shape inference gives the
+elements the plaintext body writes (`_written_shapes`: shapes only, which
+are public). Where that says nothing, the first iteration is peeled: it
+runs before the loop, in the enclosing graph, and gives every variable its
+form and static shape; the loop runs the rest (the body then twice in the
+graph, still independent of the number of steps).
+
+The public variables (the step counter) live on the client, as any public
+value of the program; where a TensorList is read or written at one, each
+holder receives it through the channel (sequence_adapters._index).
 
 Cost: the body is traced once; its protocol calls declare their bill in a
 recorder of their own, and the loop declares it once per iteration (what
@@ -134,9 +141,17 @@ def _invariant(body: Traced) -> List[bool]:
     return out
 
 
+MASKED = (
+    "a recurrent layer over a masked sequence (a Masking layer, mask_zero=True or a mask "
+    "argument): each step would select by a private mask",
+    "drop the mask and batch together sequences of one length, unpadded (the number of "
+    "steps is public anyway)")
+
+
 def problems(n, traced: Traced, private: Set[str], analyse: Callable, problem: Callable):
     """The reasons a While node cannot be converted (rewrite.analyse): a
-    private condition, or the body's own unsupported nodes."""
+    private condition, a masked sequence, or the body's own unsupported
+    nodes."""
     layer = traced.layer_of.get(n.name, "")
     cond, body = _functions(n, traced, layer)
     entering = [src(i)[0] in private for i in n.input if not i.startswith("^")]
@@ -144,7 +159,40 @@ def problems(n, traced: Traced, private: Set[str], analyse: Callable, problem: C
     seen = private_of(cond, {a for a, p in zip(cond.inputs, priv) if p})
     if any(src(o)[0] in seen for o in cond.outputs):
         return [problem(n.name, n.op, layer, *PRIVATE_CONDITION)]
+    if any(b.op == "TensorListGetItem" and b.name in inside and
+           b.attr["element_dtype"].type == tf.bool.as_datatype_enum
+           for b in body.graph_def.node):
+        return [problem(n.name, n.op, layer, *MASKED)]
     return analyse(body, inside)
+
+
+def layer_problems(model, problem: Callable) -> list:
+    """What a Keras model's layers and inputs refuse before tracing (the
+    frozen graph would not say it, or not freeze): a stateful recurrent
+    layer, a ragged or sparse input."""
+    if not isinstance(model, tf.keras.Model):
+        return []
+    out = []
+    for t in tf.nest.flatten(model.inputs or []):
+        if not isinstance(getattr(t, "type_spec", None), tf.TensorSpec):
+            out.append(problem(t.name, type(t.type_spec).__name__, "",
+                               "a ragged or sparse model input: the converted model would "
+                               "read it as a dense tensor, padding included",
+                               "pad the sequences to one length (RaggedTensor.to_tensor) "
+                               "and build the model on a dense tf.keras.Input"))
+    stack = list(model.layers)
+    while stack:
+        layer = stack.pop()
+        stack.extend(getattr(layer, "layers", []))
+        stack.extend(v for v in (getattr(layer, "forward_layer", None),
+                                 getattr(layer, "backward_layer", None)) if v is not None)
+        if getattr(layer, "stateful", False):
+            out.append(problem(layer.name, type(layer).__name__, layer.name,
+                               "a stateful recurrent layer (stateful=True): every call "
+                               "updates its state variables",
+                               "build the layer with stateful=False and carry the state "
+                               "yourself (return_state=True, then initial_state inputs)"))
+    return out
 
 
 # --------------------------------------------------------------- running

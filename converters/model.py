@@ -12,6 +12,7 @@ from tf_privpy.protocols.mpc.runtime import cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
+from . import loops
 from . import passes as passes_mod
 from . import rewrite
 from .rewrite import Env, Policy, UnsupportedOpError
@@ -155,6 +156,9 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
     {name: False} turning some off."""
     policy = policy or Policy()
     enabled = passes_mod.resolve(passes)
+    refused = loops.layer_problems(model_or_fn, rewrite.Problem)
+    if refused:
+        raise UnsupportedOpError(refused)
     traced = trace(model_or_fn, input_signature)
     traced, report = passes_mod.run(traced, policy, enabled)
     problems = rewrite.analyse(traced, policy)

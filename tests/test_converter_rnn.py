@@ -14,7 +14,7 @@ from tensorflow.python.eager import context
 import graphcheck
 import tf_privpy as tp
 from kerasutil import seeded
-from tolerances import encode_tol, keras_tol, rnn_tol
+from tolerances import encode_tol, keras_tol, public_mul_tol, rnn_tol
 from tf_privpy.protocols.mpc.api import sequence_adapters
 from tf_privpy.protocols.mpc.api.ops import _common as C
 
@@ -30,6 +30,7 @@ LAYERS = {
                                                 go_backwards=True)],
     "gru_sequences": lambda: [L.GRU(UNITS, return_sequences=True)],
     "stacked_lstm": lambda: [L.LSTM(UNITS, return_sequences=True), L.LSTM(2)],
+    "bidirectional_gru": lambda: [L.Bidirectional(L.GRU(UNITS))],
 }
 
 
@@ -168,10 +169,65 @@ def test_loop_placement_check_fails_on_a_misplaced_gather(monkeypatch):
 
 def test_unsupported_recurrent_settings_are_refused_before_running():
     """What the converter cannot compute exactly is refused by convert, with
-    what to do: a masked sequence (its select by a private mask inside the
-    loop), a stateful layer (its state variables are updated by the call),
-    and an unrolled one converts (no loop at all)."""
+    what to do: a masked sequence (each step would select by a private
+    mask), a stateful layer (each call updates its state variables), a
+    ragged input (it would be read dense, padding included)."""
     masked = seeded(lambda: tf.keras.Sequential([
         L.InputLayer((STEPS, FEATURES)), L.Masking(0.0), L.LSTM(UNITS)]))
-    with pytest.raises(tp.UnsupportedOpError, match="mask"):
+    with pytest.raises(tp.UnsupportedOpError, match="masked sequence.*What to do: drop"):
         tp.keras.convert(masked)
+    stateful = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((STEPS, FEATURES), batch_size=2), L.GRU(UNITS, stateful=True)]))
+    with pytest.raises(tp.UnsupportedOpError, match="stateful.*What to do: build"):
+        tp.keras.convert(stateful)
+    inp = tf.keras.Input((None, FEATURES), ragged=True)
+    ragged = seeded(lambda: tf.keras.Model(inp, L.LSTM(UNITS)(inp)))
+    with pytest.raises(tp.UnsupportedOpError, match="ragged.*What to do: pad"):
+        tp.keras.convert(ragged)
+
+
+def test_a_private_loop_condition_stays_refused():
+    """A loop whose condition reads a private value (the servers would have
+    to reveal it to decide) is refused with what to do; the same loop over
+    a public count converts and runs on the holders."""
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def private_cond(x):
+        return tf.while_loop(lambda v: tf.reduce_sum(v) < 100.0, lambda v: v * 2.0, [x])[0]
+
+    with pytest.raises(tp.UnsupportedOpError, match="condition depends on a private value"):
+        tp.convert(private_cond)
+
+    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])
+    def public_count(x):
+        return tf.while_loop(lambda i, v: i < 4, lambda i, v: (i + 1, v * 0.5 + 1.0),
+                             [tf.constant(0), x])[1]
+
+    x = np.array([0.5, -1.25, 2.0], np.float32)
+    got = tp.convert(public_count).predict(x, reveal=True).numpy()
+    f = tp.get_runtime().config.frac_bits
+    want, tol = x.astype(np.float64), encode_tol(f)
+    for _ in range(4):   # a product by the public 0.5, plus the encoded 1.0
+        tol = tol * 0.5 + public_mul_tol(want, 0.5, f) + encode_tol(f)
+        want = want * 0.5 + 1.0
+    assert np.all(np.abs(got - want) <= tol), (np.abs(got - want), tol)
+
+
+def test_peeled_first_iteration(monkeypatch):
+    """When shape inference cannot say a reserved list's element shape, the
+    first iteration runs before the loop (converters/loops.py): same bound,
+    and the bill (one iteration in the graph, the rest per loop iteration)
+    still equals a run's counters."""
+    from tf_privpy.converters import loops
+    monkeypatch.setattr(loops, "_written_shapes", lambda *a: None)
+    model = _sequential("simple_rnn_dense")
+    private = tp.keras.convert(model)
+    x = _x()
+    got = private.predict(x, reveal=True).numpy()
+    cfg = tp.get_runtime().config
+    tol = keras_tol(model, x, cfg.frac_bits, cfg.ring_bits)
+    assert np.all(np.abs(got - model(x).numpy()) <= tol)
+    with tp.stats() as s:
+        private.predict(x)
+    bill = private.cost(batch_size=2)
+    assert (s.rounds, s.multiplications) == (bill.rounds, bill.multiplications)
+    assert s.links == {k: tuple(v) for k, v in bill.links.items()}

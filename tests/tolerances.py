@@ -334,6 +334,11 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
             seq, e = rnn_tol(layer, act, err, frac_bits, ring_bits)
             err = e if layer.return_sequences else e[:, -1]
             act_name = "linear"
+        elif kind == "Bidirectional" and layer.merge_mode == "concat" and \
+                not layer.return_sequences:
+            err = np.concatenate([rnn_tol(r, act, err, frac_bits, ring_bits)[1][:, -1]
+                                  for r in (layer.forward_layer, layer.backward_layer)], -1)
+            act_name = "linear"
         elif kind in ("Activation", "ReLU"):
             act_name = "relu" if kind == "ReLU" else layer.get_config()["activation"]
         else:

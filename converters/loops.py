@@ -248,14 +248,24 @@ def _trip_count(cond: Traced, body: Traced, priv: List[bool], inv: List[bool],
     """How many times the loop runs, computed now from its public part: the
     condition and the public carried variables depend on public values only
     (by `_privacy`), which must be known while converting."""
-    pub = [i for i, p in enumerate(priv) if not p and not inv[i]]
     cond_priv = private_of(cond, {a for a, p in zip(cond.inputs, priv) if p})
     body_priv = private_of(body, {a for a, p in zip(body.inputs, priv) if p})
     cond_gd = _prune(cond, cond_priv, cond.outputs)
-    body_gd = _prune(body, body_priv, [body.outputs[i] for i in pub])
-    needed = {n.name for n in cond_gd.node} | {n.name for n in body_gd.node}
+    # the carried variables the condition depends on, through the body too
+    in_cond = {n.name for n in cond_gd.node}
+    pub, in_body, grown = [], set(), True
+    while grown:
+        grown = False
+        for i in range(len(priv)):
+            if not priv[i] and not inv[i] and i not in pub and (
+                    cond.inputs[i] in in_cond or body.inputs[i] in in_body):
+                pub.append(i)
+                grown = True
+        body_gd = _prune(body, body_priv, [body.outputs[i] for i in pub])
+        in_body = {n.name for n in body_gd.node}
+    pub.sort()
     for i, (a, v) in enumerate(zip(body.inputs, values)):
-        if (a in needed or cond.inputs[i] in needed) and not _static(v):
+        if (a in in_body or cond.inputs[i] in in_cond) and not _static(v):
             raise Unsupported("a loop whose number of iterations is not known when "
                               "converting", "give the model static shapes (a fixed number "
                               "of time steps)")

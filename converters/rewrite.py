@@ -170,15 +170,13 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
                            "write the branch as a select (tf.where)")
         return Problem(
             n.name, n.op, layer,
-            "a loop or function call on a private value: the converter does not "
-            "rewrite loops, and a private loop condition cannot steer the servers "
-            "without revealing it",
-            "unroll the loop in the model, or write the loop with tp ops in your own "
-            "tf.function (a while loop whose condition is public runs on the share "
-            "holders there: docs/control_flow.md); reveal a private condition yourself "
-            "first (tp.reveal: an explicit, visible declassification), write a branch "
-            "as a select (tf.where / tf.cond become selects), or make the input public "
-            "(Policy(inputs='public'))")
+            "a conditional or function call kept functional on a private value (in a "
+            "graph that has a loop, tf.cond is not lowered to a select)",
+            "write the branch as a select (tf.where), or keep the tf.cond and the loop in "
+            "separate converted models (loops with a public condition convert: "
+            "docs/control_flow.md); reveal a private condition yourself first "
+            "(tp.reveal: an explicit, visible declassification), or make the input "
+            "public (Policy(inputs='public'))")
     if (n.op in _COND and not training) or lookup(n.op) is not None:
         return None  # a Switch/Merge is evaluated as a select of both branches
     op = registry.by_tf_op(n.op)
@@ -381,6 +379,11 @@ def eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
         outs = loops.run(n, traced, env, ins, evaluate)
     elif n.op in loops.LISTS:
         outs = loops.LISTS[n.op](env, node, ins)
+    elif n.op in ("Shape", "Size", "Rank") and tf.TensorShape(
+            getattr(ins[0], "shape", None)).is_fully_defined():
+        # a public value's static shape folds too, as a private one's: what
+        # a loop's trip count and TensorLists' lengths are computed from
+        outs = lookup(n.op)(env, node, ins)
     elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
         fn = lookup(n.op)
         if fn is None:  # analyse() reported it; reaching here is a bug

@@ -235,3 +235,20 @@ def test_peeled_first_iteration(monkeypatch):
     bill = private.cost(batch_size=2)
     assert (s.rounds, s.multiplications) == (bill.rounds, bill.multiplications)
     assert s.links == {k: tuple(v) for k, v in bill.links.items()}
+
+
+@pytest.mark.parametrize("policy", ["public_weights", "public_inputs", "all_public"])
+def test_policies(policy):
+    """Public weights (products by them local), public inputs (the number of
+    steps then comes from a public tensor's static shape), or nothing
+    private (the loop runs as plain TF): each within the same bound."""
+    kw = {"public_weights": dict(weights="public"), "public_inputs": dict(inputs="public"),
+          "all_public": dict(inputs="public", weights="public")}[policy]
+    model = _sequential("gru_sequences")
+    x = _x()
+    out = tp.keras.convert(model, policy=tp.Policy(**kw)).predict(x)
+    got = (out.reveal() if isinstance(out, tp.PrivateTensor) else out).numpy()
+    assert isinstance(out, tp.PrivateTensor) == (policy != "all_public")
+    cfg = tp.get_runtime().config
+    tol = keras_tol(model, x, cfg.frac_bits, cfg.ring_bits)
+    assert np.all(np.abs(got - model(x).numpy()) <= tol)

@@ -12,6 +12,10 @@ S2, T1 and T2, every node through the op registry (protocols/mpc/api/registry.py
               the evaluation of the rewritten graph
   owner.py    owner-side inputs: what depends on one plaintext input alone,
               computed by its owner before sharing (Policy.owner_side)
+  loops.py    While nodes with a public condition as tf.while_loops over
+              PrivateTensors (Keras's recurrent layers)
+  masks.py    Keras's additive attention masks brought into the fixed-point
+              range
   model.py    PrivateModel: predict, graph, cost, summary
   training.py the training half: a traced SGD step rewritten so weights
               stay private across steps (trace_step, analyse_step,

@@ -14,7 +14,7 @@ from tf_privpy.protocols.mpc.runtime import context, cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
-from . import masks
+from . import loops, masks
 from . import owner as owner_mod
 from . import passes as passes_mod
 from . import rewrite
@@ -239,6 +239,9 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
     {name: False} turning some off."""
     policy = policy or Policy()
     enabled = passes_mod.resolve(passes)
+    refused = loops.layer_problems(model_or_fn, rewrite.Problem)
+    if refused:
+        raise UnsupportedOpError(refused)
     traced = trace(model_or_fn, input_signature)
     masks.bring_into_range(traced, context.get_handle().config.bound)
     traced, report = passes_mod.run(traced, policy, enabled)

@@ -28,6 +28,7 @@ from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.adapters import Node, Unsupported, Weight  # noqa: F401
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
+from . import loops
 from .passes import LOCAL_OPS
 from .trace import Traced, private_nodes, reads_private, src, topo
 
@@ -187,15 +188,13 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
                            "write the branch as a select (tf.where)")
         return Problem(
             n.name, n.op, layer,
-            "a loop or function call on a private value: the converter does not "
-            "rewrite loops, and a private loop condition cannot steer the servers "
-            "without revealing it",
-            "unroll the loop in the model, or write the loop with tp ops in your own "
-            "tf.function (a while loop whose condition is public runs on the share "
-            "holders there: docs/control_flow.md); reveal a private condition yourself "
-            "first (tp.reveal: an explicit, visible declassification), write a branch "
-            "as a select (tf.where / tf.cond become selects), or make the input public "
-            "(Policy(inputs='public'))")
+            "a conditional or function call kept functional on a private value (in a "
+            "graph that has a loop, tf.cond is not lowered to a select)",
+            "write the branch as a select (tf.where), or keep the tf.cond and the loop in "
+            "separate converted models (loops with a public condition convert: "
+            "docs/control_flow.md); reveal a private condition yourself first "
+            "(tp.reveal: an explicit, visible declassification), or make the input "
+            "public (Policy(inputs='public'))")
     if (n.op in _COND and not training) or lookup(n.op) is not None:
         return None  # a Switch/Merge is evaluated as a select of both branches
     op = registry.by_tf_op(n.op)
@@ -209,15 +208,20 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
 def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
     """Every node that would see a private value and has no private
     implementation, before anything runs (`private`: the nodes computed on
-    shares, owner.plan's; default: everything after a private input)."""
+    shares, owner.plan's, or a loop body's, converters/loops.py; default:
+    everything after a private input)."""
     planned = private is not None
     private = private if planned else private_nodes(traced, policy)
-    problems = []
+    problems = loops.list_problems(traced, Problem)
     for n in topo(traced.graph_def):
         # a planned private node may read only owner-side values (shared)
         if not (reads_private(n, private) or (planned and n.name in private and n.op not in (
                 "Placeholder", "Const"))):
             continue   # it sees only public (or the owner's) values: runs as the TF op it is
+        if n.op in loops.WHILE:
+            problems.extend(loops.problems(n, traced, private,
+                                           lambda t, p: analyse(t, policy, p), Problem))
+            continue
         problem = node_problem(n, traced.layer_of.get(n.name, ""))
         refusal = getattr(lookup(n.op), "static_refusal", None)
         if problem is None and refusal is not None:
@@ -401,6 +405,15 @@ def eval_node(n, traced: Traced, env: Env, values: Dict) -> None:
         isinstance(v, Weight) for v in ins)
     if n.op in _PASS_THROUGH and len(ins) == 1:
         outs = ins  # keeps a weight's marker, so BatchNorm can still fold it
+    elif n.op in loops.WHILE:
+        outs = loops.run(n, traced, env, ins, evaluate)
+    elif n.op in loops.LISTS:
+        outs = loops.LISTS[n.op](env, node, ins)
+    elif n.op in ("Shape", "Size", "Rank") and tf.TensorShape(
+            getattr(ins[0], "shape", None)).is_fully_defined():
+        # a public value's static shape folds too, as a private one's: what
+        # a loop's trip count and TensorLists' lengths are computed from
+        outs = lookup(n.op)(env, node, ins)
     elif private_weight or any(isinstance(v, PrivateTensor) for v in ins):
         fn = lookup(n.op)
         if fn is None:  # analyse() reported it; reaching here is a bug

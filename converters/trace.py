@@ -78,6 +78,11 @@ def trace(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = None
     concrete = fn.get_concrete_function(*specs)
     resource_inputs = {t.op.name for t in concrete.graph.inputs if t.dtype == tf.resource}
     frozen = convert_variables_to_constants_v2(concrete)
+    if any(n.op == "LoopCond" for n in frozen.graph.as_graph_def().node):
+        # loops convert in their functional form, While and its functions
+        # (converters/loops.py); tf.cond stays lowered to Switch/Merge (a
+        # select) in a graph without loops only
+        frozen = convert_variables_to_constants_v2(concrete, lower_control_flow=False)
     graph_def = frozen.graph.as_graph_def()
     weights = {}
     for node in graph_def.node:

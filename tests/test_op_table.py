@@ -84,6 +84,10 @@ def vector_ops(x, y, pos):
         "GatherV2": R.GatherV2(params=x, indices=[2, 0], axis=1),
         "BroadcastTo": R.BroadcastTo(input=x[:1], shape=[2, 3]),
         "StridedSlice": x[1:, ::2], "Slice": R.Slice(input=x, begin=[0, 1], size=[2, 2]),
+        "Split": R.Split(axis=0, value=x, num_split=2),
+        "SplitV": R.SplitV(value=x, size_splits=[1, -1], axis=1, num_split=2),
+        "Unpack": R.Unpack(value=x, num=2, axis=0), "ReverseV2": R.ReverseV2(tensor=x, axis=[1]),
+        **tensor_list_ops(x, y),
         # a training step's gradient, loss and bookkeeping ops
         "ReluGrad": R.ReluGrad(gradients=y, features=x),
         "SigmoidGrad": R.SigmoidGrad(y=x, dy=y), "TanhGrad": R.TanhGrad(y=x, dy=y),
@@ -97,6 +101,27 @@ def vector_ops(x, y, pos):
         "ZerosLike": x + R.ZerosLike(x=x), "OnesLike": x * R.OnesLike(x=x),
         "Size": x * tf.cast(R.Size(input=x), x.dtype),
         "Rank": x + tf.cast(R.Rank(input=x), x.dtype),
+    }
+
+
+def tensor_list_ops(x, y):
+    """The TensorList ops of Keras's recurrent layers (held densely by the
+    converter), on private elements; a reserved list with an unknown
+    element shape takes its shape from its first write."""
+    f32 = tf.float32
+    lst = R.TensorListFromTensor(tensor=x, element_shape=[3])
+    stack = lambda h: R.TensorListStack(input_handle=h, element_shape=[-1],  # noqa: E731
+                                        element_dtype=f32)
+    empty = R.TensorListReserve(element_shape=[-1], num_elements=2, element_dtype=f32)
+    filled = R.TensorListSetItem(input_handle=R.TensorListSetItem(
+        input_handle=empty, index=1, item=x[0]), index=0, item=y[1])
+    return {
+        "TensorListFromTensor": stack(R.TensorListFromTensor(tensor=y, element_shape=[3])),
+        "TensorListGetItem": R.TensorListGetItem(input_handle=lst, index=1, element_shape=[3],
+                                                 element_dtype=f32),
+        "TensorListSetItem": stack(R.TensorListSetItem(input_handle=lst, index=0, item=y[1])),
+        "TensorListStack": stack(filled),
+        "TensorListLength": x * tf.cast(R.TensorListLength(input_handle=lst), f32),
     }
 
 

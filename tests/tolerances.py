@@ -390,6 +390,15 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
             else:
                 err = err * abs(layer.scale) + public_mul_tol(act, layer.scale, frac_bits) + enc
             act_name = "linear"
+        elif kind in ("LSTM", "GRU", "SimpleRNN"):
+            seq, e = rnn_tol(layer, act, err, frac_bits, ring_bits)
+            err = e if layer.return_sequences else e[:, -1]
+            act_name = "linear"
+        elif kind == "Bidirectional" and layer.merge_mode == "concat" and \
+                not layer.return_sequences:
+            err = np.concatenate([rnn_tol(r, act, err, frac_bits, ring_bits)[1][:, -1]
+                                  for r in (layer.forward_layer, layer.backward_layer)], -1)
+            act_name = "linear"
         elif kind in ("Activation", "ReLU"):
             act_name = "relu" if kind == "ReLU" else layer.get_config()["activation"]
         else:
@@ -406,6 +415,86 @@ def keras_tol(model, x, frac_bits: int, ring_bits: int, encoded: bool = False) -
             raise ValueError(f"keras_tol does not know activation {act_name}")
         act = out
     return err
+
+
+def rnn_tol(layer, x, ex, frac_bits: int, ring_bits: int):
+    """Keras LSTM, GRU (reset_after True or False) or SimpleRNN (default
+    activations) on x [batch, steps, features] whose entries are off by at
+    most ex, against the float64 plaintext recurrence, step by step as the
+    converted loop computes it: a product of private values a·b is off by
+    |a|·eb + ea·|b| + ea·eb plus one truncation (x@W and h@U likewise,
+    _noisy_matmul), weights and biases by their encoding (ulp/2), sigmoid and
+    tanh by their input's error times their largest slope within it (mean
+    value theorem: sigmoid's at most 1/4, tanh's 1), each plus its
+    ACTIVATION_TOL; 1 - z is exact. The bound grows with the steps as far as
+    the recurrence lets it (the forget gate f < 1 damps the cell's error).
+    Returns (plaintext outputs, their bounds), each [batch, steps, units] in
+    the order the layer processes the steps (go_backwards: reversed)."""
+    u = ulp(frac_bits)
+    half, trunc, act = u / 2, TRUNC_ULPS * u, ACTIVATION_TOL[ring_bits]
+    kind, cell = type(layer).__name__, layer.cell
+    W, U, b = (v.numpy().astype(np.float64) for v in (cell.kernel, cell.recurrent_kernel,
+                                                      cell.bias))
+    eW, eU = np.full(W.shape, half), np.full(U.shape, half)
+    x, ex = np.asarray(x, np.float64), np.broadcast_to(np.asarray(ex, np.float64), x.shape)
+    if layer.go_backwards:
+        x, ex = x[:, ::-1], ex[:, ::-1]
+    n = U.shape[0]
+    h, eh, c, ec = (np.zeros((x.shape[0], n)) for _ in range(4))
+    sig = lambda z: 1.0 / (1.0 + np.exp(-z))  # noqa: E731
+    split = lambda v, k: np.split(v, k, axis=-1)  # noqa: E731
+
+    def dense(a, ea, w, ew):
+        return a @ w, _noisy_matmul(a, ea, w, ew, frac_bits)
+
+    def prod(a, ea, v, ev):
+        return a * v, np.abs(a) * ev + ea * np.abs(v) + ea * ev + trunc
+
+    def sigmoid(z, ez):   # slope sig·(1 - sig), largest where |z| is least
+        m = np.maximum(np.abs(z) - ez, 0.0)
+        return sig(z), ez * sig(m) * (1 - sig(m)) + act["sigmoid"]
+
+    def tanh(z, ez):      # slope 1 - tanh², likewise
+        return np.tanh(z), ez * (1 - np.tanh(np.maximum(np.abs(z) - ez, 0.0)) ** 2) + \
+            act["tanh"]
+
+    outs, errs = [], []
+    for t in range(x.shape[1]):
+        (zx, ezx) = dense(x[:, t], ex[:, t], W, eW)
+        if kind == "GRU" and not cell.reset_after:
+            (xz, xr, xh), (exz, exr, exh) = split(zx + b, 3), split(ezx + half, 3)
+            (hz, ehz), (hr, ehr) = (dense(h, eh, w, ew) for w, ew in
+                                    zip(split(U, 3)[:2], split(eU, 3)[:2]))
+            (z, ez), (r, er) = sigmoid(xz + hz, exz + ehz), sigmoid(xr + hr, exr + ehr)
+            rh, erh = dense(*prod(r, er, h, eh), split(U, 3)[2], split(eU, 3)[2])
+            hh, ehh = tanh(xh + rh, exh + erh)
+        elif kind == "GRU":
+            (xz, xr, xh), (exz, exr, exh) = split(zx + b[0], 3), split(ezx + half, 3)
+            zh, ezh = dense(h, eh, U, eU)
+            (hz, hr, hx), (ehz, ehr, ehx) = split(zh + b[1], 3), split(ezh + half, 3)
+            (z, ez), (r, er) = sigmoid(xz + hz, exz + ehz), sigmoid(xr + hr, exr + ehr)
+            rh, erh = prod(r, er, hx, ehx)
+            hh, ehh = tanh(xh + rh, exh + erh)
+        else:
+            zh, ezh = dense(h, eh, U, eU)
+            z, ez = zx + zh + b, ezx + ezh + half
+        if kind == "GRU":
+            (a, ea), (v, ev) = prod(z, ez, h, eh), prod(1.0 - z, ez, hh, ehh)
+            h, eh = a + v, ea + ev
+        elif kind == "LSTM":
+            (zi, zf, zg, zo), (ei, ef, eg, eo) = split(z, 4), split(ez, 4)
+            (i, ei), (f, ef), (o, eo) = sigmoid(zi, ei), sigmoid(zf, ef), sigmoid(zo, eo)
+            g, eg = tanh(zg, eg)
+            (a, ea), (v, ev) = prod(f, ef, c, ec), prod(i, ei, g, eg)
+            c, ec = a + v, ea + ev
+            h, eh = prod(o, eo, *tanh(c, ec))
+        elif kind == "SimpleRNN":
+            h, eh = tanh(z, ez)
+        else:
+            raise ValueError(f"rnn_tol does not know {kind}")
+        outs.append(h)
+        errs.append(eh)
+    return np.stack(outs, 1), np.stack(errs, 1)
 
 
 def sgd_tol(w0, grads, lr: float, frac_bits: int) -> np.ndarray:

@@ -40,6 +40,7 @@ from . import adapters as A
 from ..runtime import context, cost
 from . import grad_adapters as G
 from . import layer_adapters as LA
+from . import sequence_adapters as SA
 from .ops import array_ops, compare_ops, math_fns, math_ops, nn
 from .opdef import (Adapter, Example, OpDef, Private, TFApi, accepting_variables,  # noqa: F401
                     api_name, by_tf_op, converter_row, converter_rows, find, get, namespace,
@@ -389,6 +390,18 @@ _CONVERTER_ONLY = [
           "(MultiHeadAttention).", 1e-5, "no ellipsis, no repeated axis in an operand"),
     _only(["ResizeNearestNeighbor"], LA.resize_nearest,
           "Each output pixel one input pixel (UpSampling2D): two local gathers.", 0.0, "NHWC"),
+    _only(["Split"], SA.split, "Equal parts along a static axis (LSTM gates); local."),
+    _only(["SplitV"], SA.split_v, "Parts of static sizes along a static axis; local."),
+    _only(["Unpack"], SA.unpack, "tf.unstack along a static axis; local."),
+    _only(["ReverseV2"], SA.reverse, "Reversal along static axes (go_backwards); local."),
+    # --------------------------- the TensorLists of a loop (Keras RNNs), held dense
+    _only(["TensorListFromTensor"], SA.from_tensor, "A tensor's elements along axis 0."),
+    _only(["TensorListGetItem"], SA.get_item, "An element at a public index; local.", 0.0,
+          "public index"),
+    _only(["TensorListSetItem"], SA.set_item, "An element written at a public index; local.",
+          0.0, "public index"),
+    _only(["TensorListStack"], SA.stack, "The elements as one tensor; local."),
+    _only(["TensorListLength"], SA.length, "The public, static length."),
     _only(["Shape"], A.shape, "The public static shape of a private value."),
     _only(["Size"], A.size, "The public number of elements of a private value."),
     _only(["Rank"], A.rank, "The public rank of a private value."),

@@ -36,8 +36,8 @@ from distributed_driver import functions, lenet5, lr_step
 # (conftest.shared_cluster), which test_distributed.py uses too when it runs
 # in the same worker, connected again for this module
 from test_distributed import F, MB, cluster, driver, driver_process, grid  # noqa: F401,F811
-from tolerances import (FUNCTION_TOL, TRUNC_ULPS, dense_sgd_step_tol, keras_tol, select_tol,
-                        ulp)
+from tolerances import FUNCTION_TOL, TRUNC_ULPS, keras_tol, select_tol, ulp
+from tolerances_training import dense_sgd_step_tol
 
 BATCH = 4  # LeNet-5 digits
 U = ulp(F)

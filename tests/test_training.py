@@ -16,7 +16,8 @@ import tensorflow as tf
 
 import graphcheck
 import tf_privpy as tp
-from tolerances import dense_sgd_step_tol, keras_tol
+from tolerances import keras_tol
+from tolerances_training import dense_sgd_step_tol
 
 L = tf.keras.layers
 LR = 0.1

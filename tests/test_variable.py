@@ -11,7 +11,8 @@ import tensorflow as tf
 import graphcheck
 import tf_privpy as tp
 from conftest import run
-from tolerances import encode_tol, matmul_tol, mul_tol, sgd_tol
+from tolerances import encode_tol, matmul_tol, mul_tol
+from tolerances_training import sgd_tol
 
 
 def frac(ring):

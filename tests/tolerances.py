@@ -8,7 +8,8 @@ With f fractional bits (ulp = 2^-f):
 - a product of encoded values: |x̃ỹ - xy| <= (|x| + |y|)·ulp/2 + ulp²/4.
 
 Everything below is these bounds with nothing added. A peer tests at 5 %
-relative error; these tolerances are exact to the last bits.
+relative error; these tolerances are exact to the last bits. Training
+steps' bounds are composed from these in tolerances_training.py.
 """
 import numpy as np
 
@@ -497,130 +498,6 @@ def rnn_tol(layer, x, ex, frac_bits: int, ring_bits: int):
     return np.stack(outs, 1), np.stack(errs, 1)
 
 
-def sgd_tol(w0, grads, lr: float, frac_bits: int) -> np.ndarray:
-    """w_n = w_0 - lr·g_1 - ... - lr·g_n kept in a tp.Variable (values kept
-    as float64, so reveal adds no float32 rounding): sharing w_0 costs one
-    encoding; each step's lr·g_k is a product of the encoded g_k by the
-    encoded public lr with one local truncation (public_mul_tol); assigning
-    a share and subtracting are exact in the ring, so nothing else is lost
-    and the step errors simply add up."""
-    tol = encode_tol(frac_bits) + np.zeros(np.shape(w0))
-    for g in grads:
-        tol = tol + public_mul_tol(g, lr, frac_bits)
-    return tol
-
-
-# ------------------------------------------------------------ private training
-def _noisy_matmul(a, ea, b, eb, frac_bits: int) -> np.ndarray:
-    """|ã@b̃ − a@b| for |ã − a| <= ea, |b̃ − b| <= eb elementwise, the sum
-    truncated once: |a|·eb + ea·|b| + ea·eb summed over k, plus one local
-    truncation."""
-    a, b = np.abs(a), np.abs(b)
-    return a @ eb + ea @ b + ea @ eb + TRUNC_ULPS * ulp(frac_bits)
-
-
-def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
-                       frac_bits: int, ring_bits: int, loss_scale: bool = True):
-    """Error bounds on the weights after ONE converted SGD step of a chain of
-    Dense layers (tp.keras.convert_training), against the same step in
-    float64, propagated operation by operation:
-
-    forward   z = h@W + b: each operand carries its error (x, W, b, y shared
-              with encode_tol; h from the layer below), a product of noisy
-              values errs by |a|·eb + ea·|b| + ea·eb, plus one truncation;
-              ReLU is 1-Lipschitz plus a selection's truncation, sigmoid
-              1/4-Lipschitz and softmax 1-Lipschitz (max over the row) plus
-              their ACTIVATION_TOL.
-    loss      δ = (p − y)·c with the public c = 1/(N·K) (BCE in gradient
-              form), 1/N (softmax cross-entropy), 2/(N·K) (MSE, then times
-              sigmoid'(z) = p(1 − p): two products): a subtraction, then
-              products by public values (public_mul_tol).
-    backward  dW = hᵀδ, db = Σ δ (exact sum), δ' = (δWᵀ)·[z > 0]: where
-              |z| <= its error the private bit may differ, and the error is
-              then bounded by |δWᵀ| itself.
-    scale     with the loss_scale pass (default), the backward pass runs on
-              N·δ (the constants c above times N) and each gradient is then
-              multiplied by the public 1/N (public_mul_tol).
-    update    Keras' SGD: m = −lr·dW + 0·m (a product by the public lr and a
-              product of the zero slot, each one truncation), W + m.
-
-    activations: one of "relu", "sigmoid", "linear" per layer.
-    Returns [bound of W1, bound of b1, W2, b2, ...]."""
-    u = ulp(frac_bits)
-    enc = encode_tol(frac_bits)
-    h = [np.asarray(x, np.float64)]
-    eh = [np.full(h[0].shape, enc)]
-    zs, ez = [], []
-    for (w, b), act in zip(weights, activations):
-        w, b = np.asarray(w, np.float64), np.asarray(b, np.float64)
-        z = h[-1] @ w + b
-        e = _noisy_matmul(h[-1], eh[-1], w, np.full(w.shape, enc), frac_bits) + enc
-        zs.append(z)
-        ez.append(e)
-        if act == "relu":
-            h.append(np.maximum(z, 0))
-            eh.append(e + select_tol(1, frac_bits))
-        elif act == "sigmoid":
-            h.append(1 / (1 + np.exp(-z)))
-            eh.append(e / 4 + ACTIVATION_TOL[ring_bits]["sigmoid"])
-        else:
-            h.append(z)
-            eh.append(e)
-    p, ep = h[-1], eh[-1]
-    y = np.asarray(y, np.float64)
-    n, k = p.shape
-    scale = float(n) if loss_scale else 1.0
-    if loss == "bce":
-        c = scale / (n * k)
-        delta = (p - y) * c
-        ed = (ep + enc) * c + public_mul_tol(p - y, c, frac_bits)
-    elif loss == "cce":
-        s = np.exp(p - p.max(-1, keepdims=True))
-        s /= s.sum(-1, keepdims=True)
-        es = ep.max(-1, keepdims=True) + ACTIVATION_TOL[ring_bits]["softmax"]
-        c = scale / n
-        delta = (s - y) * c
-        ed = (es + enc) * c + public_mul_tol(s - y, c, frac_bits)
-    elif loss == "mse":
-        c = 2.0 * scale / (n * k)
-        g = (p - y) * c
-        eg = (ep + enc) * c + public_mul_tol(p - y, c, frac_bits)
-        if activations[-1] == "sigmoid":  # SigmoidGrad: dy·(p·(1 − p))
-            d = p * (1 - p)
-            e_d = ep * (1 + np.abs(1 - p)) + ep * ep + TRUNC_ULPS * u
-            delta = g * d
-            ed = np.abs(g) * e_d + eg * np.abs(d) + eg * e_d + TRUNC_ULPS * u
-        else:
-            delta, ed = g, eg
-    else:
-        raise ValueError(loss)
-    bounds = []
-    for layer in range(len(weights) - 1, -1, -1):
-        w = np.asarray(weights[layer][0], np.float64)
-        dw = h[layer].T @ delta
-        edw = _noisy_matmul(h[layer].T, eh[layer].T, delta, ed, frac_bits)
-        db = delta.sum(0)
-        edb = ed.sum(0)
-        for grad, eg_ in ((dw, edw), (db, edb)):
-            if loss_scale:
-                eg_ = eg_ / scale + public_mul_tol(grad, 1.0 / scale, frac_bits)
-                grad = grad / scale
-            bounds.append(enc + lr * eg_ + public_mul_tol(grad, lr, frac_bits) +
-                          TRUNC_ULPS * u)
-        if layer == 0:
-            break
-        g = delta @ w.T
-        eg = _noisy_matmul(delta, ed, w.T, np.full(w.T.shape, enc), frac_bits)
-        z, e = zs[layer - 1], ez[layer - 1]
-        flip = np.abs(z) <= e
-        delta = g * (z > 0)
-        ed = np.where(flip, np.abs(g) + eg, eg) + TRUNC_ULPS * u
-    # collected last layer first, (dW, db) per layer
-    pairs = [bounds[i:i + 2] for i in range(0, len(bounds), 2)][::-1]
-    return [b for pair in pairs for b in pair]
-
-
-# ------------------------------------------------------------- fast mode
 #: fast-mode numerics (protocols/mpc/fixedpoint/fast_numerics.py, issue 14): max error of
 #: each function on its stated domain (tests/test_fast_numerics.py), ("rel" or
 #: "abs", bound) per ring. Each is the method's analytic error plus the

@@ -207,8 +207,11 @@ def _static(v) -> bool:
 
 def _nested(env, evaluate, traced: Traced, args: Sequence[Any]) -> List[Any]:
     """rewrite.evaluate of a loop's function inside the enclosing
-    evaluation, whose state on env it keeps."""
-    saved = {k: getattr(env, k, None) for k in ("branch_tags", "nodes", "batched")}
+    evaluation, whose state on env it keeps. A loop runs on shares: its
+    function has no owner-side part (what the owner computed before the
+    loop reaches it shared, converters/owner.py)."""
+    saved = {k: getattr(env, k, None) for k in ("branch_tags", "nodes", "batched", "owner")}
+    env.owner = None
     try:
         return evaluate(traced, env, list(args))
     finally:

@@ -60,7 +60,7 @@ class PrivateModel:
             if not all(plain):
                 # more runs on shares than convert() checked: refuse before
                 # anything is built, as convert() would have
-                problems = rewrite.analyse(self._traced, policy, p.private)
+                problems = rewrite.analyse(self._traced, policy, p.private, owner=True)
                 if problems:
                     raise UnsupportedOpError(problems)
             env.owner = owner_mod.Frontier(p, self._traced, env)
@@ -250,7 +250,7 @@ def convert(model_or_fn, input_signature: Optional[Sequence[tf.TensorSpec]] = No
     private = None
     if policy.owner_side and policy.inputs == "private":
         private = owner_mod.plan(traced, policy, [True] * len(traced.inputs)).private
-    problems = rewrite.analyse(traced, policy, private)
+    problems = rewrite.analyse(traced, policy, private, owner=private is not None)
     if problems:
         raise UnsupportedOpError(problems)
     name = name or getattr(model_or_fn, "name", None) or getattr(

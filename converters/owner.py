@@ -50,6 +50,9 @@ Key = Tuple[str, int]
 _NOT_AT_OWNER = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
                            "PartitionedCall", "StatefulPartitionedCall", "Enter", "Exit",
                            "NextIteration", "LoopCond"})
+#: ops whose output is not a number the owner could share (a TensorList is a
+#: variant): they run on shares, reading the owner's value shared
+_NOT_SHAREABLE = ("TensorList",)
 #: gathers that become the owner's one-hot times the private table
 _GATHERS = frozenset({"GatherV2"})
 #: public metadata of an owner value computed here, as the shape adapters
@@ -121,7 +124,7 @@ def plan(traced: Traced, policy, plain: Sequence[bool]) -> Plan:
             private.add(n.name)
             continue
         d = frozenset().union(*(deps.get(s, frozenset()) for s in data))
-        if len(d) > 1 or (d and (n.op in _NOT_AT_OWNER or any(
+        if len(d) > 1 or (d and (n.op in _NOT_AT_OWNER or n.op.startswith(_NOT_SHAREABLE) or any(
                 v.WhichOneof("value") == "func" for v in n.attr.values()))):
             private.add(n.name)
         elif d:

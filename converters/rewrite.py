@@ -205,11 +205,11 @@ def node_problem(n, layer: str, training: bool = False) -> Optional[Problem]:
                    f"call tp.{op.name} yourself" if op else fix)
 
 
-def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
+def analyse(traced: Traced, policy: Policy, private=None, owner: bool = False) -> List[Problem]:
     """Every node that would see a private value and has no private
     implementation, before anything runs (`private`: the nodes computed on
-    shares, owner.plan's, or a loop body's, converters/loops.py; default:
-    everything after a private input)."""
+    shares, owner.plan's (owner=True), or a loop body's, converters/loops.py;
+    default: everything after a private input)."""
     planned = private is not None
     private = private if planned else private_nodes(traced, policy)
     problems = loops.list_problems(traced, Problem)
@@ -219,7 +219,10 @@ def analyse(traced: Traced, policy: Policy, private=None) -> List[Problem]:
                 "Placeholder", "Const"))):
             continue   # it sees only public (or the owner's) values: runs as the TF op it is
         if n.op in loops.WHILE:
-            problems.extend(loops.problems(n, traced, private,
+            # what the owner computed reaches a loop shared (owner.py): the
+            # loop sees it as private (a condition on it is refused)
+            seen = private | private_nodes(traced, policy) if owner else private
+            problems.extend(loops.problems(n, traced, seen,
                                            lambda t, p: analyse(t, policy, p), Problem))
             continue
         problem = node_problem(n, traced.layer_of.get(n.name, ""))

@@ -498,6 +498,14 @@ def rnn_tol(layer, x, ex, frac_bits: int, ring_bits: int):
     return np.stack(outs, 1), np.stack(errs, 1)
 
 
+def _noisy_matmul(a, ea, b, eb, frac_bits: int) -> np.ndarray:
+    """|ã@b̃ − a@b| for |ã − a| <= ea, |b̃ − b| <= eb elementwise, the sum
+    truncated once: |a|·eb + ea·|b| + ea·eb summed over k, plus one local
+    truncation."""
+    a, b = np.abs(a), np.abs(b)
+    return a @ eb + ea @ b + ea @ eb + TRUNC_ULPS * ulp(frac_bits)
+
+
 #: fast-mode numerics (protocols/mpc/fixedpoint/fast_numerics.py, issue 14): max error of
 #: each function on its stated domain (tests/test_fast_numerics.py), ("rel" or
 #: "abs", bound) per ring. Each is the method's analytic error plus the

@@ -3,8 +3,8 @@ step), derived from tests/tolerances.py's bounds as everything there is:
 the same place, split off to keep each file readable."""
 import numpy as np
 
-from tolerances import (ACTIVATION_TOL, TRUNC_ULPS, encode_tol, public_mul_tol, select_tol,
-                        ulp)
+from tolerances import (ACTIVATION_TOL, TRUNC_ULPS, _noisy_matmul, encode_tol, public_mul_tol,
+                        select_tol, ulp)
 
 
 def sgd_tol(w0, grads, lr: float, frac_bits: int) -> np.ndarray:
@@ -21,14 +21,6 @@ def sgd_tol(w0, grads, lr: float, frac_bits: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------ private training
-def _noisy_matmul(a, ea, b, eb, frac_bits: int) -> np.ndarray:
-    """|ã@b̃ − a@b| for |ã − a| <= ea, |b̃ − b| <= eb elementwise, the sum
-    truncated once: |a|·eb + ea·|b| + ea·eb summed over k, plus one local
-    truncation."""
-    a, b = np.abs(a), np.abs(b)
-    return a @ eb + ea @ b + ea @ eb + TRUNC_ULPS * ulp(frac_bits)
-
-
 def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
                        frac_bits: int, ring_bits: int, loss_scale: bool = True):
     """Error bounds on the weights after ONE converted SGD step of a chain of

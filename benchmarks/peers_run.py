@@ -19,6 +19,16 @@ multiplication, comparison, ReLU and sigmoid rows), and a last table sets those 
 "-processes" rows and CrypTen's two processes, same workload and size, with the peer's time
 over ours against the 1.5x target (results/peers.json's "race").
 
+A Vision Transformer (issue 27, workload vit): tf_privpy.models.vit() trained on the shipped
+MNIST digits, its weights and the first held-out digits exported once per run
+(benchmarks/peers/vit_export.py, or --vit_npz) for every runner, at each --vit_batches size.
+SPU runs the same network in jax.numpy; a last table sets ours beside it per image, embedded
+against SPU's simulator and our four server processes against SPU's party processes, with
+both max logit errors against float64 and the predicted digits' agreement, against the 2x
+target (results/peers.json's "vit_race"). The other peers record it as not written for them.
+
+    python benchmarks/peers_run.py --peers=spu --workloads=vit --reps=3
+
 Peers: CrypTen (2 processes, its run_multiprocess launcher), SPU (simulator, SEMI2K and ABY3),
 TF-Encrypted (ABY3, 3 players in one TF process), MPyC (3 processes over TCP). A peer whose venv
 is missing or did not build is recorded as "not installed" with the reason; one whose runner
@@ -47,8 +57,8 @@ PEERS = {
     "mpyc": (".venv-mpyc", "mpyc_run.py", [], "make bench-venv-mpyc"),
 }
 ROW_KEYS = ("peer", "protocol", "workload", "n", "domain", "best_s", "median_s", "min_s",
-            "max_s", "us_per_element", "max_abs_error", "max_rel_error", "reps", "versions",
-            "note")
+            "max_s", "us_per_element", "max_abs_error", "max_rel_error", "argmax_agreement",
+            "reps", "versions", "note")
 
 flags.DEFINE_list("peers", list(PEERS), "peers to run")
 flags.DEFINE_list("sizes", ["10000", "100000"],
@@ -56,6 +66,14 @@ flags.DEFINE_list("sizes", ["10000", "100000"],
 flags.DEFINE_list("workloads", _common.ORDER, "workloads")
 flags.DEFINE_list("batches", [str(b) for b in _common.LENET5_BATCHES],
                   "LeNet-5's batch sizes (lenet5; graph_build: the first)")
+flags.DEFINE_list("vit_batches", [str(b) for b in _common.VIT_BATCHES],
+                  "the ViT's batch sizes (vit)")
+flags.DEFINE_string("vit_npz", "",
+                    "the ViT's weights and digits (benchmarks/peers/vit_export.py's .npz); "
+                    "empty: exported for this run, from the trained model")
+flags.DEFINE_bool("vit_untrained", False,
+                  "export the ViT untrained (seeded initialisation: no training; the smoke "
+                  "test)")
 flags.DEFINE_integer("reps", 3, "timed calls after a warm-up (best, median, min, max kept)")
 flags.DEFINE_integer("mpyc_max_n", 10_000,
                      "largest size for MPyC (pure Python: about 1 ms per product here)")
@@ -95,11 +113,30 @@ def venv_status(name):
     return py, None
 
 
-def run_runner(name, py, runner, extra, sizes, tmp):
+def export_vit(tmp):
+    """The ViT workload's .npz (issue 27): --vit_npz, else written now by vit_export.py with
+    this python (ours: it needs TensorFlow), then read by every runner with numpy."""
+    if F.vit_npz:
+        return F.vit_npz
+    path = os.path.join(tmp, "vit.npz")
+    cmd = [sys.executable, os.path.join(HERE, "peers", "vit_export.py"), f"--out={path}",
+           f"--digits={max(int(b) for b in F.vit_batches)}"] + (
+        ["--untrained"] if F.vit_untrained else [])
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"vit_export.py failed (exit {r.returncode}): "
+                         f"{_tail(r.stderr or r.stdout, 6)}")
+    print(r.stdout.strip(), flush=True)
+    return path
+
+
+def run_runner(name, py, runner, extra, sizes, tmp, vit_npz=""):
     rows_file = os.path.join(tmp, f"{name}.json")
     cmd = [py, os.path.join(HERE, "peers", runner), f"--sizes={','.join(map(str, sizes))}",
            f"--workloads={','.join(F.workloads)}", f"--reps={F.reps}",
-           f"--rows={rows_file}", f"--batches={','.join(F.batches)}", *extra]
+           f"--rows={rows_file}", f"--batches={','.join(F.batches)}",
+           f"--vit_batches={','.join(F.vit_batches)}", f"--vit_npz={vit_npz}", *extra]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     t0 = time.perf_counter()
     print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
@@ -153,6 +190,44 @@ def race(rows: list) -> list:
     return out
 
 
+#: issue 27: the ViT per image at least this much faster than SPU's, with a
+#: logit error at or below SPU's: embedded against SPU's simulator, our four
+#: server processes against SPU's party processes
+VIT_TARGET = 2.0
+VIT_RACE = (("embedded", ("privpy-4pc-128", "privpy-4pc-64"), ("SEMI2K", "ABY3")),
+            ("processes", ("privpy-4proc-128", "privpy-4proc-64"),
+             ("SEMI2K-processes", "ABY3-processes")))
+
+
+def vit_race(rows: list) -> list:
+    """The ViT rows of issue 27: for each batch and each pair (ours, SPU's) of
+    VIT_RACE measured in this run, the time per image of both, SPU's over
+    ours, both max logit errors against float64 and arg-max agreements; met
+    when SPU's time is at least VIT_TARGET times ours and our error at most
+    SPU's."""
+    got = {(r["peer"], r["protocol"], r["n"]): r for r in rows if r["workload"] == "vit"}
+    out = []
+    for mode, ours, theirs in VIT_RACE:
+        for n in sorted({r["n"] for r in rows if r["workload"] == "vit"}):
+            for o in ours:
+                a = got.get(("tf_privpy", o, n))
+                for t in theirs:
+                    b = got.get(("spu", t, n))
+                    if a is None or b is None:
+                        continue
+                    x = b["best_s"] / a["best_s"]
+                    out.append({"mode": mode, "n": n, "ours": o, "peer": f"spu {t}",
+                                "ours_s_per_image": a["best_s"] / n,
+                                "peer_s_per_image": b["best_s"] / n, "x": x,
+                                "ours_error": a["max_abs_error"],
+                                "peer_error": b["max_abs_error"],
+                                "ours_agreement": a.get("argmax_agreement"),
+                                "peer_agreement": b.get("argmax_agreement"),
+                                "met": x >= VIT_TARGET and
+                                a["max_abs_error"] <= b["max_abs_error"]})
+    return out
+
+
 def main(argv):
     del argv
     sys.path.insert(0, HERE)
@@ -170,6 +245,7 @@ def main(argv):
             todo.append((f"tf_privpy-4proc-{bits}", (
                 None, "tf_privpy_run.py", [f"--protocols=privpy-4proc-{bits}"], None)))
     with tempfile.TemporaryDirectory() as tmp:
+        vit_npz = export_vit(tmp) if "vit" in F.workloads else ""
         for name, (_, runner, extra, _) in todo:
             if name.startswith("tf_privpy"):
                 py, why = sys.executable, None
@@ -182,7 +258,7 @@ def main(argv):
                 continue
             psizes = [n for n in sizes if name != "mpyc" or n <= F.mpyc_max_n] or \
                 [min(sizes + [F.mpyc_max_n])]
-            out, why = run_runner(name, py, runner, extra, psizes, tmp)
+            out, why = run_runner(name, py, runner, extra, psizes, tmp, vit_npz)
             if why:
                 res["peers"][name] = {"status": "failed", "reason": why}
                 res["failed"].append({"peer": name, "status": "failed", "reason": why})
@@ -241,6 +317,20 @@ def main(argv):
                     [[r["workload"], f"{r['n']:,}", r["ours"], f"{r['ours_s'] * 1e3:.1f}",
                       r["peer"], f"{r['peer_s'] * 1e3:.1f}", f"{r['x']:.2f}",
                       "yes" if r["met"] else "no"] for r in res["race"]])
+    res["vit_race"] = vit_race(res["rows"])
+    if res["vit_race"]:
+        pct = lambda v: "" if v is None else f"{v:.0%}"  # noqa: E731
+        print_table("The ViT (issue 27): per image, embedded against SPU's simulator and our "
+                    "four server processes against SPU's party processes, same run, weights "
+                    f"and digits; x: SPU's time over ours (target {VIT_TARGET}x, with our max "
+                    "logit error at most SPU's; errors against numpy float64)",
+                    ["mode", "batch", "ours", "ours s/image", "peer", "peer s/image", "x",
+                     "ours err", "peer err", "ours argmax", "peer argmax", "target met"],
+                    [[r["mode"], r["n"], r["ours"], f"{r['ours_s_per_image']:.4f}", r["peer"],
+                      f"{r['peer_s_per_image']:.4f}", f"{r['x']:.1f}",
+                      f"{r['ours_error']:.1e}", f"{r['peer_error']:.1e}",
+                      pct(r["ours_agreement"]), pct(r["peer_agreement"]),
+                      "yes" if r["met"] else "no"] for r in res["vit_race"]])
     write_json(os.path.join(F.out, "peers.json"), res)
     big = max(sizes)
     series = {}

@@ -13,6 +13,7 @@ that failed, with the reason; the runner goes on with the next one).
 """
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -53,9 +54,11 @@ WORKLOADS.update({
     # images in [0, 1]; the weights (LENET5_LAYERS, numpy, fixed seed) are the other inputs
     "lenet5": ((0.0, 1.0), 1),
     "graph_build": ((0.0, 1.0), 1),  # LeNet-5's build at batch n, its first logits checked
+    # issue 27: tf_privpy.models.vit() trained on the shipped digits, at batch n (--vit_batches)
+    "vit": ((0.0, 1.0), 1),
 })
 ORDER = list(WORKLOADS)
-PROGRAMS = ("sort", "max", "lenet5", "graph_build")
+PROGRAMS = ("sort", "max", "lenet5", "graph_build", "vit")
 PROGRAM_SIZES = {"sort": (1024, 65536), "max": (1024, 65536)}
 # their seeds, apart from ORDER's positions (which move when workloads are added)
 PROGRAM_SEEDS = {"sort": 100, "max": 101, "lenet5": 102, "graph_build": 103}
@@ -68,6 +71,81 @@ LENET5_LAYERS = (("c1", "conv_same", (5, 5, 1, 6)), ("s2", "pool", None),
                  ("c3", "conv", (5, 5, 6, 16)), ("s4", "pool", None),
                  ("c5", "conv", (5, 5, 16, 120)), ("f6", "dense", (120, 84)),
                  ("logits", "dense", (84, 10)))
+
+
+# The Vision Transformer (issue 27): tf_privpy.models.vit() (stem conv 3x3x16 'same' + ReLU;
+# patches conv 7x7 stride 7 -> 16 tokens of 64; + a position embedding; 2 pre-norm blocks of
+# LayerNorm, 4-head attention (key_dim 16), add, LayerNorm, Dense 128 + exact GELU, Dense 64,
+# add; LayerNorm, mean over the tokens, Dense 10), trained on the shipped MNIST digits. Its
+# weights (Keras' order, model.get_weights()) and the first held-out digits are a .npz that
+# benchmarks/peers/vit_export.py writes in our venv (it needs TensorFlow) and peers_run.py
+# hands to every runner (--vit_npz): here numpy reads it, nothing else.
+VIT_BATCHES = (1, 32)  # --vit_batches
+VIT_PATCH, VIT_HEADS, VIT_KEY_DIM, VIT_DEPTH, VIT_EPSILON = 7, 4, 16, 2, 1e-3
+VIT_WEIGHTS = 41  # stem 2, patches 2, position 1, 16 per block, norm 2, logits 2
+LOGITS = ("lenet5", "graph_build", "vit")  # workloads whose rows count argmax agreement
+VIT_SPU_ONLY = "the ViT (issue 27) is written for SPU only here: its race is against SPU's"
+
+
+def load_vit(path):
+    """(digits [N, 28, 28, 1], weights in Keras' order, Keras' float32 logits of the digits,
+    labels, what the weights are) from vit_export.py's .npz."""
+    if not path:
+        raise ValueError("the vit workload needs --vit_npz (benchmarks/peers/vit_export.py "
+                         "writes it; benchmarks/peers_run.py does that itself)")
+    with np.load(path) as z:
+        ws = [z[f"w{i}"] for i in range(int(z["count"]))]
+        return z["x"], ws, z["keras_logits"], z["y"], str(z["source"])
+
+
+def vit_forward(xp, ops, x, weights):
+    """The ViT's logits, written once for numpy (the float64 reference) and jax.numpy (SPU's
+    program): xp is the array module; ops["conv"](x, kernel, stride, "SAME" | "VALID") an NHWC
+    convolution with an HWIO kernel, ops["erf"] and ops["rsqrt"] the element-wise functions.
+    Keras' layers: LayerNormalization (x - mean) * rsqrt(var + 1e-3) * gamma + beta;
+    MultiHeadAttention's einsums, the query scaled by 1/sqrt(key_dim); GELU's erf form."""
+    if len(weights) != VIT_WEIGHTS:
+        raise ValueError(f"the ViT has {VIT_WEIGHTS} weights, got {len(weights)}")
+    w = iter(weights)
+    take = lambda k: [next(w) for _ in range(k)]  # noqa: E731
+
+    def norm(h):
+        g, b = take(2)
+        c = h - h.mean(axis=-1, keepdims=True)
+        return c * ops["rsqrt"]((c * c).mean(axis=-1, keepdims=True) + VIT_EPSILON) * g + b
+
+    k, b = take(2)
+    h = xp.maximum(ops["conv"](x, k, 1, "SAME") + b, 0.0)
+    k, b = take(2)
+    h = ops["conv"](h, k, VIT_PATCH, "VALID") + b
+    h = h.reshape(h.shape[0], -1, h.shape[-1]) + next(w)  # tokens + position embedding
+    for _ in range(VIT_DEPTH):
+        a = norm(h)
+        qk, qb, kk, kb, vk, vb, ok, ob = take(8)
+        q = (xp.einsum("btd,dhk->bthk", a, qk) + qb) * (1.0 / np.sqrt(VIT_KEY_DIM))
+        s = xp.einsum("bshk,bthk->bhts", xp.einsum("btd,dhk->bthk", a, kk) + kb, q)
+        e = xp.exp(s - s.max(axis=-1, keepdims=True))
+        p = e / e.sum(axis=-1, keepdims=True)  # softmax over the keys
+        o = xp.einsum("bhts,bshk->bthk", p, xp.einsum("btd,dhk->bthk", a, vk) + vb)
+        h = h + xp.einsum("bthk,hkd->btd", o, ok) + ob
+        m = norm(h)
+        k, b = take(2)
+        m = m @ k + b
+        m = 0.5 * m * (1.0 + ops["erf"](m * (1.0 / np.sqrt(2.0))))  # exact GELU
+        k, b = take(2)
+        h = h + (m @ k + b)
+    h = norm(h).mean(axis=1)
+    k, b = take(2)
+    return h @ k + b
+
+
+def vit_reference(x, weights):
+    """The ViT's logits in float64 (numpy; erf from the standard library)."""
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    ops = {"conv": lambda a, k, stride, pad: _conv_nhwc(a, k, pad == "SAME", stride),
+           "erf": erf, "rsqrt": lambda v: 1.0 / np.sqrt(v)}
+    return vit_forward(np, ops, np.asarray(x, np.float64),
+                       [np.asarray(v, np.float64) for v in weights])
 
 
 def lenet5_weights():
@@ -85,16 +163,23 @@ def lenet5_weights():
     return out
 
 
-def program_sizes(workload, sizes, batches=LENET5_BATCHES):
+def program_sizes(workload, sizes, batches=LENET5_BATCHES, vit_batches=VIT_BATCHES):
     """sort and max: their sizes up to the largest of --sizes (else its smallest); LeNet-5:
-    --batches; its build: the first batch only."""
+    --batches; its build: the first batch only; the ViT: --vit_batches."""
+    if workload == "vit":
+        return list(vit_batches)
     if workload in ("lenet5", "graph_build"):
         return list(batches)[:1] if workload == "graph_build" else list(batches)
     own = [n for n in PROGRAM_SIZES[workload] if n <= max(sizes)]
     return own or [min(sizes)]
 
 
-def program_inputs(workload, n):
+def program_inputs(workload, n, vit_npz=None):
+    if workload == "vit":  # the first n held-out digits, then the trained weights
+        x, ws, _, _, _ = load_vit(vit_npz)
+        if n > len(x):
+            raise ValueError(f"{vit_npz} holds {len(x)} digits, batch {n} asked")
+        return [x[:n]] + ws
     rng = np.random.default_rng([PROGRAM_SEEDS[workload], n])
     if workload == "sort":
         return [rng.uniform(-10.0, 10.0, n)]
@@ -103,16 +188,18 @@ def program_inputs(workload, n):
     return [rng.uniform(0.0, 1.0, (n, 28, 28, 1))] + lenet5_weights()
 
 
-def _conv_nhwc(x, k, pad):
-    """float64 NHWC convolution (cross-correlation, as TF's) by summing the 25 shifted taps."""
-    if pad:
-        x = np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0)))
+def _conv_nhwc(x, k, pad, stride=1):
+    """float64 NHWC convolution (cross-correlation, as TF's) by summing the shifted taps;
+    pad: 'same' for an odd kernel at stride 1 (k // 2 zeros each side), else 'valid'."""
     kh, kw = k.shape[:2]
-    h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
+    if pad:
+        x = np.pad(x, ((0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2), (0, 0)))
+    h, w = (x.shape[1] - kh) // stride + 1, (x.shape[2] - kw) // stride + 1
     out = np.zeros((x.shape[0], h, w, k.shape[3]))
     for i in range(kh):
         for j in range(kw):
-            out += np.einsum("nhwc,cd->nhwd", x[:, i:i + h, j:j + w, :], k[i, j])
+            out += np.einsum("nhwc,cd->nhwd",
+                             x[:, i:i + stride * h:stride, j:j + stride * w:stride, :], k[i, j])
     return out
 
 
@@ -137,14 +224,16 @@ def program_reference(workload, xs):
         return np.sort(xs[0])
     if workload == "max":
         return xs[0].max(axis=1)
+    if workload == "vit":
+        return vit_reference(xs[0], xs[1:])
     return lenet5_reference(xs[0], xs[1:])
 
 
-def inputs(workload, n):
+def inputs(workload, n, vit_npz=None):
     """The inputs of one workload at n elements (matmul: two MATMUL_SIDE^2 matrices whatever n),
-    identical in every runner."""
+    identical in every runner (vit: from the .npz at vit_npz)."""
     if workload in PROGRAMS:
-        return program_inputs(workload, n)
+        return program_inputs(workload, n, vit_npz)
     (lo, hi), k = WORKLOADS[workload]
     rng = np.random.default_rng([ORDER.index(workload), n])
     if workload == "lr_step":
@@ -182,8 +271,9 @@ def reference(workload, xs):
     raise KeyError(workload)
 
 
-def errors(workload, xs, out):
-    ref = reference(workload, xs)
+def errors(workload, xs, out, ref=None):
+    """(max absolute, max relative error) of out against the float64 reference."""
+    ref = reference(workload, xs) if ref is None else ref
     out = np.asarray(out, dtype=np.float64).reshape(ref.shape)
     err = np.abs(out - ref)
     rel = err / np.maximum(np.abs(ref), 1e-12)
@@ -212,15 +302,26 @@ def time_reps(fn, reps, warmup=1):
     return ts, out
 
 
-def row(peer, protocol, workload, n, ts, max_abs, max_rel, versions, note=""):
+def compare(workload, xs, out):
+    """errors() and, for the logits of LOGITS' workloads, the fraction of images whose
+    arg-max (the predicted digit) is the float64 reference's (else None)."""
+    ref = reference(workload, xs)
+    a, r = errors(workload, xs, out, ref)
+    if workload not in LOGITS:
+        return a, r, None
+    out = np.asarray(out, dtype=np.float64).reshape(ref.shape)
+    return a, r, float(np.mean(out.argmax(-1) == ref.argmax(-1)))
+
+
+def row(peer, protocol, workload, n, ts, max_abs, max_rel, versions, note="", agreement=None):
     ts = sorted(ts)
     elements = {"matmul": MATMUL_SIDE * MATMUL_SIDE, "lr_step": LR_BATCH}.get(workload, n)
     return {"peer": peer, "protocol": protocol, "workload": workload,
             "n": elements, "domain": list(WORKLOADS[workload][0]),
             "best_s": ts[0], "median_s": ts[len(ts) // 2], "min_s": ts[0], "max_s": ts[-1],
             "us_per_element": ts[0] / elements * 1e6,
-            "max_abs_error": max_abs, "max_rel_error": max_rel, "reps": len(ts),
-            "versions": versions, "note": note}
+            "max_abs_error": max_abs, "max_rel_error": max_rel, "argmax_agreement": agreement,
+            "reps": len(ts), "versions": versions, "note": note}
 
 
 def parse_args(argv=None):
@@ -235,18 +336,23 @@ def parse_args(argv=None):
     p.add_argument("--rows", required=True, help="where to write the JSON")
     p.add_argument("--batches", default=",".join(map(str, LENET5_BATCHES)),
                    help="LeNet-5's batch sizes (graph_build: the first)")
+    p.add_argument("--vit_batches", default=",".join(map(str, VIT_BATCHES)),
+                   help="the ViT's batch sizes (vit)")
+    p.add_argument("--vit_npz", default="",
+                   help="the ViT's weights and digits (benchmarks/peers/vit_export.py)")
     a = p.parse_args(argv)
     a.batches = [int(s) for s in a.batches.split(",") if s]
+    a.vit_batches = [int(s) for s in a.vit_batches.split(",") if s]
     a.sizes = [int(s) for s in a.sizes.split(",") if s]
     a.workloads = [w for w in a.workloads.split(",") if w]
     a.protocols = [s for s in a.protocols.split(",") if s]
     return a
 
 
-def sizes_for(workload, sizes, batches=LENET5_BATCHES):
+def sizes_for(workload, sizes, batches=LENET5_BATCHES, vit_batches=VIT_BATCHES):
     """matmul and lr_step run once (their sizes are fixed), the others at every size."""
     if workload in PROGRAMS:
-        return program_sizes(workload, sizes, batches)
+        return program_sizes(workload, sizes, batches, vit_batches)
     return sizes[:1] if workload in FIXED else sizes
 
 
@@ -256,9 +362,10 @@ def run_all(peer, versions, protocols, measure, args):
     rows, errs = [], []
     for protocol in protocols:
         for workload in args.workloads:
-            for n in sizes_for(workload, args.sizes, getattr(args, "batches", LENET5_BATCHES)):
-                xs = inputs(workload, n)
+            for n in sizes_for(workload, args.sizes, getattr(args, "batches", LENET5_BATCHES),
+                               getattr(args, "vit_batches", VIT_BATCHES)):
                 try:
+                    xs = inputs(workload, n, getattr(args, "vit_npz", None))
                     ts, out, note = measure(protocol, workload, n, xs)
                 except Exception as e:  # recorded, not hidden: the next workload still runs
                     errs.append({"peer": peer, "protocol": protocol, "workload": workload,
@@ -273,8 +380,8 @@ def run_all(peer, versions, protocols, measure, args):
                     errs.append({"peer": peer, "protocol": protocol, "workload": workload,
                                  "n": n, "reason": note})
                     continue
-                a, r = errors(workload, xs, out)
-                rows.append(row(peer, protocol, workload, n, ts, a, r, versions, note))
+                a, r, agree = compare(workload, xs, out)
+                rows.append(row(peer, protocol, workload, n, ts, a, r, versions, note, agree))
                 print(f"{peer} {protocol} {workload} n={n}: best {min(ts):.4f} s "
                       f"max abs err {a:.2e}", flush=True)
             # after every workload: a runner stopped by peers_run's timeout keeps its rows

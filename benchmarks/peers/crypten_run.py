@@ -106,6 +106,8 @@ def measure_rank(args, versions):
                 "rsqrt": lambda a: a.inv_sqrt(), "log": lambda a: a.log()})
 
     def measure(protocol, workload, n, xs):
+        if workload == "vit":
+            return None, None, _common.VIT_SPU_ONLY
         if workload in _common.PROGRAMS:
             return measure_program(crypten, torch, workload, xs, args.reps)
         sx = [crypten.cryptensor(torch.tensor(x), src=0) for x in xs]

@@ -46,20 +46,21 @@ def main():
     # sort: MPyC's sorting network (np_sort); max of groups of 4 along axis 1 (np_amax)
     ops.update({"sort": lambda a: mpc.np_sort(a), "max": lambda a: mpc.np_amax(a, axis=1)})
     lacks = {"lenet5": "MPyC 0.11 has no convolution or pooling for its secure arrays (LeNet-5 "
-                       "not written for MPyC here)", "graph_build": "no LeNet-5 in MPyC (lenet5)"}
+                       "not written for MPyC here)", "graph_build": "no LeNet-5 in MPyC (lenet5)",
+             "vit": _common.VIT_SPU_ONLY}
 
     async def run():
         await mpc.start()
         rows, errs = [], []
         for workload in args.workloads:
-            for n in _common.sizes_for(workload, args.sizes):
-                xs = _common.inputs(workload, n)
+            for n in _common.sizes_for(workload, args.sizes, args.batches, args.vit_batches):
                 if workload not in ops:
                     errs.append({"peer": "mpyc", "protocol": protocol, "workload": workload,
                                  "n": n, "reason": lacks.get(workload, (
                                      f"MPyC 0.11 has no secure {workload}" + (
                                          " (no sigmoid)" if workload == "lr_step" else "")))})
                     continue
+                xs = _common.inputs(workload, n)
                 try:
                     # party 0 inputs; the others pass an array of the same shape, which
                     # MPyC ignores (an all-zero array hangs MPyC 0.11: it is typed apart)

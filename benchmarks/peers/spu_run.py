@@ -5,6 +5,12 @@ fractional bits). Each workload is a jax.numpy function compiled once by SPU's f
 inputs are shared once; the time of a call is the parties' run of the compiled program (from a
 barrier all party threads pass to the last one's end), not the compilation, sharing or reveal.
 
+The ViT (issue 27, vit): the Keras ViT's layers in jax.numpy (spu_run.vit_fn on
+_common.vit_forward: lax convolutions, layer norms by lax.rsqrt, softmax attention, exact GELU by
+jax.scipy.special.erf, which jax lowers to a polynomial SPU runs), checked once in plaintext
+against Keras' logits of the same weights and digits before SPU runs it; the digits and all
+the weights are secret inputs, as ours are.
+
 Run by benchmarks/peers_run.py with .venv-spu's python; see benchmarks/peers/_common.py for
 the arguments (--protocols=SEMI2K,ABY3,SEMI2K-processes,ABY3-processes by default).
 "-processes": SPU's multi-process mode, one process per party (spawned here, as SPU's own
@@ -76,7 +82,28 @@ def program_fns(jax, jnp):
                     dimension_numbers=("NHWC", "HWIO", "NHWC")) + b)
         return x
     return {"sort": jnp.sort, "max": lambda a: jnp.max(a, axis=1), "lenet5": lenet5,
-            "graph_build": lenet5}
+            "graph_build": lenet5, "vit": vit_fn(jax, jnp)}
+
+
+def vit_fn(jax, jnp):
+    """The ViT (_common.vit_forward) in jax.numpy: convolutions by jax.lax.conv_general_dilated
+    (NHWC, Keras' HWIO kernels), jax.lax.rsqrt in the layer norms, exact GELU by
+    jax.scipy.special.erf (its lowering is a polynomial SPU runs; no approximation of ours)."""
+    ops = {"conv": lambda a, k, stride, pad: jax.lax.conv_general_dilated(
+               a, k, (stride, stride), pad, dimension_numbers=("NHWC", "HWIO", "NHWC")),
+           "erf": jax.scipy.special.erf, "rsqrt": jax.lax.rsqrt}
+    return lambda x, *ws: _common.vit_forward(jnp, ops, x, ws)
+
+
+def check_vit_in_jax(jax, fn, vit_npz, tol=1e-4):
+    """issue 27: the jax ViT in plaintext (float32, jit) equals Keras' logits of the same
+    weights and digits; returns the largest difference (raises above tol)."""
+    import numpy as np
+    x, ws, keras_logits, _, _ = _common.load_vit(vit_npz)
+    d = float(np.abs(np.asarray(jax.jit(fn)(x, *ws)) - keras_logits).max())
+    if not d <= tol:
+        raise AssertionError(f"the jax ViT differs from Keras' logits by {d:.2e} (> {tol})")
+    return d
 
 
 def main():
@@ -100,12 +127,20 @@ def main():
     fns.update({"tanh": jnp.tanh, "sqrt": jnp.sqrt, "rsqrt": jax.lax.rsqrt, "log": jnp.log})
 
     fns.update(program_fns(jax, jnp))
+    checked = {}
+
+    def vit_note():
+        """the plaintext check of the jax ViT against Keras, once (issue 27)"""
+        if "vit" not in checked:
+            checked["vit"] = check_vit_in_jax(jax, fns["vit"], args.vit_npz)
+        return f"; plaintext jax float32 vs Keras logits {checked['vit']:.1e}"
 
     def measure(protocol, workload, n, xs):
         if workload == "graph_build" and protocol.endswith("-processes"):
             return None, None, None  # the compilation is the same as in the simulator's row
         processes = protocol.endswith("-processes")
         protocol = protocol.replace("-processes", "")
+        extra = vit_note() if workload == "vit" else ""
         wsize = WORLD[protocol]
         config = libspu.RuntimeConfig(protocol=getattr(libspu.ProtocolKind, protocol),
                                       field=libspu.FieldType.FM64)
@@ -122,7 +157,8 @@ def main():
             build_ts.append(time.perf_counter() - t0)
         shares = [io.make_shares(x, libspu.Visibility.VIS_SECRET) for x in xs32]
         if processes:
-            return multi_process(protocol, wsize, executable, names, shares, io)
+            ts, out, note = multi_process(protocol, wsize, executable, names, shares, io)
+            return ts, out, note + extra
         desc = libspu.link.Desc()
         for rank in range(wsize):
             desc.add_party(f"id_{rank}", f"thread_{rank}")
@@ -165,7 +201,7 @@ def main():
                 "same for every protocol), after a warm-up compile")
         return ts, np.asarray(out, dtype=np.float64), (
             f"simulator ({wsize} party threads, in-memory links), FM64, "
-            "time of the compiled program's run")
+            "time of the compiled program's run" + extra)
 
     port = [BASE_PORT]
 

@@ -12,7 +12,9 @@ workloads (PROCESS_WORKLOADS) on four server processes on loopback
 (tf_privpy.deploy.cluster.LocalCluster) with this process as the client, the way SPU's
 "-processes" rows and CrypTen's two processes run. A call there is the function up to a
 one-element reveal on the client (the servers' whole result stays on them): it includes the
-client's round trip, which the peers' "rank 0's time of the op" does not. A process that joined
+client's round trip, which the peers' "rank 0's time of the op" does not. The ViT (issue 27,
+vit) runs there too: tp.models.vit() with the workload's weights, tp.keras.convert'ed once per
+runtime, predict timed to S1's logit shares on the client. A process that joined
 a cluster cannot go back to the embedded mode, so peers_run.py starts this runner once per
 such protocol, alone.
 """
@@ -20,8 +22,9 @@ import os
 import sys
 
 #: what the four-process rows run: the element-wise workloads the fair race
-#: is about (issue 26: less and ReLU of 10^5, multiplication of 10^6)
-PROCESS_WORKLOADS = ("mul", "comparison", "relu", "sigmoid")
+#: is about (issue 26: less and ReLU of 10^5, multiplication of 10^6), and the
+#: ViT (issue 27: our four processes against SPU's three)
+PROCESS_WORKLOADS = ("mul", "comparison", "relu", "sigmoid", "vit")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common  # noqa: E402
@@ -63,6 +66,7 @@ def main():
             tp.reset()
             tp.init(tp.Config(ring_bits=bits, functions={"common": {"mode": mode}}))
             state["setup"] = (bits, mode)
+            state.pop("vit", None)  # converted for the runtime just reset
         if workload in _common.PROGRAMS:
             return measure_program(workload, n, xs, bits)
         sx = [tp.share(x) for x in xs]
@@ -79,17 +83,39 @@ def main():
             from tf_privpy.deploy.cluster import LocalCluster
             state["cluster"] = LocalCluster().start()
             tp.init(tp.Config(ring_bits=bits), cluster=state["cluster"].path)
+        where = (f"4 server processes (S1, S2, T1, T2) on loopback, the client here, "
+                 f"{bits}-bit ring, {tp.get_runtime().config.comparison} comparisons, "
+                 f"sealed links")
+        if workload == "vit":
+            ts, out, note = measure_vit(n, xs)
+            return ts, out, f"{where}; {note}"
         sx = [tp.share(x) for x in xs]
         full = tf.function(lambda *a, fn=fns[workload]: fn(*a))
         one = tf.function(lambda *a, fn=fns[workload]: tp.reveal(fn(*a)[:1]))
         ts, _ = _common.time_reps(lambda: one(*sx).numpy(), args.reps, args.warmup)
         out = np.asarray(tp.reveal(full(*sx)), dtype=np.float64)
-        return ts, out, (f"4 server processes (S1, S2, T1, T2) on loopback, the client here, "
-                         f"{bits}-bit ring, {tp.get_runtime().config.comparison} comparisons, "
-                         f"sealed links; time to a one-element reveal on the client")
+        return ts, out, f"{where}; time to a one-element reveal on the client"
+
+    def measure_vit(n, xs):
+        """The ViT (issue 27): tp.models.vit() with the workload's trained weights, converted
+        once per runtime (weights shared then), predict on the digits (shared inside it, by
+        the client), timed to S1's logit shares on the client."""
+        if "vit" not in state:
+            model = tp.models.vit()
+            model.set_weights([np.float32(w) for w in xs[1:]])
+            state["vit"] = tp.keras.convert(model)
+        private, x = state["vit"], np.float32(xs[0])
+        ts, _ = _common.time_reps(lambda: private.predict(x).share0.numpy()[:1], args.reps,
+                                  args.warmup)
+        return ts, np.asarray(private.predict(x, reveal=True), np.float64), (
+            "tp.keras.convert'ed Keras ViT (exact GELU), predict with the digits shared in it, "
+            "time to S1's logit shares on the client")
 
     def measure_program(workload, n, xs, bits):
         where = f"embedded 4 servers in one process, {bits}-bit ring"
+        if workload == "vit":
+            ts, out, note = measure_vit(n, xs)
+            return ts, out, f"{where}, exact numerics; {note}"
         if workload in ("sort", "max"):
             f = tf.function(tp.sort if workload == "sort" else
                             lambda a: tp.reduce_max(a, axis=1))

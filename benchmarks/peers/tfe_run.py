@@ -146,7 +146,8 @@ def main():
     fns.update({"rsqrt": lambda a: tfe.inv_sqrt(a), "log": lambda a: tfe.log(a)})
     lacks = {"tanh": "not available in TF-Encrypted 0.9.1 (ABY3 has no tanh)",
              "sqrt": "not available in TF-Encrypted 0.9.1 (ABY3's sqrt takes public values "
-                     "only)"}
+                     "only)",
+             "vit": _common.VIT_SPU_ONLY}
     rand = ("secure random op rebuilt for this TF" if secure else
             "INSECURE randomness: its TF 2.9.1 ops do not load here, TF-Encrypted fell back "
             "to TF's random ops")

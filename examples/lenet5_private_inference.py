@@ -19,6 +19,7 @@ import time
 from absl import app, flags
 
 import tf_privpy as tp
+from _digits_demo import convert_and_classify
 
 flags.DEFINE_integer("images", 100, "test digits to classify privately")
 flags.DEFINE_integer("batch", 50, "digits per private predict call")
@@ -32,7 +33,6 @@ F = flags.FLAGS
 def main(argv):
     del argv
     tp.init(tp.Config(ring_bits=F.ring_bits))  # before any other TF op
-    import numpy as np
     import tensorflow as tf
     tf.get_logger().setLevel("ERROR")
 
@@ -47,36 +47,7 @@ def main(argv):
     t0 = time.perf_counter()
     model = tp.models.train(name, x_train, y_train, model_kwargs=kwargs)
     print(f"  ready in {time.perf_counter() - t0:.1f} s")
-
-    t0 = time.perf_counter()
-    private = tp.keras.convert(model)
-    t_convert = time.perf_counter() - t0
-    print(f"\nconverted in {t_convert:.2f} s (traced, frozen, rewritten; weights shared once)")
-    print(private.summary(batch_size=F.batch))
-
-    n, b = min(F.images, len(x_test)), F.batch
-    x, y = x_test[:n], y_test[:n]
-    print(f"\ndata owner: classifying {n} test digits privately, {b} per call ...", flush=True)
-    t0 = time.perf_counter()
-    private.predict(x[:b], reveal=True)  # first call traces the private graph
-    t_trace = time.perf_counter() - t0
-    scores, t_run = [], 0.0
-    for start in range(0, n, b):
-        t0 = time.perf_counter()
-        scores.append(private.predict(x[start:start + b], reveal=True).numpy())
-        t_run += time.perf_counter() - t0
-        print(f"  {start + len(scores[-1])}/{n} digits", flush=True)
-    scores = np.concatenate(scores)
-    plain = model.predict(x, verbose=0)
-    pred, plain_pred = scores.argmax(-1), plain.argmax(-1)
-
-    print(f"\n  first call (tracing the private graph): {t_trace:.1f} s")
-    print(f"  time per image: {1e3 * t_run / n:.1f} ms private, at batch {b}")
-    print(f"  accuracy: private {np.mean(pred == y):.1%}, plaintext Keras {np.mean(plain_pred == y):.1%}")
-    print(f"  private predictions equal to plaintext: {np.mean(pred == plain_pred):.1%}")
-    print(f"  max |private - plaintext| score: {np.abs(scores - plain).max():.2e}")
-    for i in range(min(5, n)):
-        print(f"  digit {i}: label {y[i]}, private {pred[i]}, plaintext {plain_pred[i]}")
+    convert_and_classify(model, x_test, y_test, F.images, F.batch)
 
 
 if __name__ == "__main__":

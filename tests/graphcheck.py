@@ -28,8 +28,10 @@ import contextlib
 from typing import Dict, List, Sequence
 
 import tensorflow as tf
+from tensorflow.python.eager import context
 from tensorflow.python.framework import op_callbacks
 
+import tf_privpy as tp
 from tf_privpy.protocols.mpc.runtime.placement import (CHANNEL_SCOPE, SHAPE_OPS,  # noqa: F401
                                                WHILE_OPS, canon)
 
@@ -230,3 +232,22 @@ def plaintext_violations(concrete, devices: Dict[str, str], n_plain: int) -> Lis
         if op.type != SHARE_SPLIT and op.type not in SHAPE_OPS:
             tainted.update(o.name for o in op.outputs)
     return bad
+
+
+def client_received(fn, *args):
+    """(fn(*args), the int64 tensors the client's partition received)."""
+    ctx = context.context()
+    ctx.enable_run_metadata()
+    try:
+        ctx.export_run_metadata()  # drop what earlier runs left (their partitions)
+        out = fn(*args)
+        md = ctx.export_run_metadata()
+    finally:
+        ctx.disable_run_metadata()
+    client = canon(tp.servers()["client"])
+    parts = [pg for fg in md.function_graphs for pg in fg.partition_graphs]
+    assert parts, "no partition graph recorded"
+    got = [n.name for pg in parts for n in pg.node if n.op == "_Recv"
+           and canon(n.device) == client
+           and n.attr["tensor_type"].type == tf.int64.as_datatype_enum]
+    return out, got

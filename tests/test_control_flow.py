@@ -20,7 +20,6 @@ on the client, naming the op: test_guard_refuses_a_misplaced_op.
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.eager import context
 
 import graphcheck
 import tf_privpy as tp
@@ -29,25 +28,6 @@ from tolerances import linear_tol, mul_tol, public_mul_tol
 
 A = np.array([0.5, -1.25, 2.0, 3.5])
 B = np.array([1.5, 2.0, -0.75, 1.0])
-
-
-def client_received(fn, *args):
-    """(fn(*args), the int64 tensors the client's partition received)."""
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    try:
-        ctx.export_run_metadata()  # drop what earlier runs left (their partitions)
-        out = fn(*args)
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_run_metadata()
-    client = graphcheck.canon(tp.servers()["client"])
-    parts = [pg for fg in md.function_graphs for pg in fg.partition_graphs]
-    assert parts, "no partition graph recorded"
-    got = [n.name for pg in parts for n in pg.node if n.op == "_Recv"
-           and graphcheck.canon(n.device) == client
-           and n.attr["tensor_type"].type == tf.int64.as_datatype_enum]
-    return out, got
 
 
 def _f(ring):
@@ -104,7 +84,7 @@ def test_loops_keep_shares_on_their_holders(name):
     product's bound per step, and the client receives no share."""
     f = _f(None)
     a, b = tp.share(A), tp.share(B)
-    out, got = client_received(tf.function(LOOPS[name]), a, b, tf.constant(3))
+    out, got = graphcheck.client_received(tf.function(LOOPS[name]), a, b, tf.constant(3))
     want, tol = A.copy(), 0.0
     for _ in range(3):
         tol = tol * 0.5 + public_mul_tol(want, 0.5, f) + linear_tol(f)
@@ -117,7 +97,7 @@ def test_loop_of_private_products(ring):
     """A loop whose body runs the multiplication protocol (S1, S2, T1, T2)."""
     f = tp.get_runtime().config.frac_bits
     a, b = tp.share(A), tp.share(B)
-    out, got = client_received(tf.function(_private_product_loop), a, b, tf.constant(2))
+    out, got = graphcheck.client_received(tf.function(_private_product_loop), a, b, tf.constant(2))
     tol = mul_tol(A, B, f) * np.abs(B) + mul_tol(A * B, B, f)
     np.testing.assert_allclose(out.reveal().numpy(), A * B * B, rtol=0, atol=np.max(tol))
     assert got == [], got
@@ -213,7 +193,7 @@ def test_tp_cond_public_predicate(ring, flag):
     want = A * B if flag else A + B
     tol = mul_tol(A, B, f) if flag else linear_tol(f)
     fn = tf.function(lambda x, y, p: tp.cond(p, lambda: x * y, lambda: x + y))
-    out, got = client_received(fn, a, b, tf.constant(flag))
+    out, got = graphcheck.client_received(fn, a, b, tf.constant(flag))
     np.testing.assert_allclose(out.reveal().numpy(), want, rtol=0, atol=np.max(tol))
     assert got == [], got
     eager = tp.cond(tf.constant(flag), lambda: a * b, lambda: a + b)
@@ -235,7 +215,7 @@ def test_tp_cond_private_predicate(ring):
         px = tp.share(x)
         fn = tf.function(lambda v, y: tp.cond(tp.reduce_sum(v) < 0.0, lambda: v * y,
                                               lambda: v - y))
-        out, got = client_received(fn, px, b)
+        out, got = graphcheck.client_received(fn, px, b)
         want = x * B if x.sum() < 0 else x - B
         np.testing.assert_allclose(out.reveal().numpy(), want, rtol=0,
                                    atol=np.max(mul_tol(x, B, f)))
@@ -340,7 +320,7 @@ def test_small_captured_shares_stay_on_their_servers():
     fn = tf.function(lambda: a * 2.0 + a)
     consts = _int64_constants(fn.get_concrete_function().graph)
     assert not any(c.shape == s.shape and np.array_equal(c, s) for c in consts for s in shares)
-    out, got = client_received(fn)
+    out, got = graphcheck.client_received(fn)
     assert got == []
     np.testing.assert_allclose(tp.reveal(out).numpy(), 3.0 * A,
                                atol=np.max(public_mul_tol(A, 2.0, _f(None))))

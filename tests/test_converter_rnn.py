@@ -9,7 +9,6 @@ fixed-point precision and sigmoid's and tanh's documented targets."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.eager import context
 
 import graphcheck
 import tf_privpy as tp
@@ -108,24 +107,6 @@ def test_cost_equals_a_run(ring):
     assert bill.multiplications >= 3 * STEPS   # per step: r·h, z·h, (1 - z)·hh at least
 
 
-def _client_received(fn, *args):
-    """(fn(*args), the int64 tensors the client's partition received in the run)."""
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    try:
-        ctx.export_run_metadata()  # drop what earlier runs left
-        out = fn(*args)
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_run_metadata()
-    client = graphcheck.canon(tp.servers()["client"])
-    parts = [pg for fg in md.function_graphs for pg in fg.partition_graphs]
-    assert parts, "no partition graph recorded"
-    return out, [n.name for pg in parts for n in pg.node if n.op == "_Recv"
-                 and graphcheck.canon(n.device) == client
-                 and n.attr["tensor_type"].type == tf.int64.as_datatype_enum]
-
-
 def _placement(model, x):
     """(traced-graph violations with the loop's body and condition followed,
     int64 tensors the client received in a run) of a predict on x."""
@@ -133,7 +114,7 @@ def _placement(model, x):
     concrete = private.concrete(batch_size=x.shape[0])
     assert any(op.type in graphcheck.WHILE_OPS for op in concrete.graph.get_operations())
     bad = graphcheck.graph_violations(concrete, tp.servers(), {})
-    _, got = _client_received(lambda a: private.predict(a), x)
+    _, got = graphcheck.client_received(lambda a: private.predict(a), x)
     return bad, got
 
 

@@ -12,6 +12,11 @@ private graph at that batch size (PrivateModel.concrete: nothing runs);
     python benchmarks/converter.py                          # FFNN, LeNet-5, LeNet-5+BN, ViT
     python benchmarks/converter.py --rings=64 --batches=1,10 --models=lenet5 --reps=1
 
+ResNet50 (issue 27; seeded weights, one 224x224 image, --resnet50) runs in a
+process of its own per ring (converter_resnet50.py): time per image, first
+call, peak memory, bill and argmax against Keras on 10 images, beside
+TF-Encrypted's figure and the issue's targets.
+
 Results go to benchmarks/results/converter.json and converter.png.
 """
 import os
@@ -30,6 +35,9 @@ flags.DEFINE_list("batches", ["1", "10", "100", "1000"], "images per predict cal
 flags.DEFINE_list("vit_batches", ["1", "32"], "the ViT's batches (issue 27's: 1 and 32; at "
                   "1,000 its 91 million comparisons would not fit in memory at once)")
 flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
+flags.DEFINE_bool("resnet50", True, "also ResNet50 (seeded weights, 224x224, batch 1), each "
+                  "ring in a process of its own (converter_resnet50.py): several minutes")
+flags.DEFINE_integer("resnet50_images", 10, "ResNet50's images compared with Keras")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for converter.json / .png")
 F = flags.FLAGS
@@ -104,6 +112,19 @@ def main(argv):
                 ["ring", "model", "batch", "private", "plaintext TF", "PrivPy", "CrypTen", "target",
                  "build s", "guard s", "first run s", "rounds", "comparisons",
                  "MB between servers"], rows)
+    if F.resnet50:
+        res["resnet50"] = [_resnet50(bits) for bits in map(int, F.rings)]
+        print_table("ResNet50, one 224x224 image (embedded; TF-Encrypted: 3 x 4-core machines)",
+                    ["ring", "s/image", "TFE s", "target s", "first call s", "trace s",
+                     "peak GB", "bill GB", "rounds", "comparisons", "argmax equal",
+                     "max error"],
+                    [[r["ring"], f"{r['s_per_image']:.2f}", r["tfe"]["s_per_image"],
+                      r["targets"]["s_per_image"], f"{r['first_call_s']:.1f}",
+                      f"{r['trace_s']:.1f}", f"{r['peak_gb']:.1f}", f"{r['bill_gb']:.2f}",
+                      r["rounds"], r["comparisons"], f"{r['argmax_equal']}/{r['images']}",
+                      f"{r['max_logit_error']:.1e}"] if "error" not in r else
+                     [r["ring"], "failed: " + r["error"]] + [""] * 10
+                     for r in res["resnet50"]])
     write_json(os.path.join(F.out, "converter.json"), res)
     sel = [r for r in res["rows"] if r["ring"] == int(F.rings[0])]
     bar_png(os.path.join(F.out, "converter.png"),
@@ -112,6 +133,21 @@ def main(argv):
             {"tf_privpy": [r["private_ms_per_image"] for r in sel],
              "PrivPy (paper)": [r["privpy_ms_per_image"] or np.nan for r in sel],
              "plaintext TF": [r["plaintext_ms_per_image"] for r in sel]}, "ms per image")
+
+
+def _resnet50(bits: int) -> dict:
+    """converter_resnet50.py's row in a process of its own (its peak memory)."""
+    import json
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, os.path.join(here, "converter_resnet50.py"),
+                        f"--ring={bits}", f"--images={F.resnet50_images}"],
+                       capture_output=True, text=True, timeout=3600)
+    rows = [line[4:] for line in r.stdout.splitlines() if line.startswith("ROW ")]
+    if r.returncode or not rows:
+        return {"ring": bits, "error": (r.stderr or r.stdout)[-300:]}
+    return json.loads(rows[-1])
 
 
 if __name__ == "__main__":

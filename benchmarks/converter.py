@@ -38,6 +38,8 @@ flags.DEFINE_integer("reps", 3, "timed repetitions (best is reported)")
 flags.DEFINE_bool("resnet50", True, "also ResNet50 (seeded weights, 224x224, batch 1), each "
                   "ring in a process of its own (converter_resnet50.py): several minutes")
 flags.DEFINE_integer("resnet50_images", 10, "ResNet50's images compared with Keras")
+flags.DEFINE_bool("resnet50_processes", True, "ResNet50 on four server processes on loopback "
+                  "too (issue 27's target: at most 3x embedded)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for converter.json / .png")
 F = flags.FLAGS
@@ -113,17 +115,18 @@ def main(argv):
                  "build s", "guard s", "first run s", "rounds", "comparisons",
                  "MB between servers"], rows)
     if F.resnet50:
-        res["resnet50"] = [_resnet50(bits) for bits in map(int, F.rings)]
-        print_table("ResNet50, one 224x224 image (embedded; TF-Encrypted: 3 x 4-core machines)",
-                    ["ring", "s/image", "TFE s", "target s", "first call s", "trace s",
+        res["resnet50"] = [_resnet50(bits, procs) for bits in map(int, F.rings)
+                           for procs in (False, True)[:1 + F.resnet50_processes]]
+        print_table("ResNet50, one 224x224 image (TF-Encrypted: 3 x 4-core machines)",
+                    ["ring", "servers", "s/image", "TFE s", "target s", "first call s", "trace s",
                      "peak GB", "bill GB", "rounds", "comparisons", "argmax equal",
                      "max error"],
-                    [[r["ring"], f"{r['s_per_image']:.2f}", r["tfe"]["s_per_image"],
+                    [[r["ring"], r["servers"], f"{r['s_per_image']:.2f}", r["tfe"]["s_per_image"],
                       r["targets"]["s_per_image"], f"{r['first_call_s']:.1f}",
                       f"{r['trace_s']:.1f}", f"{r['peak_gb']:.1f}", f"{r['bill_gb']:.2f}",
                       r["rounds"], r["comparisons"], f"{r['argmax_equal']}/{r['images']}",
                       f"{r['max_logit_error']:.1e}"] if "error" not in r else
-                     [r["ring"], "failed: " + r["error"]] + [""] * 10
+                     [r["ring"], r["servers"], "failed: " + r["error"]] + [""] * 10
                      for r in res["resnet50"]])
     write_json(os.path.join(F.out, "converter.json"), res)
     sel = [r for r in res["rows"] if r["ring"] == int(F.rings[0])]
@@ -135,18 +138,20 @@ def main(argv):
              "plaintext TF": [r["plaintext_ms_per_image"] for r in sel]}, "ms per image")
 
 
-def _resnet50(bits: int) -> dict:
+def _resnet50(bits: int, processes: bool) -> dict:
     """converter_resnet50.py's row in a process of its own (its peak memory)."""
     import json
     import subprocess
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
     r = subprocess.run([sys.executable, os.path.join(here, "converter_resnet50.py"),
-                        f"--ring={bits}", f"--images={F.resnet50_images}"],
+                        f"--ring={bits}", f"--images={F.resnet50_images}",
+                        "--processes" if processes else "--noprocesses"],
                        capture_output=True, text=True, timeout=3600)
     rows = [line[4:] for line in r.stdout.splitlines() if line.startswith("ROW ")]
     if r.returncode or not rows:
-        return {"ring": bits, "error": (r.stderr or r.stdout)[-300:]}
+        return {"ring": bits, "servers": "4 processes" if processes else "embedded",
+                "error": (r.stderr or r.stdout)[-300:]}
     return json.loads(rows[-1])
 
 

@@ -3,12 +3,15 @@ with seeded weights (weights=None: no download), one 224x224 image per
 predict, in a process of its own so its peak memory is its own.
 
     python benchmarks/converter_resnet50.py --ring=128 --images=10
+    python benchmarks/converter_resnet50.py --ring=64 --images=2 --processes
 
-Prints one JSON row: conversion, first trace (PrivateModel.concrete), first
-call, best of --reps calls, the process's peak resident memory, the bill
-(bytes between the servers, rounds, comparisons) and, on --images seeded
-images, whether the private argmax equals Keras's and the largest logit
-error. benchmarks/converter.py runs it once per ring and tables the rows
+Embedded by default; --processes runs the four servers as processes on
+loopback (the peak memory is then the client's). Prints one JSON row:
+conversion, first trace (PrivateModel.concrete), first call, best of
+--reps calls, the process's peak resident memory, the bill (bytes between
+the servers, rounds, comparisons) and, on --images seeded images, whether
+the private argmax equals Keras's and the largest logit error.
+benchmarks/converter.py runs it per ring (and per mode) and tables the rows
 beside TF-Encrypted's published figure and issue 27's targets.
 """
 import json
@@ -22,6 +25,8 @@ import tf_privpy as tp
 flags.DEFINE_integer("ring", 128, "ring bits")
 flags.DEFINE_integer("images", 10, "seeded images whose argmax is compared with Keras's")
 flags.DEFINE_integer("reps", 2, "timed calls after the first (best is reported)")
+flags.DEFINE_bool("processes", False, "four server processes on loopback (LocalCluster, "
+                  "sealed links; this process the client) instead of the embedded servers")
 F = flags.FLAGS
 
 #: TF-Encrypted's ResNet50 on one image (its benchmark, seed 001: three
@@ -33,7 +38,11 @@ TARGETS = {"s_per_image": 5.0, "first_call_s": 15.0, "peak_gb": 6.0, "bill_gb": 
 
 def main(argv):
     del argv
-    tp.init(tp.Config(ring_bits=F.ring))   # before any other TF op
+    cluster = None
+    if F.processes:
+        from tf_privpy.deploy.cluster import LocalCluster
+        cluster = LocalCluster().start()
+    tp.init(tp.Config(ring_bits=F.ring), **({"cluster": cluster.path} if cluster else {}))
     import numpy as np
     import tensorflow as tf
     tf.get_logger().setLevel("ERROR")
@@ -59,6 +68,7 @@ def main(argv):
     want = model.predict(images, verbose=0)
     row = {
         "model": "resnet50", "ring": F.ring, "batch": 1, "images": F.images,
+        "servers": "4 processes on loopback" if F.processes else "embedded",
         "convert_s": convert_s, "trace_s": trace_s, "first_call_s": first_s,
         "s_per_image": best,
         "peak_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
@@ -68,6 +78,9 @@ def main(argv):
         "max_logit_error": float(np.abs(got - want).max()),
         "tfe": TFE, "targets": TARGETS}
     print("ROW " + json.dumps(row), flush=True)
+    if cluster is not None:
+        tp.reset()
+        cluster.stop()
 
 
 def _timed(fn) -> float:

@@ -5,8 +5,23 @@ the private predictions beside plaintext Keras."""
 import time
 
 import numpy as np
+from absl import flags
 
 import tf_privpy as tp
+
+# the demos' common flags (each adds its own)
+flags.DEFINE_integer("images", 100, "test digits to classify privately")
+flags.DEFINE_integer("batch", 50, "digits per private predict call")
+flags.DEFINE_integer("ring_bits", 128, "ring: 128 (default) or 64 (fast mode)")
+
+
+def start():
+    """tp.init in the --ring_bits ring (before any other TF op) and the
+    shipped digits as images: ((x_train, y_train), (x_test, y_test))."""
+    tp.init(tp.Config(ring_bits=flags.FLAGS.ring_bits))
+    import tensorflow as tf
+    tf.get_logger().setLevel("ERROR")
+    return tp.datasets.load_mnist(flatten=False)
 
 
 def convert_and_classify(model, x_test, y_test, images: int, batch: int) -> None:

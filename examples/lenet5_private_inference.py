@@ -19,11 +19,8 @@ import time
 from absl import app, flags
 
 import tf_privpy as tp
-from _digits_demo import convert_and_classify
+from _digits_demo import convert_and_classify, start
 
-flags.DEFINE_integer("images", 100, "test digits to classify privately")
-flags.DEFINE_integer("batch", 50, "digits per private predict call")
-flags.DEFINE_integer("ring_bits", 128, "ring: 128 (default) or 64 (fast mode)")
 flags.DEFINE_enum("variant", "relu_maxpool", ["relu_maxpool", "sigmoid_sumpool"],
                   "LeNet-5 variant: the common ReLU/max-pool one, or PrivPy's sigmoid/sum-pool")
 flags.DEFINE_bool("batchnorm", False, "LeNet-5 with BatchNormalization (folded at conversion)")
@@ -32,11 +29,7 @@ F = flags.FLAGS
 
 def main(argv):
     del argv
-    tp.init(tp.Config(ring_bits=F.ring_bits))  # before any other TF op
-    import tensorflow as tf
-    tf.get_logger().setLevel("ERROR")
-
-    (x_train, y_train), (x_test, y_test) = tp.datasets.load_mnist(flatten=False)
+    (x_train, y_train), (x_test, y_test) = start()
     name = {("relu_maxpool", False): "lenet5", ("sigmoid_sumpool", False): "lenet5_sigmoid",
             ("sigmoid_sumpool", True): "lenet5_bn"}.get((F.variant, F.batchnorm))
     kwargs = None

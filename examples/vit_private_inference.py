@@ -20,21 +20,14 @@ import time
 from absl import app, flags
 
 import tf_privpy as tp
-from _digits_demo import convert_and_classify
+from _digits_demo import convert_and_classify, start
 
-flags.DEFINE_integer("images", 100, "test digits to classify privately")
-flags.DEFINE_integer("batch", 50, "digits per private predict call")
-flags.DEFINE_integer("ring_bits", 128, "ring: 128 (default) or 64 (fast mode)")
 F = flags.FLAGS
 
 
 def main(argv):
     del argv
-    tp.init(tp.Config(ring_bits=F.ring_bits))  # before any other TF op
-    import tensorflow as tf
-    tf.get_logger().setLevel("ERROR")
-
-    (x_train, y_train), (x_test, y_test) = tp.datasets.load_mnist(flatten=False)
+    (x_train, y_train), (x_test, y_test) = start()
     print(f"model owner: a Vision Transformer (tp.models.vit), trained on {len(x_train)} "
           f"digits (cached after the first run) ...", flush=True)
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc.runtime import context, cost
+from tf_privpy.protocols.mpc.runtime import calling, context, cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 
@@ -46,7 +46,9 @@ class PrivateModel:
 
     # ------------------------------------------------------------ running
     def _run(self, *inputs):
-        return self._evaluate(self._env, inputs)
+        # one counter update per link for the whole graph (channel.py)
+        with context.get_handle().runtime.channels.counted_at_end():
+            return self._evaluate(self._env, inputs)
 
     def _evaluate(self, env: Env, inputs):
         policy = env.policy
@@ -107,7 +109,8 @@ class PrivateModel:
             instead of a PrivateTensor.
         """
         try:
-            out = self._fn(*self._inputs(x))
+            with calling.private_call():   # no Grappler (runtime/calling.py)
+                out = self._fn(*self._inputs(x))
         except tf.errors.InvalidArgumentError as e:
             # the owner's index check (converters/owner.py), as TF's own
             # gather would refuse: a ValueError saying which node

@@ -2,6 +2,8 @@
 state, the protocols' cost declarations equal what the channel counts, the
 two ends of a PRG stream cannot silently fall out of step, and parties
 never share a device."""
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -175,3 +177,57 @@ def test_tp_cost_traces_without_running_and_equals_a_run(case):
     with tp.stats() as counted:
         traced(*args)
     assert_declared_equals_counted(bill, counted)
+
+
+def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(ring_case):
+    """Channels.counted_at_end (what PrivateModel.predict traces under): one
+    counter update per link instead of two ops per message, and the same
+    totals after a run as without it; a send inside a while loop's body
+    (another graph) is still counted where it happens, once per iteration.
+    Broken variant tried while writing this: deferring the loop body's sends
+    too counts them once (S1->T1: 3 messages instead of 5), and the
+    comparison with the per-message counters fails."""
+    rt = tp.get_runtime().runtime
+    plain = np.arange(6.0).reshape(2, 3) / 4
+    x = tp.share(plain)
+
+    def body(a, deferred):
+        with (rt.channels.counted_at_end() if deferred else contextlib.nullcontext()):
+            z = (a * a) * a                # two multiplications
+
+            def step(i, v):
+                return i + 1, v * a        # one per iteration
+            return tf.while_loop(lambda i, v: i < 3, step, (tf.constant(0), z))[1]
+
+    runs = {}
+    for deferred in (True, False):
+        f = tf.function(lambda a, d=deferred: body(a, d))
+        graph = f.get_concrete_function(x).graph
+        runs[deferred] = [op.type for op in graph.get_operations()].count("AssignAddVariableOp")
+        f(x)
+        with tp.stats() as counted:
+            out = f(x)
+        np.testing.assert_allclose(tp.reveal(out).numpy(), plain ** 6, atol=1e-3)
+        runs[deferred, "links"] = counted.links
+    assert runs[True, "links"] == runs[False, "links"]
+    assert runs[True, "links"][("S1", "T1")][0] == 5   # 2 outside the loop + 3 iterations
+    # outside the loop: one update per link used (6 of them) instead of one per message
+    assert runs[True] < runs[False]
+
+
+def test_private_call_runs_without_grappler_and_restores_the_options(ring_case):
+    """runtime/calling.private_call: the thread's call options inside have
+    the meta optimizer off, the same object every call (TF keys an
+    instantiated function by them), and the caller's options come back."""
+    from tensorflow.python.eager import context as tf_context
+    from tf_privpy.protocols.mpc.runtime import calling
+    from tensorflow.core.protobuf import config_pb2
+    before = tf_context.context().function_call_options
+    seen = []
+    for _ in range(2):
+        with calling.private_call():
+            seen.append(tf_context.context().function_call_options)
+    assert seen[0] is seen[1]
+    cfg = config_pb2.ConfigProto.FromString(seen[0].config_proto_serialized)
+    assert cfg.graph_options.rewrite_options.disable_meta_optimizer
+    assert tf_context.context().function_call_options is before

@@ -20,6 +20,7 @@ from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 from .model import PrivateModel
 from .rewrite import Env, Policy, UnsupportedOpError
 from .trace import trace
+from .optimizers import check_numerics, check_optimizer
 from .training import (PASSES, TracedStep, _resolve_loss, analyse_step, check_step,
                        evaluate_step, trace_step)
 
@@ -78,6 +79,8 @@ class PrivateTrainer:
         self.model = model
         self.loss = _resolve_loss(loss)
         self.optimizer = optimizer
+        check_optimizer(optimizer)   # refused before anything is traced or shared
+        check_numerics(optimizer, self.policy)
         self.passes = PASSES if passes is None else tuple(passes)
         unknown = set(self.passes) - set(PASSES)
         if unknown:
@@ -127,7 +130,8 @@ class PrivateTrainer:
             if key not in self._private:
                 with tf.init_scope(), cost.paused():
                     self._private[key] = PrivateVariable(
-                        r.variable.numpy().astype(np.float64), name=_var_name(r.variable),
+                        r.variable.numpy().astype(np.float64) * r.scale,
+                        name=_var_name(r.variable),
                         dtype=tf.float64)
             r.private = self._private[key]
 

@@ -146,7 +146,7 @@ def gradient_scale(config=None) -> float:
     2^(floor(log2 B / 2) − 3), so that |g| < 8 keeps g'² = (S·g)² below B
     (2^8 in the 128-bit ring, B = 2^23; 2^4 in the 64-bit ring, B = 2^15)."""
     cfg = config or context.get_handle().config
-    return 2.0 ** (math.floor(math.log2(cfg.bound) / 2) - 2)
+    return 2.0 ** (math.floor(math.log2(cfg.bound) / 2) - 1)
 
 
 def denominator_floor(config=None) -> float:
@@ -154,7 +154,7 @@ def denominator_floor(config=None) -> float:
     times the square root of an ulp (the absolute error of sqrt(v') near 0
     when v' errs by an ulp): 2^-6 with 20 fractional bits, 2^-4 with 16."""
     cfg = config or context.get_handle().config
-    return 2.0 ** (3 - cfg.frac_bits // 2)
+    return 2.0 ** (2 - cfg.frac_bits // 2)
 
 
 def _corrections(optimizer, t):
@@ -202,6 +202,7 @@ def adam_update(optimizer, grads: List[Any], weights: Sequence[tf.Variable],
     k1 = (1.0 - b1) / c1                          # m̂ ← m̂ + (g − m̂)·k1
     k2 = (1.0 - b2) / c2                          # v̂ ← v̂ + (g² − v̂)·k2
     eps = s * float(optimizer.epsilon) / tf.sqrt(c2)
+    moments, denominators = [], []
     for g, w in zip(grads, weights):
         i = optimizer._index_dict[optimizer._var_key(w)]
         m, v = optimizer._momentums[i], optimizer._velocities[i]
@@ -211,14 +212,28 @@ def adam_update(optimizer, grads: List[Any], weights: Sequence[tf.Variable],
         v_new = v + (tf.square(g) - v) * tf.cast(k2, dt)
         m.assign(m_new)
         v.assign(v_new)
-        if optimizer.amsgrad:
-            # Reddi et al. 2018: the largest v so far, kept bias-corrected
-            # at the current step: max(v̂_old·(1 − β2^(t−1))/(1 − β2^t), v̂)
-            v_hat = optimizer._velocity_hats[i]
-            v_new = tf.maximum(v_hat * tf.cast(c2_old / c2, dt), v_new)
-            v_hat.assign(v_new)
-        d = tf.sqrt(v_new) + tf.cast(eps, dt)
-        if s * float(optimizer.epsilon) < floor:  # else the floor never binds
-            d = tf.maximum(d, floor)
-        w.assign_sub(tf.cast(lr, dt) * m_new / d)
+        moments.append(tf.reshape(m_new, [-1]))
+        denominators.append(tf.reshape(v_new, [-1]))
+    # one sqrt, one comparison and one division for all weights at once
+    # (as the batch_same_depth pass would: the rounds of one call, not of one
+    # call per weight)
+    sizes = [w.shape.num_elements() for w in weights]
+    m_all, v_all = tf.concat(moments, 0), tf.concat(denominators, 0)
+    if optimizer.amsgrad:
+        # Reddi et al. 2018: the largest v so far, kept bias-corrected at the
+        # current step: max(v̂_old·(1 − β2^(t−1))/(1 − β2^t), v̂), one private
+        # maximum for all weights
+        hats = [optimizer._velocity_hats[optimizer._index_dict[optimizer._var_key(w)]]
+                for w in weights]
+        old = tf.concat([tf.reshape(h, [-1]) for h in hats], 0)
+        v_all = tf.maximum(old * tf.cast(c2_old / c2, v_all.dtype), v_all)
+        for h, new in zip(hats, tf.split(v_all, sizes)):
+            h.assign(tf.reshape(new, h.shape))
+    dt = m_all.dtype
+    d = tf.sqrt(v_all) + tf.cast(eps, dt)
+    if s * float(optimizer.epsilon) < floor:  # else the floor never binds
+        d = tf.maximum(d, floor)
+    steps = tf.split(tf.cast(lr, dt) * m_all / d, sizes)
+    for w, step in zip(weights, steps):
+        w.assign_sub(tf.reshape(step, w.shape))
     optimizer.iterations.assign_add(1)

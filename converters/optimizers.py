@@ -29,28 +29,40 @@ weights still where Keras moves them by about lr each step (5 steps of
 Adam(0.01) on a small CNN: 0.048 away from Keras; SGD: 3e-6).
 
 What adam_update computes instead, the same math:
+- Bias-corrected moments (Kingma & Ba 2015, Algorithm 1's m̂, v̂) kept in
+  the slots: m̂ ← m̂ + (g − m̂)·k1, k1 = (1 − β1)/(1 − β1^t), v̂ likewise
+  with k2 = (1 − β2)/(1 − β2^t), public coefficients from the public
+  counter t. Keras' step α_t·m/(sqrt(v) + ε) is then lr·m̂/(sqrt(v̂) + ε_t),
+  ε_t = ε/sqrt(1 − β2^t): v̂ is g²-sized from the first step instead of
+  (1 − β2)·g²-sized, 1000 times more ulps. AMSGrad keeps max(v̂_old·(1 −
+  β2^(t−1))/(1 − β2^t), v̂), Keras' max(v̂, v) of the uncorrected values
+  corrected at the current step (Reddi et al. 2018), a private maximum.
 - Scaled moments. Adam's step is invariant to rescaling the gradient when
   ε is rescaled with it (Kingma & Ba 2015, §2.1): with g' = S·g the slots
-  hold m' = S·m and v' = S²·v, and m' / (sqrt(v') + S·ε) = m / (sqrt(v) + ε).
-  S = gradient_scale(config), a public power of two, puts v' well above the
-  ulp while g'² stays below the bound B (v' <= max g'², v̂' too): |g| <
-  sqrt(B)/S = 8 per element (both rings) is what the step assumes, as every
-  private value assumes its range. The loss_scale pass's 1/N and S are one
-  public product of N·g by S/N. The slots (trainer.variables) hold m' and v'.
-- A public floor. The denominator is max(sqrt(v') + S·ε, F), F =
-  denominator_floor(config) = 2^(4 − f/2) in the scaled units (2^-6 in the
-  128-bit ring, 2^-4 in the 64-bit one): below it sqrt(v')'s absolute error
-  (about sqrt of v's few ulps) would no longer be small against the
+  hold S·m̂ and S²·v̂ (trainer.variables), and S·m̂/(sqrt(S²v̂) + S·ε_t) is
+  the step. S = gradient_scale(config) = 2^10 in the 128-bit ring, 2^6 in
+  the 64-bit one, puts v̂ far above the ulp; in return the step assumes |g|
+  < sqrt(B)/S = 2.8 per element (so that (S·g)² and v̂ <= max (S·g)² stay
+  below the bound B, the domain of the private sqrt), as every private
+  value assumes its range. The loss_scale pass's 1/N and S are one public
+  product of N·g by S/N.
+- A public floor. The denominator is max(sqrt(S²v̂) + S·ε_t, F), F =
+  denominator_floor(config) = 2^(2 − f/2) = 4·sqrt(ulp) (2^-8 with 20
+  fractional bits, 2^-6 with 16): below it sqrt's absolute error (about the
+  square root of v̂'s few ulps near 0) would no longer be small against the
   denominator, and a gradient that is fixed-point noise would be divided by
-  noise. An element whose Keras denominator sqrt(v) + ε is below d_min =
-  F / S (6.1e-5 and 3.9e-3 in gradient units) steps by Keras' step times
-  (sqrt(v) + ε) / d_min < 1: in the same direction, shorter, by at most
-  Keras' own step α_t·|m| / (sqrt(v) + ε). Where S·ε >= F the floor never
-  binds and is not computed (no comparison).
-- The public part (α_t from the public counter and betas, S·ε, F) is plain
-  TF on the client; the private part is the registry's: a square, sqrt,
-  one comparison against F, AMSGrad's private maximum (one comparison) and
-  one division per element and step.
+  noise. An element whose Keras denominator sqrt(v̂) + ε_t is below d_min =
+  F/S (2^-18 = 3.8e-6 and 2^-12 = 2.4e-4 in gradient units) steps by
+  Keras' step times (sqrt(v̂) + ε_t)/d_min < 1: in the same direction,
+  shorter, by at most Keras' own step. Where S·ε >= F the floor never binds
+  and is not computed (no comparison).
+- The public part (the coefficients, S·ε_t, F, lr) is plain TF on the
+  client; the private part is the registry's: a square and two products by
+  public values per element, then for all weights at once one sqrt, one
+  comparison against F, AMSGrad's private maximum and one division.
+- Refused before anything runs (check_optimizer, check_numerics): epsilon
+  <= 0 (Keras' own step is 0/0 there) or S·epsilon >= B; the fast numerics
+  mode, whose sqrt and division hold on [0.5, 50] only.
 """
 from __future__ import annotations
 
@@ -104,8 +116,8 @@ def check_optimizer(optimizer) -> str:
         raise ValueError(
             f"convert_training does not reproduce the optimizer option(s) "
             f"{', '.join(set_)} of {type(optimizer).__name__} on private values (clipping "
-            f"needs private norms, weight decay and EMA are not implemented): build the "
-            f"optimizer without them")
+            f"needs private norms, weight decay and EMA are not implemented): use "
+            f"{type(optimizer).__name__} without them")
     if k == "adam":
         eps = float(optimizer.epsilon)
         bound = context.get_handle().config.bound
@@ -143,16 +155,16 @@ def check_numerics(optimizer, policy) -> None:
 # ------------------------------------------------------------------ Adam
 def gradient_scale(config=None) -> float:
     """S, the public power of two Adam's gradients are scaled by:
-    2^(floor(log2 B / 2) − 3), so that |g| < 8 keeps g'² = (S·g)² below B
-    (2^8 in the 128-bit ring, B = 2^23; 2^4 in the 64-bit ring, B = 2^15)."""
+    2^(floor(log2 B / 2) − 1), so that |g| < 2.8 keeps (S·g)² below B
+    (2^10 in the 128-bit ring, B = 2^23; 2^6 in the 64-bit ring, B = 2^15)."""
     cfg = config or context.get_handle().config
     return 2.0 ** (math.floor(math.log2(cfg.bound) / 2) - 1)
 
 
 def denominator_floor(config=None) -> float:
-    """F, the public floor of Adam's scaled denominator: 2^(4 − f/2), 16
-    times the square root of an ulp (the absolute error of sqrt(v') near 0
-    when v' errs by an ulp): 2^-6 with 20 fractional bits, 2^-4 with 16."""
+    """F, the public floor of Adam's scaled denominator: 2^(2 − f/2), 4
+    times the square root of an ulp (the absolute error of sqrt(v̂) near 0
+    when v̂ errs by an ulp): 2^-8 with 20 fractional bits, 2^-6 with 16."""
     cfg = config or context.get_handle().config
     return 2.0 ** (2 - cfg.frac_bits // 2)
 

@@ -47,7 +47,7 @@ class _VariableEnv(Env):
 
 
 class PrivateTrainer:
-    """Private SGD training of a Keras model: one converted training step,
+    """Private SGD, Adam or AMSGrad training of a Keras model: one converted training step,
     weights (and optimizer slots) kept in tp.Variables on S1 and S2.
 
     Built by `tp.keras.convert_training(model, loss, optimizer)`. Each call
@@ -180,7 +180,8 @@ class PrivateTrainer:
     @property
     def variables(self) -> List[PrivateVariable]:
         """The private weights (model.trainable_variables' order), then the
-        optimizer's private slots (momentum): what tp.save_variables saves."""
+        optimizer's private slots (momentum; Adam's moments, which hold S·m̂
+        and S²·v̂, converters/optimizers.py): what tp.save_variables saves."""
         weights = [self._private[id(v)] for v in self.model.trainable_variables]
         slots = [p for k, p in self._private.items() if p not in weights]
         return weights + slots

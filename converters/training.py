@@ -23,6 +23,9 @@ from step to step.
                order, and at the end each server assigns its own share.
   PrivateTrainer the user-facing object (tp.keras.convert_training),
                in trainer.py.
+  optimizers   (optimizers.py) which optimizers and options are refused
+               before tracing; Adam and AMSGrad's update, written there on
+               the optimizer's own slots instead of traced from Keras.
 
 Two passes (trace level, `passes=` of convert_training, both on by
 default). `loss_scale`: the step differentiates N·loss (N the batch size)

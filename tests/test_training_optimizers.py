@@ -73,6 +73,7 @@ def rrmse(got, want) -> float:
     return float(np.sqrt(np.mean((g - w) ** 2)) / np.sqrt(np.mean(w ** 2)))
 
 
+@pytest.mark.long  # 100 steps are what it checks: 6-15 s per case on 2 cores
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_100_steps_match_keras(ring, name):
     model = _model()

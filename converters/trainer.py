@@ -20,6 +20,7 @@ from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 from .model import PrivateModel
 from .rewrite import Env, Policy, UnsupportedOpError
 from .trace import trace
+from .optimizers import check_numerics, check_optimizer
 from .training import (PASSES, TracedStep, _resolve_loss, analyse_step, check_step,
                        evaluate_step, trace_step)
 
@@ -46,7 +47,7 @@ class _VariableEnv(Env):
 
 
 class PrivateTrainer:
-    """Private SGD training of a Keras model: one converted training step,
+    """Private SGD, Adam or AMSGrad training of a Keras model: one converted training step,
     weights (and optimizer slots) kept in tp.Variables on S1 and S2.
 
     Built by `tp.keras.convert_training(model, loss, optimizer)`. Each call
@@ -78,6 +79,8 @@ class PrivateTrainer:
         self.model = model
         self.loss = _resolve_loss(loss)
         self.optimizer = optimizer
+        check_optimizer(optimizer)   # refused before anything is traced or shared
+        check_numerics(optimizer, self.policy)
         self.passes = PASSES if passes is None else tuple(passes)
         unknown = set(self.passes) - set(PASSES)
         if unknown:
@@ -127,7 +130,8 @@ class PrivateTrainer:
             if key not in self._private:
                 with tf.init_scope(), cost.paused():
                     self._private[key] = PrivateVariable(
-                        r.variable.numpy().astype(np.float64), name=_var_name(r.variable),
+                        r.variable.numpy().astype(np.float64) * r.scale,
+                        name=_var_name(r.variable),
                         dtype=tf.float64)
             r.private = self._private[key]
 
@@ -176,7 +180,8 @@ class PrivateTrainer:
     @property
     def variables(self) -> List[PrivateVariable]:
         """The private weights (model.trainable_variables' order), then the
-        optimizer's private slots (momentum): what tp.save_variables saves."""
+        optimizer's private slots (momentum; Adam's moments, which hold S·m̂
+        and S²·v̂, converters/optimizers.py): what tp.save_variables saves."""
         weights = [self._private[id(v)] for v in self.model.trainable_variables]
         slots = [p for k, p in self._private.items() if p not in weights]
         return weights + slots

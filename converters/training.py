@@ -23,6 +23,9 @@ from step to step.
                order, and at the end each server assigns its own share.
   PrivateTrainer the user-facing object (tp.keras.convert_training),
                in trainer.py.
+  optimizers   (optimizers.py) which optimizers and options are refused
+               before tracing; Adam and AMSGrad's update, written there on
+               the optimizer's own slots instead of traced from Keras.
 
 Two passes (trace level, `passes=` of convert_training, both on by
 default). `loss_scale`: the step differentiates N·loss (N the batch size)
@@ -61,6 +64,7 @@ from tf_privpy.protocols.mpc.api.adapters import Unsupported
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 
+from . import optimizers
 from .rewrite import Env, Policy, Problem, UnsupportedOpError, eval_node, lookup, node_problem
 from .trace import Traced, _layer_names, src, topo
 
@@ -83,6 +87,8 @@ class Resource:
     variable: tf.Variable         # the Keras / optimizer variable
     kind: str                     # "weight", "slot" (private) or "public"
     private: Optional[PrivateVariable] = None
+    #: a private slot holds its Keras value times this (Adam's scaled moments)
+    scale: float = 1.0
 
     @property
     def is_private(self) -> bool:
@@ -184,9 +190,12 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
     """Traces one training step of `model` at fixed shapes and keeps what
     the weight updates (and the loss, if return_loss) need."""
     loss = _resolve_loss(loss)
+    kind = optimizers.check_optimizer(optimizer)  # refused before anything is traced
     if getattr(optimizer, "jit_compile", False):
         optimizer.jit_compile = False  # an XLA cluster would hide the update's ops
-    if hasattr(optimizer, "build") and not getattr(optimizer, "_built", True):
+    if kind == "adam" and not hasattr(optimizer, "_index_dict"):
+        optimizer.build(model.trainable_variables)  # its slots, before the trace
+    elif hasattr(optimizer, "build") and not getattr(optimizer, "_built", True):
         optimizer.build(model.trainable_variables)
     elif hasattr(optimizer, "_create_all_weights"):  # legacy optimizers
         optimizer._create_all_weights(model.trainable_variables)
@@ -205,6 +214,9 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
                 target = target * scale
         weights = model.trainable_variables
         grads = tape.gradient(target, weights)
+        if kind == "adam":  # 1/N joins Adam's own public gradient scale
+            optimizers.adam_update(optimizer, grads, weights, 1.0 / scale)
+            return value
         if scale != 1.0:
             grads = [g * (1.0 / scale) for g in grads]
         optimizer.apply_gradients(zip(grads, weights))
@@ -234,6 +246,8 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
     trainable = {id(v.handle): v for v in model.trainable_variables}
     shapes = {tuple(v.shape) for v in model.trainable_variables}
     opt_vars = _optimizer_variables(optimizer)
+    slot_scale = (optimizers.slot_scales(optimizer, model.trainable_variables)
+                  if kind == "adam" else {})
     others = {id(v.handle): v for v in list(model.variables) + opt_vars}
     resources: Dict[str, Resource] = {}
     for ph, handle in captured.items():
@@ -247,7 +261,8 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
             # gradient information: private; hyperparameters are public
             slot = v.dtype.is_floating and tuple(v.shape) in shapes and bool(v.shape.rank) \
                 and any(v is s for s in opt_vars)
-            resources[ph] = Resource(ph, v, "slot" if slot else "public")
+            resources[ph] = Resource(ph, v, "slot" if slot else "public",
+                                     scale=slot_scale.get(id(v), 1.0))
         else:
             raise ValueError(f"the training step captures a variable that is neither the "
                              f"model's nor the optimizer's ({ph})")

@@ -123,3 +123,32 @@ def dense_sgd_step_tol(x, y, weights, activations, loss: str, lr: float,
 
 
 # ------------------------------------------------------------- fast mode
+
+
+# ------------------------------------------------------------ optimizers
+#: weights' RRMSE after 100 steps of each optimizer against the same
+#: training in float64 Keras (tests/test_training_optimizers.py: a
+#: 6-5-3 ReLU network, batch 8, learnable labels, SGD and momentum at lr
+#: 0.1, Adam and AMSGrad at 0.01). Not composed from the one-step bounds
+#: above: over 100 steps a ReLU whose pre-activation sits within its error
+#: of 0 switches, and Adam divides each gradient by its own RMS, so an
+#: absolute error e of a gradient g becomes a relative one e/|g| of a step of
+#: about lr, a derived worst case far above what happens (a true but useless
+#: bound, as VIT_LOGIT_TOL's). Budget: 2x the largest measured (2-core Xeon;
+#: the shares' random truncations make runs differ):
+#:   sgd       128: 7.8e-6-8.0e-6   64: 1.1e-4-1.5e-4
+#:   momentum  128: 2.9e-5          64: 6.2e-4
+#:   adam      128: 1.5e-5-1.8e-5   64: 3.3e-4-3.6e-4
+#:   amsgrad   128: 1.5e-5          64: 3.3e-4-1.3e-3  (beta_2 0.99: its maximum binds)
+#: beside the floor no fixed point can beat: float64 training whose weights
+#: get uniform noise of +-1 ulp after every step is 1.2e-5 (128) and 1.9e-4
+#: (64) from noiseless float64 for SGD and Adam alike. Adam's own numerics
+#: (converters/optimizers.py: moments scaled by S = 2^10 / 2^6, a public
+#: floor d_min = 2^-18 / 2^-12 under its denominator) add no more than that
+#: floor here; a gradient whose RMS is below d_min steps shorter than Keras'.
+OPTIMIZER_RRMSE_TOL = {
+    "sgd": {128: 2e-5, 64: 3e-4},
+    "momentum": {128: 6e-5, 64: 1.3e-3},
+    "adam": {128: 4e-5, 64: 2.5e-3},     # 64: AMSGrad's spread, the same numerics
+    "amsgrad": {128: 4e-5, 64: 2.5e-3},
+}

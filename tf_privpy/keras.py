@@ -50,8 +50,8 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
                      ) -> "_conv.PrivateTrainer":
     """Private training of a built Keras model (DESIGN §8 "Training").
 
-    One SGD step (forward, loss, tf.GradientTape gradients,
-    optimizer.apply_gradients) is traced as a tf.function at the batch's
+    One training step (forward, loss, tf.GradientTape gradients, the
+    optimizer's update) is traced as a tf.function at the batch's
     shape and rewritten like inference, the gradient ops (MatMul with
     transposes, BiasAddGrad, ReluGrad, SigmoidGrad, TanhGrad,
     SoftmaxCrossEntropyWithLogits, Conv2DBackprop* at any stride, ...) through
@@ -71,10 +71,16 @@ def convert_training(model: tf.keras.Model, loss, optimizer, policy: Optional[Po
         loss_gradient_form pass), Categorical/SparseCategoricalCrossentropy
         from logits (or on a softmax output), MeanSquaredError, ...
       optimizer: tf.keras.optimizers.SGD (learning rate, optional momentum,
-        Nesterov) or its legacy version; jit_compile is turned off.
+        Nesterov) or its legacy version, or tf.keras.optimizers.Adam
+        (amsgrad=True for AMSGrad; private moments, public bias
+        corrections, a public floor under the denominator:
+        converters/optimizers.py); jit_compile is turned off. Any other
+        optimizer or option (clipping, weight decay, EMA) is refused with a
+        ValueError before anything is traced.
       policy: Policy(inputs="private"|"public"); weights are always private.
         Policy(numerics_mode="fast") trains with the fast sigmoid and softmax
-        (docs/numerics.md, "Fast mode"; benchmarks/training_modes.py).
+        (docs/numerics.md, "Fast mode"; benchmarks/training_modes.py); Adam
+        needs the exact mode.
       passes: the trace-level passes (converters/training.py): None for all
         (default: "loss_gradient_form", "loss_scale"), or a list of names;
         () differentiates the loss exactly as traced.

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc.runtime import cost
+from tf_privpy.protocols.mpc.runtime import context, cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.adapters import Weight
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
@@ -143,7 +143,9 @@ class PrivateTrainer:
 
     def _run(self, x, y, return_loss=False):
         ts = self._traced(self._specs(x.shape[0], y.dtype, y.shape.as_list()), return_loss)
-        outs = evaluate_step(ts, self._env, [self._share(x, "x"), self._share(y, "y")])
+        # one counter update per link for the whole step (channel.py)
+        with context.get_handle().runtime.channels.counted_at_end():
+            outs = evaluate_step(ts, self._env, [self._share(x, "x"), self._share(y, "y")])
         return outs[0] if outs else None
 
     def _inputs(self, x, y):

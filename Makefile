@@ -64,16 +64,18 @@ demo: build
 #             sudo); otherwise a message says what to install and that test fails.
 # pytest: two workers, a test file each at a time (module fixtures stay per
 # worker): most of a test's time is single-threaded Python (tracing, graph
-# rewriting), so one process leaves a core idle. TEST_ARGS="-n 0" runs it in
-# one process. Every test's setup/call/teardown seconds go to
-# build/test-durations.json and build/test-durations.txt (slowest first).
-TEST_ARGS ?= -n 2 --dist loadfile
-# The long runs (pytest.ini's `long` marker: 1,000 training steps, 10^6
-# comparisons; the length is what they check) run after the suite as a step
-# of their own, timed apart: the suite stays a quick edit-test loop and the
-# long runs still run in every `make test`. Their tests spread one at a time
-# over the two workers (a file's long tests are independent of each other).
-LONG_TEST_ARGS ?= -n 2 --dist load
+# rewriting), so one process leaves a core idle. The long runs (pytest.ini's
+# `long` marker: 1,000 training steps, 10^6 comparisons, the ViT on 1,000
+# digits; the length is what they check) run in the same session: their
+# files go first (tests/conftest.py orders the files, --no-loadscope-reorder
+# keeps that order) and the short files fill both workers' ends. As a step of
+# their own they took 252 s for 226 s of work per worker (a second start of
+# both workers, and one worker idle at the end): run together, both workers
+# end within seconds of each other. `make test-fast` skips them (and the
+# slow tests). TEST_ARGS="-n 0" runs it in one process. Every test's
+# setup/call/teardown seconds go to build/test-durations.json and
+# build/test-durations.txt (slowest first; the long tests' sum on its own line).
+TEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 TEST_ENV = TF_PRIVPY_TEST_BAZEL_LIB=$(CURDIR)/$(BAZEL_LIB) \
            TF_PRIVPY_TEST_WHEEL_DIR=$(CURDIR)/$(WHEEL_DIR)
 TIMED := bash tools/timed.sh
@@ -83,12 +85,10 @@ test: build
 	$(TIMED) bazel $(MAKE) --no-print-directory bazel || rm -f $(BAZEL_LIB)
 	$(TIMED) wheel $(MAKE) --no-print-directory wheel || rm -f $(WHEEL_DIR)/.built
 	$(TIMED) chromium bash tools/ensure_chromium.sh
-	$(TEST_ENV) $(TIMED) pytest $(PY) -m pytest -q $(TEST_ARGS) -m "not long" --durations=25 \
+	$(TEST_ENV) $(TIMED) pytest $(PY) -m pytest -q $(TEST_ARGS) --durations=25 \
 	  --durations-file=build/test-durations.json; status=$$?; \
-	$(TEST_ENV) $(TIMED) pytest-long $(PY) -m pytest -q $(LONG_TEST_ARGS) -m long --durations=10 \
-	  --durations-file=build/test-durations-long.json || status=1; \
 	  echo "make test: seconds per step (build/test-phases.txt;" \
-	       "every test's: build/test-durations.txt and -long.txt):"; \
+	       "every test's: build/test-durations.txt):"; \
 	  cat build/test-phases.txt; exit $$status
 
 test-fast: build cc-tests

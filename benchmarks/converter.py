@@ -40,6 +40,9 @@ flags.DEFINE_bool("resnet50", True, "also ResNet50 (seeded weights, 224x224, bat
 flags.DEFINE_integer("resnet50_images", 10, "ResNet50's images compared with Keras")
 flags.DEFINE_bool("resnet50_processes", True, "ResNet50 on four server processes on loopback "
                   "too (issue 27's target: at most 3x embedded)")
+flags.DEFINE_bool("untrained", False, "seeded, untrained weights (the smoke test's: the "
+                  "time does not depend on the values, and training LeNet-5 on a fresh "
+                  "machine took longer than the rest of the smoke run)")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for converter.json / .png")
 F = flags.FLAGS
@@ -66,7 +69,11 @@ def main(argv):
         tp.init(tp.Config(ring_bits=bits))
         (x, y), (xt, _) = tp.datasets.load_mnist(flatten=False)
         for name in F.models:
-            model = tp.models.train(name, x, y)
+            if F.untrained:
+                tf.keras.utils.set_random_seed(0)
+                model = tp.models.BUILDERS[name]()
+            else:
+                model = tp.models.train(name, x, y)
             t0 = time.perf_counter()
             private = tp.keras.convert(model)
             t_convert = time.perf_counter() - t0

@@ -31,6 +31,8 @@ class Recorder:
         row[report.when] = round(report.duration, 3)
         node = getattr(report, "node", None)   # xdist: the worker that ran it
         row["worker"] = node.gateway.id if node is not None else None
+        # the long runs share the session with the rest: their sum is printed apart
+        row["long"] = "long" in report.keywords
         if report.outcome != "passed" and row["outcome"] == "passed":
             row["outcome"] = (report.outcome if report.when == "call"
                               else f"{report.when} {report.outcome}")
@@ -48,6 +50,9 @@ class Recorder:
         with open(os.path.splitext(self.path)[0] + ".txt", "w") as f:
             f.write(f"{len(rows)} tests, {wall:.1f} s wall; summed over workers: setup "
                     f"{sums['setup']} s, call {sums['call']} s, teardown {sums['teardown']} s\n")
+            long_rows = [r for r in rows if r.get("long")]
+            f.write(f"of which {len(long_rows)} marked long (pytest.ini), summed: "
+                    f"{sum(r['total'] for r in long_rows):.1f} s\n")
             f.write(f"{'total':>8} {'setup':>8} {'call':>8} {'teardown':>8}  test\n")
             for r in rows:
                 f.write(f"{r['total']:8.2f} {r['setup']:8.2f} {r['call']:8.2f} "

@@ -48,5 +48,6 @@ def test_every_test_with_its_phases_under_xdist(tmp_path):
     totals = [row["total"] for row in res["durations"]]
     assert totals == sorted(totals, reverse=True)
     txt = (tmp_path / "build" / "d.txt").read_text().splitlines()
-    assert txt[0].startswith("3 tests") and txt[2].endswith("test_scratch.py::test_sleeps")
+    assert txt[0].startswith("3 tests") and txt[3].endswith("test_scratch.py::test_sleeps")
+    assert txt[1].startswith("of which 0 marked long")
     assert any(line.endswith("[failed]") for line in txt)

@@ -314,6 +314,20 @@ def test_gelu_both_forms(ring):
         assert np.all(err <= bound(x, cfg.frac_bits, ring)), (approximate, err.max())
 
 
+def test_tp_gelu_and_tf_gelu_on_a_private_tensor(ring):
+    """tp.nn.gelu (and tf.nn.gelu dispatched on a PrivateTensor) composes
+    the same steps as the converted graph, in another order (x + x·erf,
+    then the public 1/2), within the same bounds on [-5, 5]."""
+    x = np.linspace(-5, 5, 61)
+    cfg = tp.get_runtime().config
+    for approximate, bound in ((True, gelu_tanh_tol), (False, gelu_exact_tol)):
+        want = tf.nn.gelu(x, approximate=approximate).numpy()
+        for got in (tp.nn.gelu(tp.share(x), approximate=approximate),
+                    tf.nn.gelu(tp.share(x), approximate=approximate)):
+            err = np.abs(tp.reveal(got).numpy() - want)
+            assert np.all(err <= bound(x, cfg.frac_bits, ring)), (approximate, err.max())
+
+
 def test_layer_norm_with_a_small_epsilon_is_refused():
     """rsqrt's domain starts at 1e-3: a smaller epsilon would leave a
     constant row outside it, so the conversion refuses, saying what to do.

@@ -40,6 +40,14 @@ def _sig(x):
     return 0.5 * (1 + np.tanh(x / 2))
 
 
+def _gelu(x):
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
 def _softmax(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
@@ -67,6 +75,9 @@ FUNCTIONS = [
     ("sigmoid", "tp.sigmoid", N.sigmoid, _sig, (-30.0, 30.0), "lin", ("abs", 1e-4)),
     ("tanh", "tp.tanh", N.tanh, np.tanh, (-30.0, 30.0), "lin", ("abs", 1e-4)),
     ("erf", "tp.math.erf", N.erf, np.vectorize(math.erf), (-30.0, 30.0), "lin", ("abs", 1e-4)),
+    ("gelu", "tp.nn.gelu", N.gelu, _gelu, (-30.0, 30.0), "lin", ("abs", 1e-4)),
+    ("gelu (tanh form)", "tp.nn.gelu", lambda b, x: N.gelu(b, x, approximate=True), _gelu_tanh,
+     (-10.0, 10.0), "lin", ("abs", 1e-4)),
     ("softmax", "tp.nn.softmax", N.softmax, _softmax, (-15.0, 15.0), "rows", ("abs", 1e-4)),
     ("log_softmax", "tp.nn.log_softmax", N.log_softmax, _log_softmax, (-15.0, 15.0), "rows",
      ("abs", 1e-4)),
@@ -142,7 +153,9 @@ def errors(name, ring, backend, points, range_reduction=None):
         fn = {"tp.exp": M.exp, "tp.math.reciprocal": M.reciprocal, "tp.sqrt": M.sqrt,
               "tp.math.rsqrt": M.rsqrt, "tp.math.log": M.log, "tp.sigmoid": M.sigmoid,
               "tp.tanh": M.tanh, "tp.math.erf": M.erf, "tp.nn.softmax": M.softmax,
-              "tp.nn.log_softmax": M.log_softmax}[api]
+              "tp.nn.log_softmax": M.log_softmax, "tp.nn.gelu": M.gelu}[api]
+        if name == "gelu (tanh form)":
+            fn = lambda x: M.gelu(x, approximate=True)  # noqa: E731
         got = fn(priv[0]).reveal().numpy()
         want = ref(xs[0])
     err = np.abs(got - want)
@@ -174,6 +187,9 @@ def settings_text(name, cfg):
             continue
         parts.append(f"{v}" if k in ("method", "range_reduction") else
                      f"{k.replace('_', ' ')} {v}")
+    if name.startswith("gelu"):
+        return ("tanh's, x³ by 2 products, then x·tanh" if "tanh" in name
+                else "erf's, then x·erf")
     if name in ("sigmoid", "tanh", "erf"):
         bp = cfg.function_setting(key, "breakpoints")
         parts.append(f"{len(bp)} breakpoints ±{max(bp):g}")

@@ -323,6 +323,10 @@ _TABLE = [
     OpDef("math.erf", math_fns.erf, "The error function as a piecewise polynomial (exact "
           "GELU).", _ex(X23), ("Erf",), (_unary(tf.math.erf),),
           adapter=A.unary("math.erf"), domain='any', tolerance=1e-4),
+    OpDef("nn.gelu", math_fns.gelu, "GELU, exact (erf) or approximate (tanh) form.", _ex(X23),
+          (), (_api(tf.nn.gelu, "features", adapter=lambda features, approximate, name:
+                    math_fns.gelu(features, approximate)),),
+          domain='[-30, 30]; approximate=True: [-10, 10]', tolerance=1e-4),
     OpDef("nn.softmax", math_fns.softmax, "exp(x - max) / sum along an axis.", _ex(X23),
           ("Softmax",), (_api(tf.nn.softmax, "logits", adapter=lambda logits, axis, name:
                               math_fns.softmax(logits, -1 if axis is None else axis)),

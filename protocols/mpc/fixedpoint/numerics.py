@@ -46,7 +46,7 @@ from .series import (FUNCS, cheb_fit, elementwise, goldschmidt, newton_recip, to
                      power_terms)
 from .range_reduction import Geo, Lin, Plan, octave_plan, octaves, reduce_range
 # sigmoid, tanh and erf: piecewise polynomials (their own module)
-from .piecewise import erf, fast as _fast, setting as _setting, sigmoid, tanh  # noqa: F401
+from .piecewise import erf, fast as _fast, gelu, setting as _setting, sigmoid, tanh  # noqa: F401
 
 LOG2E = 1.0 / math.log(2.0)
 LN2 = math.log(2.0)

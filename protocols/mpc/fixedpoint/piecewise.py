@@ -147,3 +147,27 @@ def erf(backend: Backend, x: Shares, breakpoints=None, degree=None, method=None)
     breakpoints (±4 by default: 1 - erf(4) = 1.5e-8). Methods as sigmoid's;
     the exact form of GELU, x·(1 + erf(x/√2))/2, is built on it."""
     return _erf(backend, x, breakpoints=breakpoints, degree=degree, method=method)
+
+
+_SQRT_HALF = 1.0 / np.sqrt(2.0)
+_TANH_C = np.sqrt(2.0 / np.pi)   # the tanh form's constants (Hendrycks & Gimpel 2016, §2)
+_TANH_A = 0.044715
+
+
+def gelu(backend: Backend, x: Shares, approximate: bool = False) -> Shares:
+    """GELU (Hendrycks & Gimpel 2016), the two forms Keras and tf.nn.gelu
+    compute, built as the converter builds them from their traced graphs:
+    exact x·(1 + erf(x/√2))/2: erf on a public scaling, then one product
+    (erf's rounds + 1); approximate x·(1 + tanh(c·(x + a·x³)))/2: x³ by two
+    products, tanh, then one product (tanh's rounds + 3). The last product
+    is x·erf (or x·tanh), not x·(1 + erf)/2, so its error is erf's times
+    |x|, plus one truncation."""
+    b = backend
+    if approximate:
+        x2 = b.mul(x, x)
+        x3 = b.mul(x2, x)
+        inner = b.mul_public(b.add(x, b.mul_public(x3, _TANH_A)), _TANH_C)
+        g = tanh(b, inner)
+    else:
+        g = erf(b, b.mul_public(x, _SQRT_HALF))
+    return b.mul_public(b.add(x, b.mul(x, g)), 0.5)

@@ -123,6 +123,8 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
     """The tensors of a sealed message, shaped and typed as `like` (the
     sender's tensors: only their static dtype and shape are used). Build it
     under the receiver's device scope."""
+    if all(t.shape.is_fully_defined() for t in like):
+        return _open_static(link, message, like)
     n_words = kernels.aead_plaintext_words(tf.size(message, out_type=tf.int64))
     words = kernels.aead_open(link.key_at_dst.read_value(), link.state, message, tf.reshape(n_words, [1]),
                               link.name)
@@ -160,4 +162,24 @@ def open_(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.
         o.set_shape(t.shape)
         out.append(o)
         pos = pos + n
+    return out
+
+
+def _open_static(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.Tensor]:
+    """open_ when the receiver knows every shape: the word count is a Python
+    int, and the open kernel checks the message's length against it (and
+    fails naming the link), so no length arithmetic or check ops are built:
+    about 20 of a sealed message's 48 ops, for every message of a model's
+    graph on four processes."""
+    elems = [t.shape.num_elements() for t in like]
+    sizes = [_n_words(n, t.dtype) for n, t in zip(elems, like)]
+    words = kernels.aead_open(link.key_at_dst.read_value(), link.state, message, [sum(sizes)],
+                              link.name)
+    out, pos = [], 0
+    for t, n, e in zip(like, sizes, elems):
+        part = words if len(like) == 1 else words[pos:pos + n]
+        o = _from_words(part, t.dtype, t.shape.as_list(), e)
+        o.set_shape(t.shape)
+        out.append(o)
+        pos += n
     return out

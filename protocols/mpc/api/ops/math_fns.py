@@ -220,6 +220,17 @@ def erf(x: PrivateTensor, breakpoints=None, degree: Optional[int] = None,
                   method=method)
 
 
+def gelu(features: PrivateTensor, approximate: bool = False) -> PrivateTensor:
+    """GELU, as tf.nn.gelu: x·(1 + erf(x/√2))/2, or with approximate=True
+    x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))/2. Built on tp.math.erf / tp.tanh
+    and one private product (the tanh form: three); errors in docs/numerics.md.
+
+    Example:
+      >>> tp.nn.gelu(tp.share([1.0])).reveal()   # [0.8413]
+    """
+    return _unary(N.gelu, features, "tp.nn.gelu", approximate=approximate)
+
+
 def softmax(logits: PrivateTensor, axis: int = -1, degree: Optional[int] = None,
             iterations: Optional[int] = None,
             range_reduction: Optional[str] = None,

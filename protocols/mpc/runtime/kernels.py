@@ -300,8 +300,10 @@ def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,
     or reordered; no plaintext is output then. The number of int64 words a
     message of unknown shape carries is aead_plaintext_words(its size).
     """
+    if not (isinstance(shape, tf.Tensor) and shape.dtype == tf.int64):
+        shape = tf.cast(shape, tf.int64)
     return _ops().tf_privpy_aead_open(key=key, state=state_var.handle, message=message,
-                                      shape=tf.cast(shape, tf.int64), link=link,
+                                      shape=shape, link=link,
                                       stream=stream)
 
 

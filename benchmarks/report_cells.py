@@ -92,7 +92,9 @@ class Row:
             if "low" in a and a["low"] != a["high"]:
                 v = f"{fmt_value(a['low'], a['unit'])}-{fmt_value(a['high'], a['unit'])}"
             figs.append(f"{re.split(r' [(]|[:,]', a['system'])[0]} {v}")
-            srcs.append(f"{a['system']}; ANCHORS.md:{','.join(map(str, a['source']['lines']))}")
+            # ANCHORS.md, or the seed document a figure was copied from
+            where = a["source"].get("file", "ANCHORS.md").rsplit("/", 1)[-1]
+            srcs.append(f"{a['system']}; {where}:{','.join(map(str, a['source']['lines']))}")
         return "; ".join(figs), " / ".join(dict.fromkeys(srcs))
 
     def ratio(self) -> str:

@@ -294,6 +294,27 @@ def group_tfe(res, A) -> List[Row]:
     return rows
 
 
+def group_tfe_suite(res, A) -> List[Row]:
+    """benchmarks/tfe_suite.py: every (model, optimizer) row of the article's
+    training table beside its best LAN figures (MP-SPDZ's first for the
+    networks: the faster; LR: TF-Encrypted's only)."""
+    rows, st = [], res.get("tfe_suite", {})
+    names = {"lr": "LR (0-4 vs 5-9)", "network_a": "network A", "network_b": "network B",
+             "network_c": "network C", "network_d": "network D"}
+    for r in st.get("rows") or ():
+        if not isinstance(r, dict) or r.get("model") not in names:
+            continue
+        m, o = r["model"], r["optimizer"]
+        keys = [k for k in (f"mpspdz_train_{m}_{o}_lan", f"tfe_train_{m}_{o}_lan") if k in A]
+        acc = ("" if "accuracy" not in r else
+               f", accuracy {100 * r['accuracy']:.1f} % (plaintext "
+               f"{100 * r['plaintext_accuracy']:.1f} %, {r['trained_steps']} steps)")
+        rows.append(Row(f"{names[m]}, {o} step, batch 128, {r['ring']}-bit{acc}", "s", keys,
+                        stats_measure(r.get("step_s")), plaintext=stats_measure(
+                            r.get("plaintext_step_s")), anchor_table=A))
+    return rows
+
+
 def sort_max_smaller(res, A, ring) -> List[Row]:
     """TF-Encrypted's sort and max tasks at the other sizes compare.py ran (the peers' smaller
     sizes too), beside the 2^16 anchor without a ratio."""
@@ -419,6 +440,10 @@ def groups(res: dict, anchors: Dict[str, dict]):
         ("PrivPy Table 6: private inference, per image", group_inference(res, anchors),
          "Real MNIST test digits through tp.keras.convert."),
         ("TF-Encrypted's tasks (ABY3, 3 machines, LAN)", group_tfe(res, anchors), None),
+        ("TF-Encrypted's training table (seed 001, task 3): per optimizer",
+         group_tfe_suite(res, anchors), "benchmarks/tfe_suite.py: ours embedded (four "
+         "servers in one process), plaintext Keras in the same run from the same weights; "
+         "the article: 3 machines x 4 cores, LAN 40 Gbps. WAN figures: results/tfe_suite.json."),
         ("BatchCrypt: per-element cost and FL round", group_batchcrypt(res, anchors),
          "Peers here are python-paillier runs made by benchmarks/he.py in the same run." + he_q),
         ("Scalar product (seed 004)", group_scalar_product(res, anchors), he_q.strip() or None),

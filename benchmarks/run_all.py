@@ -42,6 +42,13 @@ PROGRAMS = [
     ("converter", [], ["--batches=1,10,100", "--reps=2", "--models=ffnn,lenet5,lenet5_sigmoid"]),
     # networks B and C take tens of seconds a step: one timed step each when quick
     ("training", [], ["--lr_batches=1,10,100,1000", "--reps=1"]),
+    # TF-Encrypted's training table (issue 28): every model x optimizer timed, LR and network
+    # A trained 100 steps for accuracy beside plaintext Keras (about 20 minutes on 2 loaded
+    # cores); quick: LR, A and D, one timed step each, LR trained 50 steps (about 3 minutes:
+    # B's and C's tracing steps take 30-60 s each). --full, the article's 5 epochs, takes
+    # hours on 2 cores and is not in `make bench`.
+    ("tfe_suite", [], ["--models=lr,network_a,network_d", "--reps=1", "--train_models=lr",
+                       "--train_steps=50"]),
     ("he", [], ["--quick"]),
     ("paillier", [], ["--bits=2048", "--n=64", "--scalar_n=20000", "--users=800"]),
     ("batchcrypt_codec", [], ["--values=100000", "--reps=3"]),

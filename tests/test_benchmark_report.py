@@ -198,8 +198,13 @@ def test_anchors_file_has_sources():
     anchors = json.load(open(os.path.join(ROOT, "benchmarks", "anchors.json")))["anchors"]
     for key, a in anchors.items():
         assert a["unit"] in ("s", "1/s", "B", "x") and a["value"] > 0, key
-        assert a["source"]["file"] == "shared/ANCHORS.md" and a["source"]["lines"], key
-        assert a["source"]["text"], key
+        # ANCHORS.md, or a seed document's own line where ANCHORS.md does not
+        # copy the figure (the article's per-optimizer training table: tfe_suite.py)
+        f = a["source"]["file"]
+        assert f == "shared/ANCHORS.md" or f.startswith("shared/seeds/"), key
+        assert a["source"]["lines"] and a["source"]["text"], key
+        if f.startswith("shared/seeds/"):
+            assert isinstance(a.get("accuracy"), float) and 0.5 < a["accuracy"] < 1, key
 
 
 @pytest.mark.slow

@@ -1,8 +1,8 @@
 """benchmarks/micro.py, compare.py, functions.py, converter.py, training.py,
-aead_gcm.py, paillier.py, batchcrypt_codec.py, comparisons.py and distributed.py run end to end at
-tiny sizes (one ring), and the python-paillier helpers batchcrypt_phe.py and
-phe_tasks.py on a few values, so the benchmarks `make bench` runs cannot rot
-(he.py: tests/test_benchmarks_he.py; report.py and run_all.py:
+tfe_suite.py, aead_gcm.py, paillier.py, batchcrypt_codec.py, comparisons.py and
+distributed.py run end to end at tiny sizes (one ring), and the python-paillier
+helpers batchcrypt_phe.py and phe_tasks.py on a few values, so the benchmarks
+`make bench` runs cannot rot (he.py: tests/test_benchmarks_he.py; report.py and run_all.py:
 tests/test_benchmark_report.py). Speeds are not checked here: they belong to the
 benchmarks' own tables."""
 import json
@@ -29,6 +29,9 @@ RUNS = {
     # one timed LR step of batch 128 (make bench times at least 10: a step takes milliseconds)
     "training": (["--rings=64", "--lr_batches=10", "--models=lr", "--reps=1",
                   "--lr_step_min_reps=1"], "training.json"),
+    # two LR SGD steps (one timed), the accuracy of both trainings and the bill
+    "tfe_suite": (["--rings=64", "--models=lr", "--optimizers=sgd", "--reps=1",
+                   "--train_models=lr", "--train_steps=2", "--bill"], "tfe_suite.json"),
     "aead_gcm": (["--runs=1", "--sizes=1"], "aead_gcm.json"),
     "paillier": (["--bits=1024", "--n=8", "--phe_n=2", "--scalar_n=0", "--users=16"],
                  f"paillier_{os.cpu_count()}t.json"),
@@ -73,6 +76,15 @@ def test_benchmark_runs(name, tmp_path):
     if name == "training":
         assert res["lr_per_instance"][0]["ms_per_instance"] > 0
         assert res["per_step"][0]["rounds"] > 0
+    if name == "tfe_suite":
+        (row,) = res["rows"]
+        assert row["step_s"]["median_s"] > 0 and row["plaintext_step_s"]["median_s"] > 0
+        assert row["rounds"] > 0 and row["bytes"] > 0 and row["trained_steps"] == 2
+        # a step's counters (tp.stats) are its declared bill (trainer.cost)
+        assert {k: row[k] for k in row["bill"]} == row["bill"]
+        assert 0 <= row["accuracy"] <= 1 and 0 <= row["plaintext_accuracy"] <= 1
+        # the article's figures beside it (benchmarks/anchors.json)
+        assert row["article"]["tfe_lan_s"] == 0.012 and row["article"]["tfe_wan_s"] == 0.76
     if name == "functions":
         assert {r["fn"] for r in res["rows"]} == {"exp", "divide", "softmax"}
         assert all(r["tf_plaintext_us_per_elt"] > 0 for r in res["rows"])

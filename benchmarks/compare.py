@@ -8,6 +8,14 @@ in 0.29 s.
 
     python benchmarks/compare.py                  # what `make bench` runs
     python benchmarks/compare.py --sizes=1000,100000 --reps=2   # quick
+    python benchmarks/compare.py --scale_sort_sizes= --scale_max_groups=  # no task 1 at scale
+
+Task 1 at the article's scale (issue 28; --scale_*): sort of 10^6 in a
+tf.function (the loop network) beside the same sort eagerly (the unrolled
+network) and max of 2^16 groups of 4, both rings, each in a process of its
+own for its peak memory (benchmarks/_task1_scale.py), beside TF-Encrypted's
+figures (sort of 10^6: 117.45 s LAN, graph build 74.7 s) and issue 28's
+targets (sort <= 117 s, max <= 0.15 s).
 
 Targets (issue #3, 2 cores): >= 500,000 comparisons/s online and >= 250,000/s
 with garbling, <= 2.1 KB online per comparison.
@@ -28,6 +36,13 @@ flags.DEFINE_list("sort_sizes", ["1024", "65536"], "sort lengths (TF-Encrypted t
 flags.DEFINE_list("sort_graph_sizes", ["1024", "4096", "16384", "65536"],
                   "sort lengths timed inside a tf.function: graph build and run (issue 15)")
 flags.DEFINE_list("max_groups", ["1024", "65536"], "number of groups of 4 for max")
+# TF-Encrypted's task 1 at the article's scale (issue 28), a process per measurement
+# (benchmarks/_task1_scale.py) so that each peak memory is its own
+flags.DEFINE_list("scale_sort_sizes", ["1000000"],
+                  "sort lengths at scale: tf.function (the loop) and, with --scale_unrolled, "
+                  "eagerly (the unrolled network); empty: none")
+flags.DEFINE_bool("scale_unrolled", True, "also time the unrolled (eager) sort at scale")
+flags.DEFINE_list("scale_max_groups", ["65536"], "groups of 4 for max at scale; empty: none")
 flags.DEFINE_string("out", os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     "folder for compare.json and compare.png")
 F = flags.FLAGS
@@ -62,6 +77,26 @@ def _sort_graph_times(v, reps: int) -> dict:
     run = float(np.median(runs))
     return {"trace_s": t1 - t0, "setup_s": max(0.0, first - run), "run_s": run,
             "run_min_s": min(runs), "run_max_s": max(runs), "reps": len(runs)}
+
+
+def _scale(rings) -> list:
+    """Task 1 at scale, a subprocess per measurement (_task1_scale.py):
+    per ring, the sort's loop then its unrolled network back to back, then
+    the max."""
+    from _task1_scale import measure
+    out = []
+    for bits in map(int, rings):
+        start = len(out)
+        for n in map(int, F.scale_sort_sizes):
+            out.append(measure("sort", bits, n, "loop", reps=1))
+            if F.scale_unrolled:
+                out.append(measure("sort", bits, n, "unrolled"))
+        for g in map(int, F.scale_max_groups):
+            out.append(measure("max", bits, g, reps=5))
+        for r in out[start:]:
+            print(f"  ring {bits} scale {r['task']} {r['n']:,} {r.get('mode', '')}: "
+                  f"{r.get('run_s', r.get('error'))}", flush=True)
+    return out
 
 
 def _plain_stats(fn, x, reps: int) -> dict:
@@ -173,6 +208,14 @@ def main(argv):
                                      lambda a: tf.reduce_max(a, axis=1), x, F.reps),
                                  "tfe_lan_s": ANCHORS["tfe_max_65536x4_s"] if g == 65536 else None})
 
+    res["scale"] = _scale(F.rings)
+    if res["scale"]:
+        from _task1_scale import rows
+        print_table("TF-Encrypted's task 1 at scale (issue 28): a process each, peak RSS its "
+                    "own; sort run: the tf.function's second call, max: best of 5 (TF-Encrypted: "
+                    "3 machines x 4 cores, LAN; targets for 2 cores)",
+                    ["ring", "task", "graph build s", "run s", "peak RSS MiB", "target s",
+                     "TF-Encrypted LAN s", "load"], rows(res["scale"]))
     print_table(f"Derived functions, {F.fn_n:,} elements, tf.function (CrypTen: its own "
                 "hardware, 10^4 elements)",
                 ["ring", "function", "us/element", "plaintext us/element", "CrypTen us/element"],

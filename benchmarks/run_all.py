@@ -37,7 +37,8 @@ PROGRAMS = [
     ("micro", [], ["--mul_n=1,100,10000,100000", "--sizes=256,512", "--reps=3",
                    "--share_mib=2", "--share_clients=8"]),
     ("compare", [], ["--sizes=100,1000,10000,100000", "--reps=3", "--sort_sizes=1024",
-                     "--sort_graph_sizes=1024,65536", "--max_groups=1024,65536"]),
+                     "--sort_graph_sizes=1024,65536", "--max_groups=1024,65536",
+                     "--scale_sort_sizes="]),
     ("functions", [], ["--sizes=100,10000", "--reps=3"]),
     ("converter", [], ["--batches=1,10,100", "--reps=2", "--models=ffnn,lenet5,lenet5_sigmoid"]),
     # networks B and C take tens of seconds a step: one timed step each when quick

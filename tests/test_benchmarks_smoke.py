@@ -20,7 +20,8 @@ RUNS = {
                "--share_clients=4"], "micro.json"),
     "compare": (["--rings=64", "--sizes=100", "--reps=1", "--sort_sizes=16",
                  "--sort_graph_sizes=16",
-                 "--max_groups=16", "--fn_n=100", "--functions=reciprocal"], "compare.json"),
+                 "--max_groups=16", "--fn_n=100", "--functions=reciprocal",
+                 "--scale_sort_sizes=", "--scale_max_groups="], "compare.json"),
     "functions": (["--rings=64", "--sizes=20", "--reps=1", "--functions=exp,divide,softmax"],
                   "functions.json"),
     # untrained: training LeNet-5 (on a fresh machine: no model cache) is not what it checks

@@ -183,3 +183,51 @@ def test_bitwise_loop_sends_the_dealer_no_size():
     assert looped.links == unrolled.links
     assert_declared_equals_counted(declared, looped)
     np.testing.assert_array_equal(got.reveal().numpy(), want.reveal().numpy())
+
+
+def test_layer_sizes_are_the_networks():
+    """The loop's per-layer (k, j, comparators), counted without index
+    arrays (closed form for a power of two, masks otherwise), are those of
+    the network's index arrays, dropped comparators included."""
+    for n in list(range(1, 70)) + [100, 1000, 1023, 1025, 4096]:
+        want = [(k, j, len(a)) for k, j, a, _ in compare._batcher_steps(n)]
+        assert compare._layer_sizes(n) == want, n
+
+
+def test_pad_last_puts_pad_values_after_the_data(ring_case):
+    """_pad_last: the data unchanged, then +-PAD (unscaled ring value) in
+    both rings (the 128-bit one's high word sign-extended), or 0."""
+    from tf_privpy.protocols.mpc.api.ops import _common
+    f = tp.get_runtime().config.frac_bits
+    x = _grid(np.random.default_rng(5).uniform(-9, 9, (2, 5)), f)
+    px = tp.share(x)
+    h = _common.handle_of(px)
+    for value in (compare.PAD, -compare.PAD, 0):
+        s = compare._pad_last(h.backend, (px.share0, px.share1), 5, 8, value)
+        got = _common.wrap(h, s, tf.float64).reveal().numpy()
+        np.testing.assert_array_equal(got[:, :5], x)
+        np.testing.assert_array_equal(got[:, 5:], np.full((2, 3), value / 2.0 ** f))
+
+
+@pytest.mark.slow
+def test_padded_loop_is_exact(ring_case):
+    """A length within 3/4 of the next power of two (25 -> 32) runs the
+    padded loop (slices, no gathers): the sort and top_k (descending, with
+    the positions) equal numpy exactly, ties included, each one network of
+    32 per row, and the declared bill equals the counters."""
+    n = 25
+    f = tp.get_runtime().config.frac_bits
+    x = _grid(np.random.default_rng(7).normal(0, 50, (2, n)), f)
+    x[:, ::4] = x[:, :1]   # ties
+    px = tp.share(x)
+    fn = tf.function(lambda a: [tp.sort(a)] + list(tp.math.top_k(a, 5)))
+    with cost.record() as declared:
+        fn.get_concrete_function(px)
+    with tp.stats() as counted:
+        asc, top, ids = fn(px)
+    np.testing.assert_array_equal(asc.reveal().numpy(), np.sort(x, -1))
+    np.testing.assert_array_equal(top.reveal().numpy(), -np.sort(-x, -1)[:, :5])
+    np.testing.assert_array_equal(
+        np.take_along_axis(x, ids.reveal().numpy().astype(np.int64), -1), top.reveal().numpy())
+    assert counted.comparisons == 2 * 2 * sum(len(a) for a, _ in compare.batcher_layers(32))
+    assert_declared_equals_counted(declared, counted)

@@ -64,6 +64,16 @@ class BitwiseBackend(PrivPyBackend):
         # the dealer each batch's size (batch_sizes), S1 sends it to T1
         return protocol.ltz_cost(n, self.bits, size_unknown=not sized)
 
+    def loop_batch_limit(self) -> int:
+        """Under the bitwise family, one dealt batch (protocol.CHUNK, 2^21:
+        the dealer's buffers take about 120 bytes per comparison), not the
+        garbled family's comparison_batch (2^18): the sort loop of 10^6
+        (layers of 500,000) ran unrolled under that limit, and its graph, with
+        every layer's index arrays as constants, exceeded TF's 2 GB."""
+        if self.comparison_family == "garbled":
+            return super().loop_batch_limit()
+        return protocol.CHUNK
+
     def size_parties(self) -> Tuple[str, ...]:
         """The dealer, under the bitwise family (it deals a batch's triples
         before the servers' data exists); none under the garbled one."""

@@ -252,6 +252,13 @@ class Backend(abc.ABC):
         in `ltz_bill`)."""
         e = [n * k]
         return self.ltz_bill(n, sized=sized).then(self.mul_bill(e, e, e))
+    def loop_batch_limit(self) -> int:
+        """The most comparisons one call may take inside a graph loop whose
+        trace does not know the size (the sort loop's layers): such a call
+        is one batch, never chunked. Garbled: Config.comparison_batch (2 KB
+        of tables each)."""
+        return int(self.cfg.comparison_batch)
+
     def size_parties(self) -> Tuple[str, ...]:
         """Parties besides the share holders that must know a comparison
         batch's (public) size before its data exists, as a dealer of

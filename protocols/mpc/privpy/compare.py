@@ -362,8 +362,16 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
     (k, j) on each share holder (slices of blocks for a power-of-two n,
     index arrays computed in TF otherwise): the graph holds 9 layers whatever n (the
     unrolled network of 2^16 had 136 and took 18 s or more to build, issue
-    15). Eagerly, for fewer than LAYERS_PER_ITERATION layers, or when one
-    layer would exceed the comparison batch (the loop does not chunk), the
+    15). A length n of at least 3/4 of the next power of two p is padded to
+    p with public values past any data (PAD) and run on slices: issue 28's
+    10^6 (p = 2^20: 100.7 million comparators against the dropped network's
+    96.0 million): first call 58.8 s against the gathering loop's 86.3 s
+    (64-bit, 2 cores at load 8-9), its graph built in 5.4 s instead of 24 s
+    and its peak memory 1.1 GB instead of 2.6 GB (the layers' sizes now
+    come from `_layer_sizes`: `_batcher_steps`' index arrays of 10^6 took
+    10 s and 2 GB). Below 3/4 the gathering loop does fewer comparisons.
+    Eagerly, for fewer than LAYERS_PER_ITERATION layers, or when one layer
+    would exceed `Backend.loop_batch_limit` (the loop does not chunk), the
     layers are unrolled."""
     limbs = backend.limbs
     idx = None
@@ -371,16 +379,26 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
         shape = sh.dynamic_shape(x[0], limbs)
         idx = backend.add_public(backend.sub(x, x),
                                  tf.broadcast_to(tf.range(n, dtype=tf.float64), shape))
-    steps = _batcher_steps(n)
     rows = sh.logical_shape(x[0], limbs)[:-1].num_elements()
-    most = max((len(a) for _, _, a, _ in steps), default=0)
-    if (tf.inside_function() and len(steps) >= LAYERS_PER_ITERATION and rows is not None
-            and rows * most <= int(backend.cfg.comparison_batch)):
-        x, idx = _sort_loop(backend, x, idx, n, steps, rows, descending)
-    else:
-        for _, _, a, b in steps:
-            x, idx = _exchange(backend, x, idx, a, b, _inverse(a, b, n, len(a)), len(a),
-                               descending)
+    if tf.inside_function() and rows is not None:
+        p = 1 << max(n - 1, 0).bit_length()
+        padded = p != n and 4 * n >= 3 * p
+        layers = _layer_sizes(p if padded else n)
+        most = max((m for _, _, m in layers), default=0)
+        if (len(layers) >= LAYERS_PER_ITERATION
+                and rows * most <= backend.loop_batch_limit()):
+            if padded:
+                x = _pad_last(backend, x, n, p, PAD if not descending else -PAD)
+                idx = None if idx is None else _pad_last(backend, idx, n, p, 0)
+            x, idx = _sort_loop(backend, x, idx, p if padded else n, layers, rows, descending)
+            if padded:   # the pads are the largest (smallest descending): last
+                x, idx = [None if v is None else backend.map_shares(
+                    lambda s: sh.getitem(s, (Ellipsis, slice(0, n)), limbs), v)
+                    for v in (x, idx)]
+            return (x, idx) if with_index else x
+    for _, _, a, b in _batcher_steps(n):
+        x, idx = _exchange(backend, x, idx, a, b, _inverse(a, b, n, len(a)), len(a),
+                           descending)
     return (x, idx) if with_index else x
 
 
@@ -402,6 +420,65 @@ def sort_last(backend: Backend, x: Shares, n: int, descending: bool = False,
 LAYERS_PER_ITERATION = 8
 
 
+#: the value (in the ring, unscaled) the sort loop pads a length n to the
+#: next power of two p with, descending its negative: the padded network
+#: runs `_exchange_blocks` (slices, no gathers) on p. Both comparison
+#: families read the low 64 bits of a difference (DESIGN §3), exact when
+#: |a - b| < 2^63; sorting already needs that of every pair, i.e. values
+#: within +-2^62 (2^46 in the 64-bit ring with f = 16, 2^42 in the 128-bit
+#: one with f = 20, both far past Config.bound), and then x - PAD lies in
+#: (-2^63, 0): every value sorts strictly before the pads, which end in
+#: [n, p) and are cut off.
+PAD = 1 << 62
+
+
+def _pad_last(backend: Backend, x: Shares, n: int, p: int, value: int) -> Shares:
+    """x padded along the last axis from n to p with the public ring value
+    `value` (unscaled): zeros on both holders, `value` added on S1 where
+    the positions are >= n (a mask built in the graph: no p-element
+    constant)."""
+    limbs = backend.limbs
+    keep = [[0, 0]] * (sh.logical_shape(x[0], limbs).rank - 1)
+    x = backend.map_shares(lambda s: sh.pad(s, keep + [[0, p - n]], limbs), x)
+    if value == 0:
+        return x
+    with backend.on(0):
+        tail = tf.range(p) >= n
+        low = tf.where(tail, tf.constant(value, tf.int64), tf.constant(0, tf.int64))
+        if limbs == 2:   # [low, high] words of the 128-bit two's complement
+            high = tf.where(tail, tf.constant(-1 if value < 0 else 0, tf.int64),
+                            tf.constant(0, tf.int64))
+            low = tf.stack([low, high], -1)
+        x0 = kernels.ring_add(x[0], sh.like(low, x[0], limbs), backend.bits)
+    return x0, x[1]
+
+
+def _layer_sizes(n: int) -> List[Tuple[int, int, int]]:
+    """(k, j, comparators) of each layer of `_batcher_steps(n)`, without
+    its index arrays: for 10^6 those took 10 s and 2 GB of every graph
+    build. A power of two in closed form (each block of 2k holds k - j mod
+    k comparators: `_exchange_blocks`), otherwise counted from
+    `_layer_indices`' masks in numpy, one layer at a time."""
+    p = 1 << max(n - 1, 0).bit_length()
+    t = None if p == n else np.arange(n, dtype=np.int64)
+    out = []
+    k = 1
+    while k < p:
+        j = k
+        while j >= 1:
+            off = j % k
+            if t is None:
+                m = p // (2 * k) * (k - off)
+            else:
+                m = int(np.count_nonzero((t >= off) & ((t - off) & (2 * j - 1) < j)
+                                         & (t + j < n) & ((t & (2 * k - 1)) + j < 2 * k)))
+            if m:
+                out.append((k, j, m))
+            j //= 2
+        k *= 2
+    return out
+
+
 def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
                descending: bool):
     """The layers of `steps` as a tf.while_loop of LAYERS_PER_ITERATION
@@ -411,9 +488,9 @@ def _sort_loop(backend: Backend, x: Shares, idx, n: int, steps, rows: int,
         # The body is traced once with unknown layer sizes: its protocol
         # calls declare nothing (paused there), the loop declares each
         # layer's bill here, as the unrolled layers would.
-        for _, _, a, _ in steps:
+        for _, _, m in steps:
             C.declare_in_sequence(backend.ltz_mul_bill(
-                rows * len(a), 2 if idx is not None else 1, sized=True))
+                rows * m, 2 if idx is not None else 1, sized=True))
     full = len(steps) // LAYERS_PER_ITERATION * LAYERS_PER_ITERATION
     x, idx = _layer_loop(backend, x, idx, n, steps[:full], LAYERS_PER_ITERATION, rows,
                          descending)
@@ -428,11 +505,11 @@ def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int, 
     p = 1
     while p < n:
         p *= 2
-    ks = np.array([k for k, _, _, _ in steps], np.int64)
-    js = np.array([j for _, j, _, _ in steps], np.int64)
+    ks = np.array([k for k, _, _ in steps], np.int64)
+    js = np.array([j for _, j, _ in steps], np.int64)
     # each layer's comparisons: public, for the parties that deal for them
     # (the bitwise family's T1), which cannot wait for the servers' data
-    sizes = np.array([rows * len(a) for _, _, a, _ in steps], np.int64)
+    sizes = np.array([rows * m for _, _, m in steps], np.int64)
     others = backend.size_parties()
     with_index = idx is not None
     counters = 2 + len(others)   # loop variables ahead of the shares

@@ -4,12 +4,19 @@ against the same training in float64 Keras (the same start, the same
 batches) in both rings, within OPTIMIZER_RRMSE_TOL (tests/
 tolerances_training.py); and every optimizer or option the private step
 does not reproduce refused before anything is traced, shared or run."""
+import os
+import sys
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
 from tolerances_training import OPTIMIZER_RRMSE_TOL
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "benchmarks"))
+import _report  # noqa: E402
 
 L = tf.keras.layers
 O = tf.keras.optimizers
@@ -53,15 +60,7 @@ def _keras(model, make, batches, loss):
     ref = tf.keras.models.clone_model(model, clone_function=lambda layer: layer.__class__
                                       .from_config({**layer.get_config(), "dtype": "float64"}))
     ref.set_weights([w.astype(np.float64) for w in model.get_weights()])
-    opt = make()
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            value = loss(y, ref(x, training=True))
-        opt.apply_gradients(zip(tape.gradient(value, ref.trainable_variables),
-                                ref.trainable_variables))
-
+    step = _report.plain_sgd_step(ref, loss, make())   # the benchmarks' baseline step
     for x, y in batches:
         step(tf.constant(x, tf.float64), tf.constant(y, tf.float64))
     return ref.get_weights()

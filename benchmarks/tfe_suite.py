@@ -47,22 +47,29 @@ BATCH = 128
 #: the article's 5 epochs of 60,000 digits at batch 128 (468 full batches each)
 ARTICLE_STEPS = 5 * (60000 // BATCH)
 
-flags.DEFINE_list("rings", ["128"], "rings to measure (128: the library's default; 64)")
-flags.DEFINE_list("models", list(MODELS), "lr and tp.models' networks")
-flags.DEFINE_list("optimizers", list(OPTIMIZERS), "sgd (momentum 0.9), amsgrad, adam")
-flags.DEFINE_integer("reps", 3, "timed steps per row at least (after the tracing step), "
-                     "unless --budget_s is spent")
-flags.DEFINE_float("budget_s", 20.0, "a row stops timing once another step would take its "
-                   "timed steps past this (networks B and C take seconds a step)")
-flags.DEFINE_list("train_models", ["lr", "network_a"],
-                  "models whose rows also train --train_steps for accuracy")
-flags.DEFINE_integer("train_steps", 100, "steps of batch 128 for the accuracy figures")
-flags.DEFINE_boolean("full", False, "the article's size: every row trains 5 epochs (see above)")
-flags.DEFINE_integer("seed", 0, "initial weights and batch order")
-flags.DEFINE_boolean("bill", False, "also record trainer.cost(128), the declared bill, beside "
-                     "the counted one (tp.stats of a step; equal by the protocols' tests): it "
-                     "traces each step a second time")
-flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for tfe_suite.json")
+
+def define_flags() -> None:
+    """The command line's flags, defined when run as a program only: tests
+    import this module beside other benchmarks (peers_run also has --reps),
+    and absl refuses a flag defined twice in one process."""
+    flags.DEFINE_list("rings", ["128"], "rings to measure (128: the library's default; 64)")
+    flags.DEFINE_list("models", list(MODELS), "lr and tp.models' networks")
+    flags.DEFINE_list("optimizers", list(OPTIMIZERS), "sgd (momentum 0.9), amsgrad, adam")
+    flags.DEFINE_integer("reps", 3, "timed steps per row at least (after the tracing step), "
+                         "unless --budget_s is spent")
+    flags.DEFINE_float("budget_s", 20.0, "a row stops timing once another step would take its "
+                       "timed steps past this (networks B and C take seconds a step)")
+    flags.DEFINE_list("train_models", ["lr", "network_a"],
+                      "models whose rows also train --train_steps for accuracy")
+    flags.DEFINE_integer("train_steps", 100, "steps of batch 128 for the accuracy figures")
+    flags.DEFINE_boolean("full", False, "the article's size: every row trains 5 epochs (see above)")
+    flags.DEFINE_integer("seed", 0, "initial weights and batch order")
+    flags.DEFINE_boolean("bill", False, "also record trainer.cost(128), the declared bill, beside "
+                         "the counted one (tp.stats of a step; equal by the protocols' tests): it "
+                         "traces each step a second time")
+    flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for tfe_suite.json")
+
+
 F = flags.FLAGS
 
 
@@ -332,4 +339,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

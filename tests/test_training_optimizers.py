@@ -87,9 +87,13 @@ def test_100_steps_match_keras(ring, name):
     tol = OPTIMIZER_RRMSE_TOL[name][ring]
     assert err <= tol, (name, ring, err, tol)
     assert rrmse(model.get_weights(), want) > 100 * tol  # the training moved them
-    if name == "amsgrad":  # and AMSGrad is not Adam here
+    if name == "amsgrad":
+        # AMSGrad is not Adam here: they differ by more than 3 tol, so a
+        # private AMSGrad that ran Adam (within tol of Keras' Adam, its own
+        # case) would be more than 2 tol from Keras' AMSGrad and fail above.
+        # (10 tol failed in the 64-bit ring: 9.3e-3 apart, tol 2.5e-3.)
         plain_adam = _keras(model, lambda: O.Adam(0.01, beta_2=0.99), batches, loss)
-        assert rrmse(plain_adam, want) > 10 * tol
+        assert rrmse(plain_adam, want) > 3 * tol
     # the slots are private tp.Variables (Keras 2.14's SGD keeps a momentum
     # slot at momentum 0 too; Adam m and v, AMSGrad also v̂)
     slots = {"sgd": 1, "momentum": 1, "adam": 2, "amsgrad": 3}[name]

@@ -137,14 +137,9 @@ def check_numerics(optimizer, policy) -> None:
     if kind(optimizer) != "adam":
         return
     from tf_privpy.protocols.mpc.fixedpoint import fast_numerics
-    cfg = context.get_handle().config
-
-    class _B:  # fast_numerics.mode reads backend.cfg only
-        pass
-    b = _B()
-    b.cfg = cfg
+    backend = context.get_handle().backend
     fast = [fn for fn in ("sqrt", "divide")
-            if fast_numerics.mode(b, fn, policy.numerics_mode) == "fast"]
+            if fast_numerics.mode(backend, fn, policy.numerics_mode) == "fast"]
     if fast:
         raise ValueError(
             f"Adam's private {' and '.join(fast)} would run in the fast numerics mode, accurate "

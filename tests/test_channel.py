@@ -217,8 +217,8 @@ def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(rin
 
 def test_private_call_runs_without_grappler_and_restores_the_options(ring_case):
     """runtime/calling.private_call: the thread's call options inside have
-    the meta optimizer off, the same object every call (TF keys an
-    instantiated function by them), and the caller's options come back."""
+    the meta optimizer off, the same config every call (TF keys an
+    instantiated function by it), and the caller's options come back."""
     from tensorflow.python.eager import context as tf_context
     from tf_privpy.protocols.mpc.runtime import calling
     from tensorflow.core.protobuf import config_pb2
@@ -227,7 +227,8 @@ def test_private_call_runs_without_grappler_and_restores_the_options(ring_case):
     for _ in range(2):
         with calling.private_call():
             seen.append(tf_context.context().function_call_options)
-    assert seen[0] is seen[1]
+    assert seen[0].config_proto_serialized == seen[1].config_proto_serialized
+    assert seen[0].executor_type == seen[1].executor_type
     cfg = config_pb2.ConfigProto.FromString(seen[0].config_proto_serialized)
     assert cfg.graph_options.rewrite_options.disable_meta_optimizer
     assert tf_context.context().function_call_options is before

@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tf_privpy.protocols.mpc.runtime import context, cost
+from tf_privpy.protocols.mpc.runtime import calling, context, cost
 from tf_privpy.protocols.mpc.api import registry
 from tf_privpy.protocols.mpc.api.adapters import Weight
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
@@ -173,7 +173,8 @@ class PrivateTrainer:
             private logarithms the gradient form avoids.
         """
         x, y = self._inputs(x, y)
-        out = self._fn(x, y, bool(return_loss))
+        with calling.private_call():   # no Grappler, as predict (runtime/calling.py)
+            out = self._fn(x, y, bool(return_loss))
         return out if return_loss else None
 
     __call__ = step

@@ -166,11 +166,16 @@ def mode(request):
 
 
 def run(mode, fn, *args):
-    """fn(*args) eagerly or as a tf.function; tf.function results are
-    returned as the same (tensor / PrivateTensor) values."""
+    """fn(*args) eagerly or traced: as a `tp.function`, the tf.function that
+    private computations are documented to use (Grappler off: a third to a
+    half of a first call, and nothing for it to optimize in a private graph).
+    The protocols under a plain tf.function, Grappler on, are
+    tests/test_grappler.py's (every case op family in one graph) and the
+    placement tests' (partition graphs). Results come back as the same
+    (tensor / PrivateTensor) values."""
     if mode == "eager":
         return fn(*args)
-    return tf.function(fn)(*args)
+    return tp.function(fn)(*args)
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ from tf_privpy.protocols import Config  # noqa: E402
 from tf_privpy.protocols.loader import OpLibraryError  # noqa: E402
 from tf_privpy.protocols.mpc.api.value import PrivateTensor  # noqa: E402
 from tf_privpy.protocols.mpc.api.control_flow import cond  # noqa: E402
+from tf_privpy.protocols.mpc.runtime.calling import function  # noqa: E402
 from tf_privpy.protocols.mpc.runtime.placement import PlacementError  # noqa: E402
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable as Variable  # noqa: E402
 from tf_privpy.protocols.mpc.api.checkpoint import (  # noqa: E402
@@ -81,6 +82,6 @@ __all__ = sorted(list(_registry.namespace("")) + [
     "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
     "comparison",
     "converters", "convert", "datasets",
-    "federated", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",
+    "federated", "function", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",
     "models", "nn", "ProfileError", "profile", "profiling", "publish", "reset",
     "restore_variables", "save_variables", "servers", "Stats", "cost", "stats"])

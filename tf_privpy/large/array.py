@@ -168,11 +168,13 @@ class LargeArray:
                 f"{self!r} holds {self.nbytes} bytes per share, more than {limit}: slice "
                 "it smaller, compute on it as a LargeArray, or pass max_bytes")
 
-        def step(start, carry, args, n):
-            return S.read_block(h, self, S.rows_at(h, start), n), None
+        cols, dtype = self.shape[1], self.dtype
 
-        parts, _ = S.run(step, self.shape[0], self._rows(h), "LargeArray read", False,
-                         collect=True)
+        def step(start, geo, carry, args, n):
+            return S.read_block(h, S.place(h, start, geo), 0, n, cols, dtype), None
+
+        parts, _ = S.run(h, ("read", cols, dtype), step, self.shape[0], self._rows(h),
+                         "LargeArray read", False, S.geometry(h, [self]), collect=True)
         if not parts:
             raise LargeArrayError(f"{self!r} is empty")
         return parts[0] if len(parts) == 1 else A.concat(parts, 0)
@@ -201,8 +203,8 @@ class LargeArray:
                              f"{wshape}")
         w = w if C.is_private(w) else C.public(w)
         dtype = C.result_dtype(self.dtype, C.operand_dtype(w))
-        return self._blockwise(h, lambda x, v: M.matmul(x, v), [w], int(wshape[1]), dtype,
-                               out, "LargeArray matmul", progress)
+        return self._blockwise(h, M.matmul, [w], int(wshape[1]), dtype, out,
+                               "LargeArray matmul", progress)
 
     def __matmul__(self, w):
         return self.matmul(w)
@@ -219,16 +221,19 @@ class LargeArray:
         """
         h = S.handle()
         if axis is None or axis in (0, -2):
-            def step(start, carry, args, n):
-                block = S.read_block(h, self, S.rows_at(h, start), n)
+            cols, dtype = self.shape[1], self.dtype
+
+            def step(start, geo, carry, args, n):
+                block = S.read_block(h, S.place(h, start, geo), 0, n, cols, dtype)
                 return None, M.add(carry, M.reduce_sum(block, 0))
 
-            _, total = S.run(step, self.shape[0], self._rows(h), "LargeArray sum", progress,
-                             carry=S.zeros(h, [self.shape[1]], self.dtype))
+            _, total = S.run(h, ("sum0", cols, dtype), step, self.shape[0], self._rows(h),
+                             "LargeArray sum", progress, S.geometry(h, [self]),
+                             carry=S.zeros(h, [cols], dtype))
             return total if axis is not None else M.reduce_sum(total)
         if axis in (1, -1):
-            col = self._blockwise(h, lambda x: M.reduce_sum(x, 1, keepdims=True), [], 1,
-                                  self.dtype, out, "LargeArray sum", progress)
+            col = self._blockwise(h, _row_sums, [], 1, self.dtype, out, "LargeArray sum",
+                                  progress)
             return A.reshape(col, [self.shape[0]]) if C.is_private(col) else col
         raise ValueError(f"axis must be None, 0 or 1 for a LargeArray, got {axis!r}")
 
@@ -246,7 +251,8 @@ class LargeArray:
             raise ValueError(f"axis must be None, 0 or 1 for a LargeArray, got {axis!r}")
         s = self.sum(axis, out, progress)
         if isinstance(s, LargeArray):
-            return s.map(lambda v: M.divide(v, float(count)), progress=progress)
+            return s._stream_to_disk(S.handle(), M.divide, (s,), [float(count)], 1,
+                                     tf.float64, "LargeArray mean", progress)
         return M.divide(s, float(count))
 
     # ---------------------------------------------------------- element-wise
@@ -272,9 +278,8 @@ class LargeArray:
         if not C.is_private(sample) or sample.shape.rank != 2 or sample.shape[0] != 1:
             raise ValueError("map's fn must return a PrivateTensor with the block's rows")
         views = (self,) + tuple(others)
-        return self._stream_to_disk(h, lambda *blocks: fn(*blocks), views, [],
-                                    int(sample.shape[1]), sample.dtype, "LargeArray map",
-                                    progress)
+        return self._stream_to_disk(h, fn, views, [], int(sample.shape[1]), sample.dtype,
+                                    "LargeArray map", progress)
 
     def _elementwise(self, y, op, what: str) -> "LargeArray":
         if isinstance(y, LargeArray):
@@ -295,19 +300,19 @@ class LargeArray:
         return self._elementwise(y, M.add, "add")
 
     def __radd__(self, y):
-        return self._elementwise(y, lambda a, b: M.add(b, a), "add")
+        return self._elementwise(y, _radd, "add")
 
     def __sub__(self, y):
         return self._elementwise(y, M.subtract, "subtract")
 
     def __rsub__(self, y):
-        return self._elementwise(y, lambda a, b: M.subtract(b, a), "subtract")
+        return self._elementwise(y, _rsub, "subtract")
 
     def __mul__(self, y):
         return self._elementwise(y, M.multiply, "multiply")
 
     def __rmul__(self, y):
-        return self._elementwise(y, lambda a, b: M.multiply(b, a), "multiply")
+        return self._elementwise(y, _rmul, "multiply")
 
     def __neg__(self):
         return self.map(M.negative)
@@ -323,30 +328,51 @@ class LargeArray:
         if out == "disk" or (out == "auto" and
                              result_bytes > MEMORY_BLOCKS * int(h.config.large_block_bytes)):
             return self._stream_to_disk(h, fn, (self,), args, columns, dtype, what, progress)
+        cols, vdtype = self.shape[1], self.dtype
 
-        def step(start, carry, args, n):
-            return fn(S.read_block(h, self, S.rows_at(h, start), n), *args), None
+        def step(start, geo, carry, args, n):
+            block = S.read_block(h, S.place(h, start, geo), 0, n, cols, vdtype)
+            return fn(block, *args), None
 
-        parts, _ = S.run(step, self.shape[0], self._rows(h), what, progress, args,
+        parts, _ = S.run(h, ("blockwise", fn, cols, vdtype), step, self.shape[0],
+                         self._rows(h), what, progress, S.geometry(h, [self]), args,
                          collect=True)
-        out_ = parts[0] if len(parts) == 1 else A.concat(parts, 0)
-        return C.wrap(h, C.shares(out_), dtype) if out_.dtype != dtype else out_
+        return parts[0] if len(parts) == 1 else A.concat(parts, 0)
 
     def _stream_to_disk(self, h, fn, views, args, columns: int, dtype, what: str,
                         progress: Progress) -> "LargeArray":
         """fn(*blocks of views, *args) per block, written as a new LargeArray."""
         w = S.Writer(h, columns, dtype, self.shape[0])
         rows = min(min(v._rows(h) for v in views), w.block_rows)
+        widths = tuple((v.shape[1], v.dtype) for v in views)
 
-        def step(start, carry, args, n):
-            at = S.rows_at(h, start)
-            y = fn(*[S.read_block(h, v, at, n) for v in views], *args)
-            S.write_block(h, w.id, at, y)
+        def step(start, geo, carry, args, n):
+            at = S.place(h, start, geo)
+            y = fn(*[S.read_block(h, at, k, n, c, d) for k, (c, d) in enumerate(widths)],
+                   *args)
+            S.write_block(h, at, len(widths), y)
             return None, None
 
         try:
-            S.run(step, self.shape[0], rows, what, progress, args)
+            S.run(h, ("to_disk", fn, widths), step, self.shape[0], rows, what, progress,
+                  S.geometry(h, views, w.id), args)
         except BaseException:
             w.abort()
             raise
         return LargeArray.open(w.finish(self.shape[0]))
+
+
+def _row_sums(x: PrivateTensor) -> PrivateTensor:
+    return M.reduce_sum(x, 1, keepdims=True)
+
+
+def _radd(a, b):
+    return M.add(b, a)
+
+
+def _rsub(a, b):
+    return M.subtract(b, a)
+
+
+def _rmul(a, b):
+    return M.multiply(b, a)

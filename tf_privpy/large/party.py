@@ -46,6 +46,18 @@ def _text(t) -> str:
     return t.numpy().decode()
 
 
+def id_words(array_id: str):
+    """An array id (32 hex digits) as two int64 words: how a traced step
+    carries it, so that one trace serves every array."""
+    v = int(bf.check_id(array_id), 16)
+    return [((v >> s) & (2**64 - 1)) - (2**64 if (v >> s) & (1 << 63) else 0) for s in (64, 0)]
+
+
+def id_text(words) -> str:
+    hi, lo = (int(w) & (2**64 - 1) for w in words)
+    return f"{hi:016x}{lo:016x}"
+
+
 def attach_folder(party: str, folder: str) -> None:
     """Serves `party`'s share files of tp.LargeArray from `folder`, in this
     process (a server process, or the embedded driver)."""
@@ -71,7 +83,7 @@ def attach_folder(party: str, folder: str) -> None:
         return tf.constant(h.to_json())
 
     def write(array_id, row0, block):
-        return tf.constant(bf.write_rows(folder, party, _text(array_id), int(row0),
+        return tf.constant(bf.write_rows(folder, party, id_text(array_id.numpy()), int(row0),
                                          block.numpy()), tf.int64)
 
     def finish(array_id, rows):
@@ -81,8 +93,8 @@ def attach_folder(party: str, folder: str) -> None:
         return tf.constant(bf.open_header(folder, party, _text(array_id)).to_json())
 
     def read(array_id, row0, rows, col0, cols):
-        return tf.constant(bf.read_rows(folder, party, _text(array_id), int(row0), int(rows),
-                                        int(col0), int(cols)))
+        return tf.constant(bf.read_rows(folder, party, id_text(array_id.numpy()), int(row0),
+                                        int(rows), int(col0), int(cols)))
 
     def remove(array_id):
         return tf.constant(json.dumps(bf.remove(folder, _text(array_id))))

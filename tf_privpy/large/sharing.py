@@ -97,12 +97,11 @@ def share_to_disk(source: Source, dtype: Optional[tf.DType] = None,
     total = int(rows) if rows else 0
     rep = None
 
-    def step(start, carry, args, n):
-        at = S.rows_at(h, start)
+    def step(start, geo, args, n):
+        at = S.place(h, start, geo)
         with tf.device(h.runtime.device("client")):
             x = M.share(args[0], name=label)
-        S.write_block(h, writer.id, at, x)
-        return None, None
+        S.write_block(h, at, 0, x)
 
     try:
         for block in it:
@@ -114,7 +113,9 @@ def share_to_disk(source: Source, dtype: Optional[tf.DType] = None,
                 vdtype = tf.as_dtype(dtype or (block.dtype if block.dtype.type in _DTYPES
                                                else np.float64))
                 writer = S.Writer(h, block.shape[1], vdtype, total)
-                fn = tf.function(step)
+                geo = S.geometry(h, [], writer.id)
+                steps = h.runtime.__dict__.setdefault("_large_array_steps", {})
+                fn = steps.setdefault(("share", label), tf.function(step))
                 if isinstance(source, (np.ndarray, str, os.PathLike)):
                     total = block.shape[0]  # the whole array: one "block" split below
                 rep = S.reporter(progress, total, f"share_to_disk {label}")
@@ -128,7 +129,7 @@ def share_to_disk(source: Source, dtype: Optional[tf.DType] = None,
                 with tf.device(h.runtime.device("client")):
                     x = tf.constant(part)
                 try:
-                    fn(tf.constant(done, tf.int64), None, (x,), part.shape[0])
+                    fn(tf.constant(done, tf.int64), geo, (x,), part.shape[0])
                 except tf.errors.InvalidArgumentError as e:
                     distributed.clear_remote_errors()
                     if "tf_privpy_large_" in e.message or "[LARGE]" in e.message:

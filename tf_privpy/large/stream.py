@@ -34,6 +34,10 @@ from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from tf_privpy.protocols.mpc.runtime import shares as sh
 
 
+#: traced steps kept per runtime
+MAX_STEPS = 64
+
+
 def handle():
     """The current runtime, checked to be one that can hold a LargeArray."""
     h = C.handle_of()
@@ -67,31 +71,52 @@ def zeros(h, shape: Sequence[int], dtype: tf.DType) -> PrivateTensor:
     return C.wrap(h, s, dtype)
 
 
-def rows_at(h, start: tf.Tensor) -> dict:
-    """A block's first row, sent from the client to S1 and S2 (one message each)."""
+def geometry(h, views: Sequence, out_id: Optional[str] = None) -> tf.Tensor:
+    """Where a step reads and writes, as a public int64 [k, 4] on the
+    client: each view's id (two words), first row and first column, then
+    the array written (out_id), if any. A step receives it as an argument,
+    so one trace serves every view of the same widths."""
+    rows = [P.id_words(v.id) + [v.row0, v.col0] for v in views]
+    if out_id is not None:
+        rows.append(P.id_words(out_id) + [0, 0])
     with tf.device(h.runtime.device("client")):
-        start = tf.cast(start, tf.int64)
-    return {party: h.runtime.send1("client", party, start) for party in P.PARTIES}
+        return tf.constant(rows, tf.int64)
 
 
-def read_block(h, view, at: dict, rows: int) -> PrivateTensor:
-    """Rows [at, at + rows) of `view` (relative to the view), read by S1 and
-    S2 each from its own file, as a PrivateTensor."""
+def place(h, start: tf.Tensor, geo: tf.Tensor) -> dict:
+    """A block's first row and the geometry, sent from the client to S1 and
+    to S2 (one message each): {party: (start, geometry)} on that party."""
+    with tf.device(h.runtime.device("client")):
+        start, geo = tf.cast(start, tf.int64), tf.cast(geo, tf.int64)
+    out = {}
+    for party in P.PARTIES:
+        (s, g), _ = h.runtime.send("client", party, start, geo)
+        out[party] = (s, g)
+    return out
+
+
+def read_block(h, at: dict, k: int, rows: int, cols: int, dtype: tf.DType) -> PrivateTensor:
+    """Rows [start, start + rows) of the k-th view of the step's geometry
+    (`cols` columns wide), read by S1 and S2 each from its own file."""
     shares = []
     for party in P.PARTIES:
+        start, geo = at[party]
         with tf.device(h.runtime.device(party)):
-            row0 = at[party] + view.row0
-        s = P.op(h, party, "read", [view.id, row0, rows, view.col0, view.shape[1]], tf.int64)
+            ident, row0, col0 = geo[k, :2], start + geo[k, 2], geo[k, 3]
+        s = P.op(h, party, "read", [ident, row0, rows, col0, cols], tf.int64)
         with tf.device(h.runtime.device(party)):
-            shares.append(tf.ensure_shape(s, sh.storage([rows, view.shape[1]],
-                                                        h.config.limbs)))
-    return C.wrap(h, shares, view.dtype)
+            shares.append(tf.ensure_shape(s, sh.storage([rows, cols], h.config.limbs)))
+    return C.wrap(h, shares, dtype)
 
 
-def write_block(h, array_id: str, at: dict, x: PrivateTensor) -> None:
-    """S1 and S2 each write their own share of x at row `at` of array_id."""
+def write_block(h, at: dict, k: int, x: PrivateTensor) -> None:
+    """S1 and S2 each write their own share of x at the block's first row
+    of the k-th array of the step's geometry."""
     for party, s in zip(P.PARTIES, C.shares(x)):
-        P.op(h, party, "write", [array_id, at[party], s], tf.int64)
+        start, geo = at[party]
+        with tf.device(h.runtime.device(party)):
+            ident = geo[k, :2]
+        P.op(h, party, "write", [ident, start, s], tf.int64)
 
 
 class Writer:
@@ -135,20 +160,29 @@ class Writer:
         self.created = []
 
 
-def run(step: Callable, total: int, rows: int, what: str, progress: Progress,
-        args: Sequence = (), carry=None, collect: bool = False):
-    """Calls step(start, carry, args, n) for each block [start, start + n)
+def run(h, key: tuple, step: Callable, total: int, rows: int, what: str,
+        progress: Progress, geo: tf.Tensor, args: Sequence = (), carry=None,
+        collect: bool = False):
+    """Calls step(start, geo, carry, args, n) for each block [start, start + n)
     of `total` rows, `rows` at a time; step returns (block result or None,
     carry or None). Returns (the block results if collect, the last carry).
-    The step is one tf.function: traced for `rows` and for the last block's
-    height, then called once per block."""
-    fn = tf.function(step)
+
+    The step is one tf.function per `key` (what the step's Python closes
+    over: the operation, widths, dtypes), kept on the runtime: traced for a
+    block's height and for the last block's, then called once per block,
+    and again by the next operation of the same key on any array."""
+    steps = h.runtime.__dict__.setdefault("_large_array_steps", {})
+    fn = steps.get(key)
+    if fn is None:
+        while len(steps) >= MAX_STEPS:  # the oldest first (a map of many lambdas)
+            steps.pop(next(iter(steps)))
+        fn = steps[key] = tf.function(step)
     rep = reporter(progress, total, what)
     out: List = []
     for start in range(0, total, rows):
         n = min(rows, total - start)
         try:
-            res, new = fn(tf.constant(start, tf.int64), carry, tuple(args), n)
+            res, new = fn(tf.constant(start, tf.int64), geo, carry, tuple(args), n)
         except tf.errors.OpError as e:
             distributed.clear_remote_errors()
             raise P.translate(e) from None

@@ -118,7 +118,8 @@ def share_to_disk(source: Source, dtype: Optional[tf.DType] = None,
                 fn = steps.setdefault(("share", label), tf.function(step))
                 if isinstance(source, (np.ndarray, str, os.PathLike)):
                     total = block.shape[0]  # the whole array: one "block" split below
-                rep = S.reporter(progress, total, f"share_to_disk {label}")
+                rep = S.reporter(progress, total,
+                                 "share_to_disk" + (f" {name}" if name else ""))
             if block.shape[1] != writer.columns:
                 raise ValueError(f"{label}: a block of {block.shape[1]} columns after blocks "
                                  f"of {writer.columns}")

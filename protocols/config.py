@@ -48,6 +48,10 @@ class Config:
         on in the distributed mode, where messages cross a network; off in
         the embedded mode, where they stay in one process. True embedded
         costs time and protects nothing: it is for tests.
+      large_block_bytes: tp.LargeArray's block: the most bytes of one
+        server's share a streaming step reads or writes at once (rows per
+        block = this / the bytes of a row's share). A step's working memory
+        is a small multiple of it (docs/large_arrays.md).
 
     Example:
       >>> tp.init(tp.Config(ring_bits=64))   # the fast mode
@@ -62,6 +66,7 @@ class Config:
     functions: Mapping[str, Any] = dataclasses.field(
         default_factory=lambda: dict(DEFAULTS.get("functions", {})), compare=False, hash=False)
     encrypt_links: Optional[bool] = None
+    large_block_bytes: int = DEFAULTS["large_block_bytes"]
 
     def __post_init__(self):
         if self.ring_bits not in RINGS:
@@ -76,6 +81,8 @@ class Config:
         if self.encrypt_links not in (None, True, False):
             raise ValueError(f"encrypt_links must be None, True or False, got "
                              f"{self.encrypt_links!r}")
+        if int(self.large_block_bytes) < 4096:
+            raise ValueError(f"large_block_bytes must be >= 4096, got {self.large_block_bytes}")
         if self.comparison not in COMPARISONS:
             raise ValueError(f"comparison must be one of {COMPARISONS}, got {self.comparison!r}")
         if self.backend not in BACKENDS:

@@ -222,7 +222,8 @@ def shared_cluster(shared_driver_process):
     from tf_privpy.deploy.cluster import LocalCluster
     # S1 and S2 run share services too (test_share_io.py's distributed path);
     # timeout: test_distributed.TIMEOUT
-    c = LocalCluster(timeout_s=9.0, start_timeout_s=240, share_services=True)
+    c = LocalCluster(timeout_s=9.0, start_timeout_s=240, share_services=True,
+                     large_arrays=True)  # test_large_array.py's four-process path
     c.start()
     yield c
     c.stop()

@@ -38,6 +38,7 @@ def error_reply(e: BaseException) -> dict:
 def cmd_init(cluster: str, timeout: float) -> dict:
     t = time.perf_counter()
     tp.reset()
+    state["init"] = (cluster, timeout)  # cmd_large_array re-inits with its block size
     try:
         tp.init(cluster=cluster, timeout=timeout)
     except Exception as e:  # reported to the test
@@ -485,6 +486,39 @@ def cmd_share_io() -> dict:
     return out
 
 
+def cmd_large_array(x, w, block_bytes) -> dict:
+    """tests/test_large_array.py's four-process path: tp.share_to_disk of x
+    from this process (the data owner's device) onto S1's and S2's own
+    folders (--large_array_dir), then x @ w for a private w and the sum over
+    rows, streamed block by block on the servers. "functions": the
+    large-array functions this process registered (none); "misplaced": the
+    error of a share read placed on this process (it has no folder)."""
+    from tensorflow.python.ops import script_ops
+    from tf_privpy.large import party
+    out = {"functions": [str(t) for t in script_ops._py_funcs._funcs
+                         if str(t).startswith("tf_privpy_large_")]}
+    cluster, timeout = state["init"]
+    tp.init(tp.Config(large_block_bytes=block_bytes), cluster=cluster, timeout=timeout)
+    t = time.perf_counter()
+    big = tp.share_to_disk(np.asarray(x), progress=False)
+    out["share_s"] = time.perf_counter() - t
+    out["id"], out["shape"] = big.id, list(big.shape)
+    t = time.perf_counter()
+    out["product"] = tp.reveal(big.matmul(tp.share(np.asarray(w)), out="memory")).numpy().tolist()
+    out["matmul_s"] = time.perf_counter() - t
+    out["sum"] = tp.reveal(big.sum(axis=0)).numpy().tolist()
+    out["slice"] = tp.reveal(big[1:3, 1:].to_private()).numpy().tolist()
+    h = tp.get_runtime()
+    try:
+        with tf.device(h.runtime.device("client")):
+            tf.raw_ops.EagerPyFunc(input=[tf.constant(big.id)], token=party.token("info", "S1"),
+                                   Tout=[tf.string])[0].numpy()
+        out["misplaced"] = "ran"
+    except tf.errors.OpError as e:
+        out["misplaced"] = str(party.translate(e))
+    return out
+
+
 def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
                 "init_swapped": cmd_init_swapped, "checkpoint_save": cmd_checkpoint_save,
@@ -496,7 +530,9 @@ def main() -> None:
                 "functions": functions, "lenet5": cmd_lenet5, "lr_step": lr_step,
                 "lenet5_placement": cmd_lenet5_placement,
                 # tests/test_share_io.py
-                "share_io": cmd_share_io}
+                "share_io": cmd_share_io,
+                # tests/test_large_array.py
+                "large_array": cmd_large_array}
     print(REPLY + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)

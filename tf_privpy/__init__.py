@@ -44,6 +44,7 @@ from tf_privpy.profiling import ProfileError, profile  # noqa: E402
 from tf_privpy import datasets, federated, he, models  # noqa: E402
 from tf_privpy import converters, keras  # noqa: E402
 from tf_privpy.share_io import load, publish  # noqa: E402
+from tf_privpy.large import LargeArray, LargeArrayError, share_to_disk  # noqa: E402
 from tf_privpy.converters import Policy, UnsupportedOpError  # noqa: E402
 
 
@@ -82,6 +83,8 @@ __all__ = sorted(list(_registry.namespace("")) + [
     "ServerError", "UnsupportedOpError", "Variable", "check_servers", "client", "client_devices",
     "comparison",
     "converters", "convert", "datasets",
-    "federated", "function", "keras", "get_runtime", "he", "init", "is_initialized", "load", "math",
+    "federated", "function", "keras", "get_runtime", "he", "init", "is_initialized",
+    "LargeArray", "LargeArrayError", "load", "math",
     "models", "nn", "ProfileError", "profile", "profiling", "publish", "reset",
-    "restore_variables", "save_variables", "servers", "Stats", "cost", "stats"])
+    "restore_variables", "save_variables", "servers", "share_to_disk", "Stats", "cost",
+    "stats"])

@@ -15,6 +15,7 @@ from typing import Dict, Iterator, List, Optional
 import tensorflow as tf
 
 from tf_privpy import distributed, share_io
+from tf_privpy.large import party as large_party
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, make_backend
 from tf_privpy.protocols.mpc.runtime import context
@@ -60,7 +61,8 @@ def _embedded_devices(num_clients: int = 1) -> Dict[str, str]:
 def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = None,
          num_clients: int = 1, cluster: Optional[str] = None,
          timeout: Optional[float] = None, allow_public_address: bool = False,
-         share_stores: Optional[Dict[str, str]] = None) -> Handle:
+         share_stores: Optional[Dict[str, str]] = None,
+         large_array_dirs: Optional[Dict[str, str]] = None) -> Handle:
     """Starts (or restarts) the tf_privpy runtime.
 
     In the embedded default it splits the host CPU into logical TF devices for
@@ -89,6 +91,10 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
         services' store folders that tp.load and tp.publish use on S1 and S2
         (docs/share_service.md). In distributed mode each server names its
         own (python -m tf_privpy.server --share-store DIR).
+      large_array_dirs: embedded mode: {"S1": DIR, "S2": DIR}, the two
+        folders (neither inside the other) where S1 and S2 keep their shares
+        of tp.LargeArray (docs/large_arrays.md). In distributed mode each
+        server names its own (python -m tf_privpy.server --large_array_dir DIR).
 
     Returns:
       The runtime handle (also available as `tp.get_runtime()`).
@@ -116,6 +122,9 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
         if share_stores:
             raise ValueError("tp.init(cluster=...) takes no share_stores: each server uses "
                              "its own (python -m tf_privpy.server --share-store DIR)")
+        if large_array_dirs:
+            raise ValueError("tp.init(cluster=...) takes no large_array_dirs: S1 and S2 each "
+                             "use their own (python -m tf_privpy.server --large_array_dir DIR)")
         if devices is not None or num_clients != 1:
             raise ValueError("tp.init(cluster=...) places the parties itself: give neither "
                              "devices nor num_clients (extra data owners are embedded-only)")
@@ -144,6 +153,7 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
     # A driver serves no store of its own: only the embedded mode, which
     # hosts S1's and S2's devices, attaches theirs.
     share_io.attach_embedded(None if cluster is not None else share_stores)
+    large_party.attach_embedded(None if cluster is not None else large_array_dirs)
     return context.set_handle(Handle(rt, make_backend(rt)))
 
 
@@ -176,6 +186,7 @@ def activate(handle: Handle) -> Handle:
     # The runtimes activate() switches between are made without share stores
     # (a store is the folder of one tp.init call): none stays attached.
     share_io.attach_embedded(None)
+    large_party.attach_embedded(None)
     return context.set_handle(handle)
 
 

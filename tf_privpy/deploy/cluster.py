@@ -112,6 +112,8 @@ class LocalCluster:
         (ca.local_tree: ca/, s1/, s2/, owners/NAME/; made when missing;
         default: certs/ in the log directory; each server gets only its own
         folder); the cluster file names their addresses.
+      large_arrays: give S1 and S2 each its own tp.LargeArray folder under
+        the log directory (large/s1, large/s2; --large_array_dir).
 
     Example:
       >>> c = LocalCluster(timeout_s=10).start()
@@ -121,7 +123,8 @@ class LocalCluster:
     def __init__(self, out: Optional[str] = None, timeout_s: float = cf.DEFAULT_TIMEOUT_S,
                  start_timeout_s: float = 180.0, env: Optional[Mapping[str, str]] = None,
                  keep_logs: bool = False, host: str = "127.0.0.1",
-                 share_services: bool = False, cert_dir: Optional[str] = None):
+                 share_services: bool = False, cert_dir: Optional[str] = None,
+                 large_arrays: bool = False):
         self.out = out
         self.timeout_s = float(timeout_s)
         self.start_timeout_s = float(start_timeout_s)
@@ -137,10 +140,15 @@ class LocalCluster:
         self.share_services = share_services
         self.cert_dir = os.path.abspath(cert_dir or os.path.join(self.log_dir, "certs"))
         self.share_ports: Dict[str, int] = {}
+        self.large_arrays = large_arrays
 
     def share_store(self, role: str) -> str:
         """The store folder of S1's or S2's share service."""
         return os.path.join(self.log_dir, "stores", role)
+
+    def large_array_dir(self, role: str) -> str:
+        """S1's or S2's folder of tp.LargeArray shares (large_arrays=True)."""
+        return os.path.join(self.log_dir, "large", role)
 
     def owner_cluster(self, owner: str) -> dict:
         """A data owner's share-service settings (tp.client's cluster=...):
@@ -266,8 +274,10 @@ class LocalCluster:
         err = open(os.path.join(self.log_dir, f"{role}.err"), "wb")
         self._files += [out, err]
         share = []
+        if self.large_arrays and role in ("s1", "s2"):
+            share += ["--large_array_dir", self.large_array_dir(role)]
         if role in self.share_ports:
-            share = ["--share_port", str(self.share_ports[role]),
+            share += ["--share_port", str(self.share_ports[role]),
                      "--cert_dir", os.path.join(self.cert_dir, role),
                      "--share_store", self.share_store(role)]
         self.procs[role] = subprocess.Popen(

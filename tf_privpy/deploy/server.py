@@ -186,12 +186,16 @@ def _start_share_service(role: str, host: str, port: int, cert_dir: Optional[str
 def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
           identity_key: Optional[str] = None, share_port: Optional[int] = None,
           cert_dir: Optional[str] = None, share_store: Optional[str] = None,
-          share_ring_bits: int = 128, share_limits=None) -> int:
+          share_ring_bits: int = 128, share_limits=None,
+          large_array_dir: Optional[str] = None) -> int:
     cluster = cf.load(path)
     if role not in cf.ROLES:
         raise cf.ClusterError(f"--role must be one of {', '.join(cf.ROLES)}, got {role!r}")
     if share_port is None and (cert_dir or share_store):
         raise cf.ClusterError("--cert_dir and --share_store go with --share_port")
+    if large_array_dir and role not in ("s1", "s2"):
+        raise cf.ClusterError(f"--large_array_dir: only S1 and S2 hold shares; {role} keeps "
+                              "no large arrays")
     cf.check_addresses(cluster, allow_public, "--allow_public_address")
     host, port = cf.parse_address(cluster.tasks[role])
     _check_local(host, port, role)
@@ -256,6 +260,13 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
               f"at {', '.join(others)}. Firewall it there (docs/distributed.md)."
               + (f" WARNING: {', '.join(public)} public." if public else ""),
               file=sys.stderr, flush=True)
+    if large_array_dir:
+        # this server's own folder of tp.LargeArray shares (tf_privpy/large/party.py)
+        from tf_privpy.large import party as large_party
+        try:
+            large_party.attach_folder(cf.party(role), large_array_dir)
+        except Exception as e:  # LargeArrayError, OSError: the folder is unusable
+            raise StartError(f"--large_array_dir {large_array_dir}: {e}") from None
     share = None
     if share_port is not None:
         share = _start_share_service(role, host, share_port, cert_dir, share_store,
@@ -308,6 +319,10 @@ def _define_flags() -> None:
     flags.DEFINE_string("share_store", None, "With --share_port: the folder of this server's "
                         "share records (durable; tp.load and tp.publish use it). Also "
                         "--share-store.")
+    flags.DEFINE_string("large_array_dir", None,
+                        "S1, S2: the folder of this server's shares of tp.LargeArray "
+                        "(made 0700; another server's folder must never be the same). "
+                        "Also --large-array-dir.")
     flags.DEFINE_enum("share_ring_bits", "128", ["64", "128"],
                       "With --share_port: the ring the service accepts uploads in.")
     from tf_privpy.deploy.service.limits import add_limit_flags  # imports only the store module
@@ -331,7 +346,7 @@ def main(argv) -> None:
             raise cf.ClusterError(f"--share_* limits: {e}") from None
         code = serve(F.role, F.cluster, F.allow_public_address, F.exit_with_parent,
                      F.identity_key, F.share_port, F.cert_dir, F.share_store,
-                     int(F.share_ring_bits), limits)
+                     int(F.share_ring_bits), limits, F.large_array_dir)
     except cf.ClusterError as e:
         _fail(str(e), 2)
     except StartError as e:
@@ -377,7 +392,8 @@ def tune_malloc() -> bool:
 
 def _underscored(argv: List[str]) -> List[str]:
     """The issue's spelling (--share-port, --share-store, --cert-dir) as absl's."""
-    dashed = ("--share-port", "--share-store", "--cert-dir", "--share-ring-bits")
+    dashed = ("--share-port", "--share-store", "--cert-dir", "--share-ring-bits",
+              "--large-array-dir")
     out = []
     for a in argv:
         name, eq, value = a.partition("=")

@@ -23,6 +23,7 @@ import gen_supported_ops as G  # noqa: E402
 RUNTIME_API = {"init", "reset", "servers", "check_servers", "client_devices", "get_runtime",
                "is_initialized", "stats", "cost", "save_variables", "restore_variables", "convert",
                "profile", "load", "publish", "comparison",   # tp.comparison: a runtime scope
+               "function",  # tp.function: tf.function called without Grappler
                "share_to_disk",  # tp.LargeArray's owner-side sharing (tf_privpy/large)
                "cond"}  # control flow over callables (tp.cond), like tf.cond: not a tensor op
 

@@ -45,6 +45,42 @@ def test_check_is_stateless_and_kept_while_its_output_is_used():
         f(tf.constant([-1.0]))
 
 
+def test_check_equal_compares_in_the_kernel():
+    """kernels.check_equal (the channel's stream checks): passes x through
+    when the two int64 tensors agree, else fails with both values; a shape
+    mismatch is a failure, not a broadcast. Stateless, as check."""
+    from tensorflow.python.framework import op_def_registry
+    assert not op_def_registry.get("TfPrivpy>CheckEqual").is_stateful
+    x = tf.constant([1.5, 2.5])
+    f = tf.function(lambda a, b: kernels.check_equal(a, b, x, "nonces differ:") * 2)
+    seven = tf.constant(7, tf.int64)
+    np.testing.assert_array_equal(f(seven, seven).numpy(), [3.0, 5.0])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="nonces differ: 7 8"):
+        f(seven, tf.constant(8, tf.int64))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="differ"):
+        kernels.check_equal(tf.constant([7, 7], tf.int64), tf.constant([7], tf.int64), x,
+                            "differ")
+
+
+def test_count_message_adds_one_message_and_its_bytes():
+    """kernels.count_message (the channel's counters): [1, static bytes +
+    elements x dtype size of each tensor, strings by their lengths], eagerly
+    and per run of a tf.function (TF state, not the trace)."""
+    counter = tf.Variable(tf.zeros([2], tf.int64))
+    kernels.count_message(counter, [], 24)
+    np.testing.assert_array_equal(counter.numpy(), [1, 24])
+    kernels.count_message(counter, [tf.zeros([3, 2], tf.int64), tf.zeros([5], tf.uint8),
+                                    tf.constant(["ab", "", "cde"])], 1)
+    np.testing.assert_array_equal(counter.numpy(), [2, 24 + 48 + 5 + 5 + 1])
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    def count(v):
+        kernels.count_message(counter, [v], 8)
+    count(tf.zeros([4], tf.int32))
+    count(tf.zeros([1], tf.int32))
+    np.testing.assert_array_equal(counter.numpy(), [4, 83 + (16 + 8) + (4 + 8)])
+
+
 def _parties(rt):
     return {canonical_device(d): p for p, d in rt.devices.items()}
 

@@ -39,7 +39,9 @@ def test_multiplication_placement(ring, kind):
         ("TfPrivpy>MulFinish", 0): ["S1"], ("TfPrivpy>MulFinish", 1): ["S2"],
         # each assistant checks the S1-S2 nonce and its own stream's nonce
         # in the headers it received before it unmasks (channel.check_stream)
-        ("TfPrivpy>Check", None): ["T1", "T1", "T2", "T2"],
+        ("TfPrivpy>CheckEqual", None): ["T1", "T1", "T2", "T2"],
+        # each of the six messages is counted on its receiver
+        ("TfPrivpy>CountMessage", None): ["S1", "S2", "T1", "T1", "T2", "T2"],
     }
 
 

@@ -45,6 +45,37 @@ class CheckOp : public OpKernel {
   std::string message_;
 };
 
+class CheckEqualOp : public OpKernel {
+ public:
+  explicit CheckEqualOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("message", &message_));
+  }
+
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
+    const ::tensorflow::Tensor& own = ctx->input(0);
+    const ::tensorflow::Tensor& received = ctx->input(1);
+    bool equal = own.shape() == received.shape();
+    if (equal) {
+      const auto a = own.flat<int64_t>();
+      const auto b = received.flat<int64_t>();
+      for (int64_t i = 0; i < a.size() && equal; ++i) equal = a(i) == b(i);
+    }
+    if (!equal) {
+      ctx->CtxFailure(::tensorflow::errors::InvalidArgument(
+          message_, " ", own.SummarizeValue(kSummarize), " ",
+          received.SummarizeValue(kSummarize)));
+      return;
+    }
+    ctx->set_output(0, ctx->input(2));  // a reference to the input's buffer
+  }
+
+ private:
+  std::string message_;
+};
+
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>CheckEqual").Device(::tensorflow::DEVICE_CPU),
+                        CheckEqualOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>Check").Device(::tensorflow::DEVICE_CPU), CheckOp);
 
 }  // namespace

@@ -34,4 +34,25 @@ REGISTER_OP("TfPrivpy>Check")
          "followed by the values of `data`. Stateless, unlike Assert: see "
          "check_ops.cc for why that matters between servers.");
 
+// Check of an equality, the condition computed in the kernel: the channel's
+// stream checks compare two nonces, and an Equal op beside every check was
+// one op more per message to trace and run.
+REGISTER_OP("TfPrivpy>CheckEqual")
+    .Input("own: int64")
+    .Input("received: int64")
+    .Input("input: T")
+    .Output("output: T")
+    .Attr("T: type")
+    .Attr("message: string")
+    .SetShapeFn([](::tensorflow::shape_inference::InferenceContext* c) {
+      ::tensorflow::shape_inference::ShapeHandle unused;
+      TF_RETURN_IF_ERROR(c->Merge(c->input(0), c->input(1), &unused));
+      c->set_output(0, c->input(2));
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("Returns `input` unchanged (no copy) when `own` and `received` have "
+         "the same shape and values; otherwise fails the run with "
+         "InvalidArgument: `message` followed by the values of `own` and "
+         "`received`. Stateless, as Check.");
+
 }  // namespace tf_privpy

@@ -208,7 +208,7 @@ def rounds(backend, low, m: Dict[str, Any]):
     state, msg, n = {}, {}, {}
     for p, party in enumerate(SERVERS):
         with tf.device(rt.device(party)):
-            n[p] = tf.shape(low[p], out_type=tf.int64)[0]
+            n[p] = tf.size(low[p], out_type=tf.int64)   # low is flat: one op
             state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
     with tf.device(rt.device("S1")):   # S1 has no dealer message: one empty tensor
         none = tf.zeros([0], tf.int64)

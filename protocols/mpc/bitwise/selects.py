@@ -61,32 +61,36 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
     low = backend.local(lambda s, party: sh.low64(s, limbs), z)
     n_static: Optional[int] = low[0].shape[0]
-    flat = lambda p: tf.concat([sh.reshape(v, [-1], limbs) for v in p], 0)  # noqa: E731
+    # The k operands stacked [k, n(, 2)], not concatenated: the opened bits
+    # [n] broadcast over them and one Unpack splits the result back (the
+    # trace costs per op: no tiling, slicing or size arithmetic).
+    flat = lambda p: tf.stack([sh.reshape(v, [-1], limbs) for v in p])  # noqa: E731
     v = backend.map_many(flat, list(vs))
     with tf.device(rt.device("S1")):
-        n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
-    m = protocol.deal(rt, n_static, n_s1 if dealer_n is None else None, bits, 0,
-                      dealer_n=dealer_n)
+        # low is flat: its size is n (a Python int when the trace knows it)
+        n_s1 = n_static if n_static is not None else tf.size(low[0], out_type=tf.int64)
+    m = protocol.deal(rt, n_static, None if n_static is not None or dealer_n is not None
+                      else n_s1, bits, 0, dealer_n=dealer_n)
 
     # [r] (integer bit): S1's ring shares follow its stream words with the
     # dealer; BwFinish with nothing opened (m = 0) returns exactly them.
     # S2's are the dealer's `ring`.
     with tf.device(rt.device("S1")):
         blocks = (n_s1 + protocol.BLOCK - 1) // protocol.BLOCK
-        nothing = tf.zeros(tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64)
+        nothing = tf.zeros([blocks, 1] if n_static is not None
+                           else tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64)
         empty = tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
         r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_s1,
                                bits, 0, party=0)
-    r = backend.map_many(lambda p: tf.concat(p * k, 0), [(r1, m["ring"])])
+    r = backend.map_many(lambda p: tf.stack(p * k), [(r1, m["ring"])])
     w = backend.mul_messages(r, v, truncate=False)
 
     msg, recv, n = protocol.rounds(backend, low, m)
     out = []
     for p, party in enumerate(protocol.SERVERS):
         with tf.device(rt.device(party)):
-            opened = tf.concat([_opened(msg[p], recv[p], n[p])] * k, 0)
-            if limbs == 2:
-                opened = opened[:, None]
+            opened = _opened(msg[p], recv[p], n_static if n_static is not None else n[p],
+                             limbs)
             # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = 1, [r·v] where m = 0
             y = tf.where(opened, kernels.ring_sub(v[p], w[p], bits), w[p])
             if p in m["checks"]:   # S1's stream with the dealer was in step
@@ -94,25 +98,28 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
                 y = protocol.check_dealer(rt, p, own, theirs, y)
             out.append(y)
     with tf.device(rt.device("S1")):
-        count = n_static if n_static is not None else n_s1
         rt.count(rounds=C.advance(list(low) + list(v), protocol.BITWISE_ROUNDS, out),
-                 comparisons=count, multiplications=count * k)
+                 comparisons=n_s1, multiplications=n_s1 * k)
     if C.active() and n_static is not None:   # else the caller declares (ltz_mul_bill)
         C.declare(ltz_mul_cost(n_static, k, bits))
 
-    def part(s, shp, party, i):
-        size = n_static if n_static is not None else tf.shape(s, out_type=tf.int64)[0] // k
-        return sh.reshape(s[i * size:(i + 1) * size], shp, limbs)
+    parts = []
+    for p in range(2):
+        with backend.on(p):
+            parts.append(tf.unstack(out[p], num=k))
+    C.propagate(out, parts[0] + parts[1])
+    return [backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs),
+                          (parts[0][i], parts[1][i]), shape) for i in range(k)]
 
-    return [backend.local(lambda s, shp, party, i=i: part(s, shp, party, i), tuple(out), shape)
-            for i in range(k)]
 
-
-def _opened(own: tf.Tensor, received: tf.Tensor, n) -> tf.Tensor:
-    """The opened bits m = msb ^ r of n comparisons as booleans [n], from
-    both step-7 messages (one word per block of 64, bit j = comparison j:
+def _opened(own: tf.Tensor, received: tf.Tensor, n, limbs: int) -> tf.Tensor:
+    """The opened bits m = msb ^ r of n comparisons as booleans [n] ([n, 1]
+    for 2 limbs, to broadcast over a share's limbs), from both step-7
+    messages (one word per block of 64, bit j = comparison j:
     ops/bitwise/bitwise.h's Finish reads them the same way)."""
     words = tf.bitwise.bitwise_xor(own, received)                    # [blocks, 1]
-    shifts = tf.range(protocol.BLOCK, dtype=tf.int64)[None, :]
+    shifts = tf.constant([list(range(protocol.BLOCK))], tf.int64)     # [1, 64]
     bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(words, shifts), 1)
-    return tf.not_equal(tf.reshape(bits, [-1])[:n], 0)
+    bits = tf.reshape(bits, [-1, 1] if limbs == 2 else [-1])
+    bits = tf.slice(bits, [0] * bits.shape.rank, [n] + [1] * (bits.shape.rank - 1))
+    return tf.cast(bits, tf.bool)   # nonzero -> True

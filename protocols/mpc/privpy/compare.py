@@ -127,14 +127,18 @@ def minimum(backend: Backend, a: Shares, b: Shares) -> Shares:
 
 # ------------------------------------------------------------- reductions
 def _split_last(backend: Backend, x: Shares, n: int) -> Tuple[Shares, Shares, Shares]:
-    """(first half, second half, odd leftover or None) along the last axis."""
+    """(first half, second half, odd leftover or None) along the last axis
+    (of length n): one SplitV per share, not a strided slice per part."""
     h = n // 2
-    limbs = backend.limbs
-    a = backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(0, h)), limbs), x)
-    b = backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(h, 2 * h)), limbs), x)
-    rest = (backend.map_shares(lambda s: sh.getitem(s, (Ellipsis, slice(2 * h, n)), limbs), x)
-            if n % 2 else None)
-    return a, b, rest
+    sizes = [h, h] + ([n - 2 * h] if n % 2 else [])
+    parts = []
+    for i in range(2):
+        with backend.on(i):
+            last = x[i].shape.rank - (2 if backend.limbs == 2 else 1)
+            parts.append(tf.split(x[i], sizes, axis=last))
+    C.propagate(list(x), parts[0] + parts[1])
+    a, b = (parts[0][0], parts[1][0]), (parts[0][1], parts[1][1])
+    return a, b, ((parts[0][2], parts[1][2]) if n % 2 else None)
 
 
 def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
@@ -278,24 +282,36 @@ def _exchange_blocks(backend: Backend, x: Shares, idx, kj, n: int, descending: b
     comparators and gathers nothing. kj: the (k, j) int64 scalars of each
     share holder."""
     limbs = backend.limbs
-    dims = lambda *d: tf.stack([tf.cast(v, tf.int64) for v in (-1,) + d + (limbs,)])  # noqa: E731
+
+    # The layer's geometry once per share holder, shared by the values and
+    # indices and by split and join (the loop body is traced per op).
+    geo = []
+    for party in range(2):
+        with backend.on(party):
+            k, j = kj[party]
+            off = tf.math.floormod(j, k)
+            two_k = 2 * k
+            blocks = n // two_k
+            dims = lambda *d: tf.stack([tf.constant(v, tf.int64) if isinstance(v, int) else v  # noqa: E731
+                                        for v in (-1,) + d + (limbs,)])
+            geo.append(dict(off=off, end=two_k - off, blk=dims(blocks, two_k),
+                            mid=dims(blocks, (k - off) // j, 2, j),
+                            joined=dims(blocks, two_k - 2 * off)))
 
     def split(s, party):
-        k, j = kj[party]
-        off = tf.math.floormod(j, k)
-        blk = tf.reshape(s, dims(n // (2 * k), 2 * k))
-        mid = tf.reshape(blk[:, :, off:2 * k - off], dims(n // (2 * k), (k - off) // j, 2, j))
-        lo, hi = mid[:, :, :, 0], mid[:, :, :, 1]
+        g = geo[party]
+        blk = tf.reshape(s, g["blk"])
+        mid = tf.reshape(blk[:, :, g["off"]:g["end"]], g["mid"])
+        lo, hi = tf.unstack(mid, num=2, axis=3)
         return (lo, hi) if limbs == 2 else (lo[..., 0], hi[..., 0])
 
     def join(lo, hi, s, party):
-        k, j = kj[party]
-        off = tf.math.floormod(j, k)
+        g = geo[party]
         if limbs == 1:
             lo, hi = lo[..., None], hi[..., None]
-        blk = tf.reshape(s, dims(n // (2 * k), 2 * k))
-        mid = tf.reshape(tf.stack([lo, hi], 3), dims(n // (2 * k), 2 * k - 2 * off))
-        whole = tf.concat([blk[:, :, :off], mid, blk[:, :, 2 * k - off:]], 2)
+        blk = tf.reshape(s, g["blk"])
+        mid = tf.reshape(tf.stack([lo, hi], 3), g["joined"])
+        whole = tf.concat([blk[:, :, :g["off"]], mid, blk[:, :, g["end"]:]], 2)
         return tf.reshape(whole, tf.shape(s, out_type=tf.int64))
 
     vals = (x,) if idx is None else (x, idx)

@@ -47,12 +47,6 @@ def _static_bytes(t: tf.Tensor):
     return None if n is None else n * t.dtype.size
 
 
-def _dynamic_bytes(t: tf.Tensor) -> tf.Tensor:
-    if t.dtype == tf.string:
-        return tf.reduce_sum(tf.cast(tf.strings.length(t), tf.int64))
-    return tf.size(t, out_type=tf.int64) * t.dtype.size
-
-
 class Channels:
     """The channels between every ordered pair of `parties`.
 
@@ -100,21 +94,17 @@ class Channels:
             out = wire if link is None else sealing.open_(link, wire[0], tensors)
             static = [_static_bytes(t) for t in tensors]
             pending = self._pending()
-            if all(b is not None for b in static):
-                if pending is not None:   # counted at the end (counted_at_end)
-                    m, b = pending.get((src, dst), (0, 0))
-                    pending[(src, dst)] = (m + 1, b + sum(static))
-                    delta = None
-                else:
-                    # one constant [1, bytes]: a message is counted by two ops
-                    # (this and the add), not five; tracing cost is per op
-                    delta = tf.constant([1, sum(static)], tf.int64)
+            if pending is not None and all(b is not None for b in static):
+                # counted at the end (counted_at_end)
+                m, b = pending.get((src, dst), (0, 0))
+                pending[(src, dst)] = (m + 1, b + sum(static))
             else:
-                nbytes = tf.add_n([tf.constant(b, tf.int64) if b is not None
-                                   else _dynamic_bytes(o) for b, o in zip(static, out)])
-                delta = tf.stack([tf.constant(1, tf.int64), nbytes])
-            if delta is not None:
-                self._counters[(src, dst)].assign_add(delta, read_value=False)
+                # one op per message: the known bytes as an attribute, the
+                # tensors of sizes unknown while tracing as inputs (their
+                # sizes are read, not their values); tracing cost is per op
+                kernels.count_message(self._counters[(src, dst)],
+                                      [o for b, o in zip(static, out) if b is None],
+                                      sum(b for b in static if b is not None))
         with self._lock:
             observers = list(self._observers)
         for obs in observers:
@@ -136,7 +126,7 @@ class Channels:
     def counted_at_end(self):
         """While a tf.function body is traced in this block, the messages of
         statically known size are counted by ONE counter update per link,
-        added when the block closes, instead of two ops per message.
+        added when the block closes, instead of one op per message.
 
         Why: a graph's build and first call cost per op. ResNet50's predict
         sends 2,185 messages: their counters were 4,370 of its 20,536 ops.
@@ -222,14 +212,13 @@ def check_stream(pair: Tuple[str, str], at: str, own: tf.Tensor, received: tf.Te
     """x, once `at`'s own nonce `own` of the pair's PRG stream equals the nonce
     `received` from `sender`; otherwise the run fails. Use the result in place
     of x. Build it under `at`'s device scope."""
-    # A stateless check passing x through (kernels.check), not Assert: Asserts
+    # A stateless check passing x through (kernels.check_equal), not Assert: Asserts
     # on different servers are chained by tf.function's automatic control
     # dependencies, one network trip per round.
-    return kernels.check(
-        tf.equal(own, received), x,
+    return kernels.check_equal(
+        own, received, x,
         f"tf_privpy: the {pair[0]}-{pair[1]} PRG stream is out of step between "
         f"{at} and {sender} (their nonces differ): an earlier protocol call failed "
         "between the two servers' kernels. Masks would no longer cancel and every "
         "later result would be wrong, so nothing more runs on these keys: call "
-        f"tp.init() again for fresh keys. Nonce at {at}, nonce from {sender}:",
-        own, received)
+        f"tp.init() again for fresh keys. Nonce at {at}, nonce from {sender}:")

@@ -9,6 +9,15 @@ import tensorflow as tf
 
 from ...loader import ops as _ops
 
+def _int64(x):
+    """x as an int64 tensor: a Python int (or list of them) as one Const,
+    where tf.cast makes a Const and a Cast (tracing costs per op)."""
+    if isinstance(x, (int, np.integer)) or (
+            isinstance(x, (list, tuple)) and all(isinstance(v, (int, np.integer)) for v in x)):
+        return tf.constant(x, tf.int64)
+    return tf.cast(x, tf.int64)
+
+
 # ---------------------------------------------------------------- ring family
 def ring_encode(x: tf.Tensor, ring_bits: int, frac_bits: int, bound: float,
                 tensor_name: str = "") -> tf.Tensor:
@@ -73,7 +82,7 @@ def take_once(fresh_var: tf.Variable, value_var: tf.Variable, message: str) -> t
 
 def prg_ring(key, nonce, shape, ring_bits: int, offset: int = 0):
     return _ops().tf_privpy_prg_ring(key=key, nonce=nonce,
-                                     shape=tf.cast(shape, tf.int64),
+                                     shape=_int64(shape),
                                      ring_bits=ring_bits, offset=offset)
 
 
@@ -118,8 +127,8 @@ def gc_garble(key12, nonce, n, first_index, count, circuit: str, **params):
     """S1: garbled circuits [first_index, first_index + count) of a batch of
     n -> (tables int64 [count, G, 4], decode bits [count, K])."""
     return _ops().tf_privpy_gc_garble(
-        key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
-        first_index=tf.cast(first_index, tf.int64), count=tf.cast(count, tf.int64),
+        key12=key12, nonce=nonce, n=_int64(n),
+        first_index=_int64(first_index), count=_int64(count),
         circuit=circuit, **_gc_params(params))
 
 
@@ -129,8 +138,8 @@ def gc_encode(key12, nonce, values, n, first_index, circuit: str, role: str, **p
     role "b" = S2's share x2 (-x2 for the comparator, whose output is
     [a < b] as signed integers)."""
     return _ops().tf_privpy_gc_encode(
-        key12=key12, nonce=nonce, values=values, n=tf.cast(n, tf.int64),
-        first_index=tf.cast(first_index, tf.int64), circuit=circuit, role=role,
+        key12=key12, nonce=nonce, values=values, n=_int64(n),
+        first_index=_int64(first_index), circuit=circuit, role=role,
         **_gc_params(params))
 
 
@@ -141,12 +150,12 @@ def gc_evaluate(tables, decode, labels_a, labels_b, nonce, first_index, circuit:
     S1's, labels_b S2's."""
     return _ops().tf_privpy_gc_evaluate(
         tables=tables, decode=decode, labels_a=labels_a, labels_b=labels_b, nonce=nonce,
-        first_index=tf.cast(first_index, tf.int64), circuit=circuit, **_gc_params(params))
+        first_index=_int64(first_index), circuit=circuit, **_gc_params(params))
 
 
 def gc_mask(key12, nonce, n, circuit: str, **params):
     """S1/S2: the output mask bits (uint8 [n, K] or [n])."""
-    return _ops().tf_privpy_gc_mask(key12=key12, nonce=nonce, n=tf.cast(n, tf.int64),
+    return _ops().tf_privpy_gc_mask(key12=key12, nonce=nonce, n=_int64(n),
                                     circuit=circuit, **_gc_params(params))
 
 
@@ -175,7 +184,7 @@ def bit_unmask_table(shares, mask, table, ring_bits: int, party: int):
 def bw_deal(key_s1, nonce_s1, key_s2, nonce_s2, n, ring_bits: int, frac_bits: int):
     """The dealer T: (S2's corrections [words], S2's ring shares of r·2^f [n])."""
     return _ops().tf_privpy_bw_deal(key_s1=key_s1, nonce_s1=nonce_s1, key_s2=key_s2,
-                                    nonce_s2=nonce_s2, n=tf.cast(n, tf.int64),
+                                    nonce_s2=nonce_s2, n=_int64(n),
                                     ring_bits=ring_bits, frac_bits=frac_bits)
 
 
@@ -194,7 +203,7 @@ def bw_finish(own, received, key, nonce, ring, n, ring_bits: int, frac_bits: int
               party: int):
     """Server `party`: its arithmetic share [n] of the bit, scaled by 2^frac_bits."""
     return _ops().tf_privpy_bw_finish(own=own, received=received, key=key, nonce=nonce,
-                                      ring=ring, n=tf.cast(n, tf.int64), ring_bits=ring_bits,
+                                      ring=ring, n=_int64(n), ring_bits=ring_bits,
                                       frac_bits=frac_bits, party=party)
 
 
@@ -218,7 +227,7 @@ _AEAD_COUNTER_BYTES, _AEAD_TAG_BYTES = 8, 16
 
 
 def _int_or_int64(n):
-    return n if isinstance(n, (int, np.integer)) else tf.cast(n, tf.int64)
+    return n if isinstance(n, (int, np.integer)) else _int64(n)
 
 
 def _at_least_one(k):
@@ -301,7 +310,7 @@ def aead_open(key: tf.Tensor, state_var: tf.Variable, message: tf.Tensor, shape,
     message of unknown shape carries is aead_plaintext_words(its size).
     """
     if not (isinstance(shape, tf.Tensor) and shape.dtype == tf.int64):
-        shape = tf.cast(shape, tf.int64)
+        shape = _int64(shape)
     return _ops().tf_privpy_aead_open(key=key, state=state_var.handle, message=message,
                                       shape=shape, link=link,
                                       stream=stream)
@@ -362,6 +371,16 @@ def kex_derive(own_static_private, own_ephemeral_private, peer_static_public: By
         own_role=own_role, peer_role=peer_role, context=context)
 
 
+# --------------------------------------------------------------- stats family
+def count_message(counter_var: tf.Variable, tensors: Sequence[tf.Tensor],
+                  static_bytes: int) -> tf.Operation:
+    """Adds one message of `static_bytes` plus the bytes of `tensors` (their
+    sizes, not values: elements times dtype size, strings by length) to the
+    int64[2] variable counter_var, in one stateful op on its device."""
+    return _ops().tf_privpy_count_message(counter=counter_var.handle, tensors=list(tensors),
+                                          static_bytes=int(static_bytes))
+
+
 # --------------------------------------------------------------- check family
 def check(condition: tf.Tensor, x: tf.Tensor, message: str, *data: tf.Tensor) -> tf.Tensor:
     """x unchanged when the scalar bool `condition` holds; otherwise the run
@@ -373,3 +392,9 @@ def check(condition: tf.Tensor, x: tf.Tensor, message: str, *data: tf.Tensor) ->
     network trip per protocol round: ops/check/check_ops.cc)."""
     return _ops().tf_privpy_check(condition=condition, input=x, data=list(data),
                                   message=message)
+
+
+def check_equal(own: tf.Tensor, received: tf.Tensor, x: tf.Tensor, message: str) -> tf.Tensor:
+    """`check` of own == received (int64, same shape), compared in the kernel:
+    x unchanged, or the run fails with `message` and both values."""
+    return _ops().tf_privpy_check_equal(own=own, received=received, input=x, message=message)

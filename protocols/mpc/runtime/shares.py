@@ -123,8 +123,10 @@ def low64(s: tf.Tensor, limbs: int) -> tf.Tensor:
     """The flat low 64 bits of a share, int64 [N]: reduction mod 2^64 is a
     ring homomorphism (DESIGN §3), so the low words of two shares add up to
     the low word of the value. What both comparison families read."""
-    flat = reshape(s, [-1], limbs)
-    return flat[:, 0] if limbs == 2 else flat
+    if limbs == 1:
+        return tf.reshape(s, [-1])
+    # the low limb by one Unpack (a strided slice takes three constants)
+    return tf.reshape(tf.unstack(s, num=2, axis=-1)[0], [-1])
 
 
 def like(c: tf.Tensor, share: tf.Tensor, limbs: int) -> tf.Tensor:

@@ -7,6 +7,7 @@ from sklearn.datasets import load_breast_cancer, load_digits
 
 import tf_privpy as tp
 import tolerances as T
+import tolerances_training as TT
 
 
 def _cancer():
@@ -51,3 +52,51 @@ def test_kmeans_keeps_an_empty_cluster_and_refuses_out_of_range(ring):
         tp.models.kmeans(big, big[:2], iterations=1)
     with pytest.raises(tp.models.RangeError, match="bound="):
         tp.models.kmeans(tp.share(x), c0, iterations=1)
+
+
+def test_logistic_regression_sgd_rrmse(ring):
+    """Breast cancer (455 x 30, standardized), 2 epochs of batch 64 (16 steps)
+    and 4 full-batch steps: the weights' RRMSE against float64 NumPy SGD within
+    lr_sgd_rrmse_tol (PrivPy Fig. 10 reports about 1e-5)."""
+    (x, y), _ = tp.datasets.load_breast_cancer()
+    x = x.astype(np.float64)
+    lr = 0.25
+    cfg = tp.get_runtime().config
+    for bs, epochs in ((64, 2), (len(x), 4)):
+        for r0 in range(0, len(x), bs):   # the bound's premise: lr <= 2/L on every batch
+            xb = np.concatenate([x[r0:r0 + bs], np.ones((len(x[r0:r0 + bs]), 1))], 1)
+            assert lr <= 2 / (np.linalg.eigvalsh(xb.T @ xb)[-1] / (4 * len(xb)))
+        w, b = tp.models.logistic_regression_sgd(x, y, learning_rate=lr, batch_size=bs,
+                                                 epochs=epochs)
+        wp, bp = tp.models.logistic_regression_sgd_plain(x, y, learning_rate=lr,
+                                                         batch_size=bs, epochs=epochs)
+        got = np.concatenate([np.asarray(tp.reveal(w)).ravel(), np.asarray(tp.reveal(b))])
+        want = np.concatenate([wp.ravel(), bp])
+        rrmse = np.linalg.norm(got - want) / np.linalg.norm(want)
+        steps = epochs * -(-len(x) // bs)
+        tol = TT.lr_sgd_rrmse_tol(x, bs, steps, lr, want, cfg.frac_bits, ring)
+        assert rrmse <= tol, (bs, rrmse, tol)
+        assert np.mean(((x @ wp + bp) > 0) == (y > 0.5)) > 0.9     # it learned
+
+
+def test_matrix_factorization_from_a_large_array(tmp_path):
+    """A 60 x 40 ratings matrix (30 % rated, 1-5) in a tp.LargeArray, 3
+    factors, 5 passes of batches of 25 rows (a short last batch): P and Q
+    within the issue's RRMSE <= 1e-3 of float64 NumPy, as in memory."""
+    tp.reset()
+    tp.init(large_array_dirs={"S1": str(tmp_path / "s1"), "S2": str(tmp_path / "s2")})
+    rng = np.random.default_rng(0)
+    r = (rng.integers(1, 6, size=(60, 40)) * (rng.random((60, 40)) < 0.3)).astype(np.float64)
+    kw = dict(iterations=5, learning_rate=0.05, reg=0.01, batch_rows=25)
+    pp, qp = tp.models.matrix_factorization_plain(r, 3, **kw)
+    assert np.mean((r - pp @ qp.T) ** 2) < np.mean(r ** 2)     # it descended
+    large = tp.share_to_disk(r)
+    for x in (large, r):
+        res = tp.models.matrix_factorization(x, 3, bound=5.0, **kw)
+        for got, want in ((res.p, pp), (res.q, qp)):
+            got = np.asarray(tp.reveal(got), np.float64)
+            assert np.sqrt(np.mean((got - want) ** 2) / np.mean(want ** 2)) <= 1e-3
+    with pytest.raises(tp.models.RangeError, match="batch sum"):
+        tp.models.matrix_factorization(large, 3, bound=5.0, iterations=1, learning_rate=0.05,
+                                       reg=0.01, p=np.full((60, 3), 400.0))
+    large.delete()

@@ -11,6 +11,12 @@ Re-exported as tp.models.kmeans, tp.models.logistic_regression_sgd and
 tp.models.matrix_factorization (and their *_plain references).
 """
 from tf_privpy.algorithms._data import RangeError
+from tf_privpy.algorithms.factorization import (FactorizationResult, matrix_factorization,
+                                                matrix_factorization_plain)
 from tf_privpy.algorithms.kmeans import KMeansResult, kmeans, kmeans_plain
+from tf_privpy.algorithms.logistic import (LogisticResult, logistic_regression_sgd,
+                                           logistic_regression_sgd_plain)
 
-__all__ = ["KMeansResult", "RangeError", "kmeans", "kmeans_plain"]
+__all__ = ["FactorizationResult", "KMeansResult", "LogisticResult", "RangeError", "kmeans",
+           "kmeans_plain", "logistic_regression_sgd", "logistic_regression_sgd_plain",
+           "matrix_factorization", "matrix_factorization_plain"]

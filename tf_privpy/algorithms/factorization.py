@@ -52,7 +52,8 @@ def initial_factors(n: int, d: int, factors: int, seed: int = 0) -> Tuple[np.nda
 
 def matrix_factorization(x: D.Data, factors: int, *, iterations: int, learning_rate: float,
                          reg: float, batch_rows: Optional[int] = None, p=None, q=None,
-                         seed: int = 0, bound: Optional[float] = None) -> FactorizationResult:
+                         seed: int = 0, bound: Optional[float] = None,
+                         factor_bound: float = 1.0) -> FactorizationResult:
     """Factorizes a private [n, d] matrix by gradient descent.
 
     Args:
@@ -65,6 +66,8 @@ def matrix_factorization(x: D.Data, factors: int, *, iterations: int, learning_r
       p, q: the start [n, f], [d, f], public or private; default
         initial_factors(n, d, f, seed).
       bound: a public bound on |x|'s entries.
+      factor_bound: a public bound on a private start's entries (default 1:
+        Fig. 4's uniform start); a public start is measured.
 
     Returns:
       FactorizationResult(p, q), private.
@@ -85,8 +88,9 @@ def matrix_factorization(x: D.Data, factors: int, *, iterations: int, learning_r
     p0, q0 = initial_factors(n, d, factors, seed)
     p = p0 if p is None else p
     q = q0 if q is None else q
-    pmax = 1.0 if isinstance(p, PrivateTensor) else max(1.0, float(np.max(np.abs(p))))
-    qmax = 1.0 if isinstance(q, PrivateTensor) else max(1.0, float(np.max(np.abs(q))))
+    fb = float(factor_bound)
+    pmax = fb if isinstance(p, PrivateTensor) else max(fb, float(np.max(np.abs(p))))
+    qmax = fb if isinstance(q, PrivateTensor) else max(fb, float(np.max(np.abs(q))))
     if not isinstance(q, PrivateTensor):
         q = tp.share(np.asarray(q, np.float64).reshape(d, factors), name="q")
     m = n if batch_rows is None else min(n, int(batch_rows))

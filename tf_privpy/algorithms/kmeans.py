@@ -76,7 +76,8 @@ def kmeans(x: D.Data, centroids, iterations: int = 10, *, bound: Optional[float]
         and it is shared here), a PrivateTensor or a tp.LargeArray (then
         `bound` is required).
       centroids: the start, [k, d]: public (e.g. chosen by the analyst, or
-        rows the owner picked) or a PrivateTensor.
+        rows the owner picked) or a PrivateTensor whose entries lie within
+        `bound` (rows of x do).
       iterations: Lloyd iterations (public: the servers cannot see
         convergence, PrivPy §5.5, so the count is fixed in advance).
       bound: a public bound on |x|'s entries (and the start's).

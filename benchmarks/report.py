@@ -38,6 +38,7 @@ PROGRAMS = {
     "functions": "benchmarks/functions.py", "converter": "benchmarks/converter.py",
     "training": "benchmarks/training.py", "he": "benchmarks/he.py",
     "tfe_suite": "benchmarks/tfe_suite.py",
+    "privpy_table4": "benchmarks/privpy_table4.py",
     "distributed": "benchmarks/distributed.py", "paillier": "benchmarks/paillier.py",
     "comparisons": "benchmarks/comparisons.py",
     "batchcrypt_codec": "benchmarks/batchcrypt_codec.py", "aead_gcm": "benchmarks/aead_gcm.py",

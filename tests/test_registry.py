@@ -25,8 +25,7 @@ RUNTIME_API = {"init", "reset", "servers", "check_servers", "client_devices", "g
                "profile", "load", "publish", "comparison",   # tp.comparison: a runtime scope
                "function",  # tp.function: tf.function called without Grappler
                "share_to_disk",  # tp.LargeArray's owner-side sharing (tf_privpy/large)
-               "cond",  # control flow over callables (tp.cond), like tf.cond: not a tensor op
-               "function"}  # tp.function: a tf.function called without Grappler
+               "cond"}  # control flow over callables (tp.cond), like tf.cond: not a tensor op
 
 
 def _functions(module):

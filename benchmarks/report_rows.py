@@ -273,6 +273,7 @@ def group_tfe(res, A) -> List[Row]:
                         plaintext=stats_measure(t.get("plaintext_s")) if t else None,
                         peer=peer_cell(res, "max", 65536), anchor_table=A))
         rows += sort_max_smaller(res, A, ring)
+        rows += sort_at_scale(res, A, ring)
     nets = {"lr": "LR on MNIST 0-4 vs 5-9", "network_a": "network A 784-128-128-10",
             "network_b": "network B (MiniONN conv)", "network_c": "network C (LeNet conv)",
             "network_d": "network D (Chameleon conv)"}
@@ -312,6 +313,27 @@ def group_tfe_suite(res, A) -> List[Row]:
         rows.append(Row(f"{names[m]}, {o} step, batch 128, {r['ring']}-bit{acc}", "s", keys,
                         stats_measure(r.get("step_s")), plaintext=stats_measure(
                             r.get("plaintext_step_s")), anchor_table=A))
+    return rows
+
+
+def sort_at_scale(res, A, ring) -> List[Row]:
+    """compare.py's scale rows (issue 28, _task1_scale.py: a process per
+    measurement): the sort of 10^6 in its while-loop network, run and graph
+    build, beside TF-Encrypted's LAN figures (seed 001's table)."""
+    rows = []
+    for r in res.get("compare", {}).get("scale") or ():
+        if not (isinstance(r, dict) and r.get("task") == "sort" and r.get("ring") == ring
+                and r.get("n") == 1_000_000 and r.get("mode", "loop") == "loop"):
+            continue
+        why = f"failed: {r['error']}" if "error" in r else None
+        exact = "" if r.get("exact", True) else " NOT EXACT"
+        note = f"peak {r['peak_rss_mib']:.0f} MiB{exact}" if "peak_rss_mib" in r else exact
+        rows.append(Row(f"sort 10^6 (tf.function, while-loop network), {ring}-bit", "s",
+                        ["tfe_sort_1e6"], None if why else Measure(r["run_s"], note=note),
+                        why or NOT_RUN, anchor_table=A))
+        rows.append(Row(f"sort 10^6 graph build, {ring}-bit", "s", ["tfe_sort_1e6_build"],
+                        None if why or "trace_s" not in r else Measure(r["trace_s"]),
+                        why or NOT_RUN, anchor_table=A))
     return rows
 
 

@@ -243,3 +243,30 @@ def test_needs_a_store_and_a_folder_in_one_process(env):
     finally:
         tp.reset()
         tp.init(tp.Config(large_block_bytes=BLOCK), share_stores=stores, large_array_dirs=dirs)
+
+
+@pytest.mark.slow
+def test_four_processes(shared_cluster, shared_driver_process, stale_roles):
+    """The session's four servers (conftest.shared_cluster: S1 and S2 with
+    share services and large-array folders): an owner uploads over TLS, a
+    driver process makes the LargeArray and computes on it; each of S1 and S2
+    holds its own file, the driver registers no copy function, so a copy
+    placed there fails, and the results match numpy."""
+    from driver_client import connect
+    c, driver = shared_cluster, shared_driver_process
+    reply = connect(driver, c, stale_roles, c.timeout_s)
+    assert "error" not in reply, reply
+    x, w = RNG.normal(0, 3, (120, 7)), RNG.normal(0, 1, (7, 2))
+    tp.client.upload("d-large", x, cluster=c.owner_cluster("hospital"), progress=False)
+    r = driver.call("large_from_store", name="d-large", owner="hospital", w=w.tolist(),
+                    block_bytes=BLOCK, wait=600)
+    assert "error" not in r, (r, driver.stderr_tail())
+    assert r["functions"] == []
+    assert "no large-array folder on S1" in r["misplaced"]
+    xg, wg = grid(x), grid(w)
+    assert np.all(np.abs(np.array(r["product"]) - xg @ wg) <= matmul_tol(xg, wg, 20))
+    np.testing.assert_array_equal(r["sum"], xg.sum(0))
+    for role, p in (("s1", "S1"), ("s2", "S2")):
+        h = blockfile.open_header(c.large_array_dir(role), p, r["id"])
+        assert h.party == p and h.shape == [120, 7]
+    print(f"four processes: from_store of 120 x 7 {r['from_store_s']:.2f} s")

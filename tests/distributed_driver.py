@@ -519,6 +519,37 @@ def cmd_large_array(x, w, block_bytes) -> dict:
     return out
 
 
+def cmd_large_from_store(name, owner, w, block_bytes) -> dict:
+    """tests/test_large_from_store.py's four-process path: tp.LargeArray.
+    from_store of an upload, each of S1 and S2 copying its own share from its
+    store (--share_store) into its folder (--large_array_dir), then x @ w for
+    a private w and the sum over rows. "functions": the store-copy functions
+    this process registered (none); "misplaced": the error of a copy placed
+    on this process."""
+    from tensorflow.python.ops import script_ops
+    from tf_privpy.large import party, store_copy
+    out = {"functions": [str(t) for t in script_ops._py_funcs._funcs
+                         if str(t).startswith("tf_privpy_large_")]}
+    cluster, timeout = state["init"]
+    tp.init(tp.Config(large_block_bytes=block_bytes), cluster=cluster, timeout=timeout)
+    t = time.perf_counter()
+    big = tp.LargeArray.from_store(name, owner=owner, progress=False)
+    out["from_store_s"] = time.perf_counter() - t
+    out["id"], out["shape"] = big.id, list(big.shape)
+    out["product"] = tp.reveal(big.matmul(tp.share(np.asarray(w)), out="memory")).numpy().tolist()
+    out["sum"] = tp.reveal(big.sum(axis=0)).numpy().tolist()
+    h = tp.get_runtime()
+    try:
+        with tf.device(h.runtime.device("client")):
+            tf.raw_ops.EagerPyFunc(input=[tf.constant(v) for v in (name, "0" * 32, "{}")],
+                                   token=party.token(store_copy.ACTION, "S1"),
+                                   Tout=[tf.string])[0].numpy()
+        out["misplaced"] = "ran"
+    except tf.errors.OpError as e:
+        out["misplaced"] = str(party.translate(e))
+    return out
+
+
 def main() -> None:
     commands = {"init": cmd_init, "compute": cmd_compute, "placement": cmd_placement,
                 "init_swapped": cmd_init_swapped, "checkpoint_save": cmd_checkpoint_save,
@@ -532,7 +563,9 @@ def main() -> None:
                 # tests/test_share_io.py
                 "share_io": cmd_share_io,
                 # tests/test_large_array.py
-                "large_array": cmd_large_array}
+                "large_array": cmd_large_array,
+                # tests/test_large_from_store.py
+                "large_from_store": cmd_large_from_store}
     print(REPLY + json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tf_privpy import distributed, share_io
 from tf_privpy.large import party as large_party
+from tf_privpy.large import store_copy
 from tf_privpy.protocols import Config
 from tf_privpy.protocols.mpc import CLIENT, PARTIES, Runtime, make_backend
 from tf_privpy.protocols.mpc.runtime import context
@@ -154,6 +155,8 @@ def init(config: Optional[Config] = None, devices: Optional[Dict[str, str]] = No
     # hosts S1's and S2's devices, attaches theirs.
     share_io.attach_embedded(None if cluster is not None else share_stores)
     large_party.attach_embedded(None if cluster is not None else large_array_dirs)
+    if cluster is None:  # LargeArray.from_store: each party's store copied to its folder
+        store_copy.attach_embedded(share_stores, large_array_dirs)
     return context.set_handle(Handle(rt, make_backend(rt)))
 
 

@@ -35,7 +35,7 @@ from tf_privpy.protocols.mpc.api.ops import _common as C
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from tf_privpy.deploy.service.store import Store, StoreError, public, read_share, write_share
 
-__all__ = ["attach_store", "detach_stores", "load", "publish"]
+__all__ = ["attach_store", "checked_metadata", "detach_stores", "load", "publish"]
 
 PARTIES = ("S1", "S2")
 #: how a store's refusal crosses the op boundary (py_func keeps only the
@@ -186,6 +186,30 @@ def _metadata(h, name: str) -> Sequence[dict]:
     return metas
 
 
+def checked_metadata(h, name: str, owner: Optional[str], what: str) -> dict:
+    """S1's public metadata of record `name` (read on S1 and S2 by the "info"
+    op), after checking that both records are owned by `owner` (if given),
+    are one sharing and are in this runtime's ring. `what` names the caller
+    in errors. Raises ShareServiceError as tp.load documents."""
+    m0, m1 = _metadata(h, name)
+    if owner is not None and (m0["owner"], m1["owner"]) != (owner, owner):
+        raise _error(grpc.StatusCode.PERMISSION_DENIED,
+                     f"{what}({name!r}, owner={owner!r}): S1's record belongs to "
+                     f"{m0['owner']!r} and S2's to {m1['owner']!r}; the program expects "
+                     f"{owner!r}: check the name with its owner (names are first come, "
+                     f"first served)")
+    _client().check_pair(name, m0, m1)
+    cfg = h.config
+    if (m0["ring_bits"], m0["frac_bits"]) != (cfg.ring_bits, cfg.frac_bits):
+        raise _error(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{name!r} is stored in the {m0['ring_bits']}-bit ring with {m0['frac_bits']} "
+            f"fractional bits; this runtime computes with {cfg.ring_bits} and "
+            f"{cfg.frac_bits}: tp.init(tp.Config(ring_bits={m0['ring_bits']}, "
+            f"frac_bits={m0['frac_bits']}))")
+    return m0
+
+
 def load(name: str, dtype: tf.DType = tf.float32,
          shape: Optional[Sequence[int]] = None, owner: Optional[str] = None) -> PrivateTensor:
     """The stored shares of `name` as a PrivateTensor, read on S1 and S2.
@@ -222,22 +246,8 @@ def load(name: str, dtype: tf.DType = tf.float32,
     """
     h = C.handle_of()
     with tf.init_scope():  # public metadata, read eagerly even while tracing
-        m0, m1 = _metadata(h, name)
-    if owner is not None and (m0["owner"], m1["owner"]) != (owner, owner):
-        raise _error(grpc.StatusCode.PERMISSION_DENIED,
-                     f"tp.load({name!r}, owner={owner!r}): S1's record belongs to "
-                     f"{m0['owner']!r} and S2's to {m1['owner']!r}; the program expects "
-                     f"{owner!r}: check the name with its owner (names are first come, "
-                     f"first served)")
-    _client().check_pair(name, m0, m1)
+        m0 = checked_metadata(h, name, owner, "tp.load")
     cfg = h.config
-    if (m0["ring_bits"], m0["frac_bits"]) != (cfg.ring_bits, cfg.frac_bits):
-        raise _error(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{name!r} is stored in the {m0['ring_bits']}-bit ring with {m0['frac_bits']} "
-            f"fractional bits; this runtime computes with {cfg.ring_bits} and "
-            f"{cfg.frac_bits}: tp.init(tp.Config(ring_bits={m0['ring_bits']}, "
-            f"frac_bits={m0['frac_bits']}))")
     if shape is not None and list(shape) != m0["shape"]:
         raise ValueError(f"tp.load({name!r}): the record has shape {m0['shape']}, the "
                          f"program expects {list(shape)}")

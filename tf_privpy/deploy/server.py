@@ -271,6 +271,11 @@ def serve(role: str, path: str, allow_public: bool, exit_with_parent: bool,
     if share_port is not None:
         share = _start_share_service(role, host, share_port, cert_dir, share_store,
                                      share_ring_bits, share_limits)
+        if large_array_dir:
+            # LargeArray.from_store: this server copies its own share from
+            # its store into its folder (tf_privpy/large/store_copy.py)
+            from tf_privpy.large import store_copy
+            store_copy.attach_copier(cf.party(role), share_store, large_array_dir)
     print(f"tf_privpy server {role} ready on {host}:{port} (tf_privpy {identity['version']}, "
           f"ops library {identity['sha256'][:12]}, cluster file sha256 {cluster.sha256})"
           + (f"; share service on {host}:{share[1]}" if share else ""), flush=True)

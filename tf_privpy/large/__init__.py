@@ -6,7 +6,9 @@ S2's disks, each in its own server's folder, computed on block by block.
   on their own devices, and the folders each process serves;
 - stream.py: how a computation runs block by block;
 - array.py: the LargeArray class (views, products, sums, element-wise ops);
-- sharing.py: tp.share_to_disk, the data owner's streaming share.
+- sharing.py: tp.share_to_disk, the data owner's streaming share;
+- store_copy.py: LargeArray.from_store, each server copying its own share
+  of a share-service upload from its store into its folder.
 
 docs/large_arrays.md has the picture and the numbers.
 """

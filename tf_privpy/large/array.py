@@ -13,6 +13,7 @@ from typing import Callable, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tf_privpy.large import store_copy
 from tf_privpy.large import stream as S
 from tf_privpy.large.blockfile import LargeArrayError, check_id
 from tf_privpy.protocols.he.progress import Progress
@@ -91,14 +92,54 @@ class LargeArray:
         return S.listing(S.handle())
 
     @classmethod
-    def from_store(cls, name: str, owner: Optional[str] = None,
-                   progress: Progress = None) -> "LargeArray":
-        """A share-service upload (issue 12's store) as a LargeArray: S1 and
-        S2 each copy their own record into their own large-array folder,
-        block by block. Not built yet: raises NotImplementedError."""
-        raise NotImplementedError(
-            "LargeArray.from_store is not built yet: load a small upload with tp.load(name), "
-            "or have the owner write the array with tp.share_to_disk")
+    def from_store(cls, name: str, owner: Optional[str] = None, progress: Progress = None,
+                   dtype: tf.DType = tf.float64) -> "LargeArray":
+        """A share-service upload (issue 12's store, tp.client.upload) as a
+        LargeArray, without anyone holding it whole: S1 and S2 each copy
+        their own share from their own store into their own large-array
+        folder, block by block, with an op on their own device
+        (tf_privpy/large/store_copy.py). The driver sees only public
+        metadata (shape, upload id, owner) and the new headers.
+
+        Both records are checked first (one sharing: same upload id, shape,
+        ring and fractional bits; owned by `owner`; a 2-D matrix in this
+        runtime's ring): a refusal copies nothing. A failure while copying
+        (a damaged or replaced record, a full disk) removes what was
+        written on both servers.
+
+        Needs, on each of S1 and S2, a share store and a large-array folder
+        in one process: tp.init(share_stores=..., large_array_dirs=...) in
+        the embedded mode; --share_store and --large_array_dir on the
+        servers (python -m tf_privpy.server).
+
+        Args:
+          name: the record's name.
+          owner: who must own both records (the uploader's certificate CN).
+            Names are first come, first served: pass it.
+          progress: True for a progress line on stderr, a callable (done,
+            total, seconds), or False; None: when stderr is a terminal. Each
+            server copies in one op, so the line reports the whole copy.
+          dtype: the dtype the array reveals to (the store keeps ring
+            elements only).
+
+        Raises:
+          ShareServiceError: unknown name (NOT_FOUND), no store on a server,
+            records that are not one sharing or of another ring
+            (FAILED_PRECONDITION), not owned by `owner` (PERMISSION_DENIED).
+          LargeArrayError: not a 2-D matrix (saying how to reshape), no
+            large-array folder, or a copy that failed (nothing is left).
+
+        Example:
+          >>> tp.client.upload("features", x, cluster="hospital-a.json")  # the owner
+          >>> big = tp.LargeArray.from_store("features", owner="hospital-a")  # the driver
+          >>> tp.reveal(big.sum(axis=0))
+        """
+        array_id = store_copy.copy_from_store(name, owner, dtype, progress)
+        try:
+            return cls.open(array_id)
+        except BaseException:
+            store_copy.remove(S.handle(), array_id)
+            raise
 
     def delete(self) -> None:
         """Removes both shares' files (every view of this array stops working)."""

@@ -42,7 +42,8 @@ def token(action: str, party: str) -> str:
     return f"tf_privpy_large_{action}_{party.lower()}"
 
 
-def _text(t) -> str:
+def text(t) -> str:
+    """A scalar string tensor's text (a py-function's input)."""
     return t.numpy().decode()
 
 
@@ -65,19 +66,9 @@ def attach_folder(party: str, folder: str) -> None:
         raise ValueError(f"party must be 'S1' or 'S2', got {party!r}")
     folder = bf.private_dir(folder)
 
-    def guarded(fn):
-        def run(*args):
-            try:
-                return fn(*args)
-            except LargeArrayError as e:
-                raise RuntimeError(f"[LARGE] {e}") from None
-            except OSError as e:
-                raise RuntimeError(f"[LARGE] {party}'s large-array folder: {e}") from None
-        return run
-
     def create(array_id, header):
-        h = bf.Header.from_json(_text(header))
-        if h.party != party or h.array_id != _text(array_id):
+        h = bf.Header.from_json(text(header))
+        if h.party != party or h.array_id != text(array_id):
             raise LargeArrayError(f"a header for {h.party}'s share was sent to {party}")
         bf.create(folder, h)
         return tf.constant(h.to_json())
@@ -87,24 +78,37 @@ def attach_folder(party: str, folder: str) -> None:
                                          block.numpy()), tf.int64)
 
     def finish(array_id, rows):
-        return tf.constant(bf.finish(folder, party, _text(array_id), int(rows)).to_json())
+        return tf.constant(bf.finish(folder, party, text(array_id), int(rows)).to_json())
 
     def info(array_id):
-        return tf.constant(bf.open_header(folder, party, _text(array_id)).to_json())
+        return tf.constant(bf.open_header(folder, party, text(array_id)).to_json())
 
     def read(array_id, row0, rows, col0, cols):
         return tf.constant(bf.read_rows(folder, party, id_text(array_id.numpy()), int(row0),
                                         int(rows), int(col0), int(cols)))
 
     def remove(array_id):
-        return tf.constant(json.dumps(bf.remove(folder, _text(array_id))))
+        return tf.constant(json.dumps(bf.remove(folder, text(array_id))))
 
     def listing():
         return tf.constant(json.dumps(bf.listing(folder, party)))
 
-    registry = script_ops._py_funcs._funcs
     for action, fn in zip(ACTIONS, (create, write, finish, info, read, remove, listing)):
-        _keep[token(action, party)] = registry[token(action, party)] = guarded(fn)
+        register(party, action, fn)
+
+
+def register(party: str, action: str, fn) -> None:
+    """Registers fn as `action` on `party` in this process, its refusals
+    (LargeArrayError, OSError) coded for translate(); detach_folders removes
+    it with the rest (store_copy's "copy" uses it too)."""
+    def run(*args):
+        try:
+            return fn(*args)
+        except LargeArrayError as e:
+            raise RuntimeError(f"[LARGE] {e}") from None
+        except OSError as e:
+            raise RuntimeError(f"[LARGE] {party}'s large-array folder: {e}") from None
+    _keep[token(action, party)] = script_ops._py_funcs._funcs[token(action, party)] = run
 
 
 def detach_folders() -> None:

@@ -301,11 +301,18 @@ class FederatedStep:
             after = rt.channels.counts()
             parties = self.parties()
             report = self._report(present)
-            sent = [sum(after[k][1] - before[k][1] for k in after if k[0] == parties[c])
-                    for c in present]
-            got = [sum(after[k][1] - before[k][1] for k in after if k[1] == parties[c]
-                       and k[0] in ("S1", "S2")) for c in present]
-            report.bytes_up_per_client, report.bytes_down_per_client = max(sent), max(got)
+            if len(set(parties)) == len(parties) and "client" not in parties:
+                # one device per client: what its channels counted
+                sent = [sum(after[k][1] - before[k][1] for k in after if k[0] == parties[c])
+                        for c in present]
+                got = [sum(after[k][1] - before[k][1] for k in after if k[1] == parties[c])
+                       for c in present]
+                report.bytes_up_per_client, report.bytes_down_per_client = max(sent), max(got)
+            else:
+                # clients share a device (and the driver's public messages):
+                # the channels cannot tell them apart, so the declaration
+                report.bytes_up_per_client, report.bytes_down_per_client = \
+                    self.bytes_per_client()
         else:
             outs, report = self._batchcrypt(xs, present)
         report.seconds = time.perf_counter() - t0

@@ -343,30 +343,27 @@ class FederatedStep:
             return [self._update(plan.reductions[root], got, c, self._device(parties[c]))
                     for c, root in slots]
 
-        ups = dict(zip(slots, [u.numpy() for u in tf.function(phase1, autograph=False)(*xs)]))
+        p1 = self._fns.setdefault(("batchcrypt-clients", present),
+                                  tf.function(phase1, autograph=False))
+        ups = dict(zip(slots, [u.numpy() for u in p1(*xs)]))
         # a client without a term in a reduction contributes zeros to it
         updates = [[ups.get((c, r.root), np.zeros(shapes[r.root], np.float32)) for r in reds]
                    for c in present]
         mean, agg = self._aggregator.aggregate(updates, [1.0] * len(present))
-        given = {}
-        for r, m in zip(reds, mean):
-            total = np.asarray(m, np.float64) * len(present)   # uniform weights: the mean
-            given[r.root] = total                               # of the updates, times m
+        # uniform weights: the aggregate is the mean of the updates; times m, their sum
+        sums = [tf.constant(np.asarray(m, np.float64) * len(present), tf.float32) for m in mean]
 
         def phase2(*args):
-            vals = dict(zip(names, args))
-            fin = {root: self._finish(plan.reductions[root], tf.constant(v, tf.float32), {},
-                                      present) for root, v in given.items()}
+            vals = dict(zip(names, args[len(reds):]))
             public_terms = [k for r in reds for k in r.public + r.cross]
-            if public_terms:
-                got = dict(zip(public_terms, self._evaluate(vals, public_terms, present,
-                                                            None, {})))
-                fin = {root: self._finish(plan.reductions[root], tf.constant(v, tf.float32),
-                                          got, present) for root, v in given.items()}
+            got = dict(zip(public_terms, self._evaluate(vals, public_terms, present, None, {})))
+            fin = {r.root: self._finish(r, v, got, present) for r, v in zip(reds, args)}
             return self._evaluate(vals, [src(o) for o in plan.traced.outputs], present, None,
                                   fin)
 
-        outs = tf.function(phase2, autograph=False)(*xs)
+        p2 = self._fns.setdefault(("batchcrypt-aggregate", present),
+                                  tf.function(phase2, autograph=False))
+        outs = p2(*sums, *xs)
         report = self._report(present)
         report.bytes_up_per_client = agg.bytes_up_per_client
         report.bytes_down_per_client = agg.bytes_down_per_client

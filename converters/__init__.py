@@ -21,6 +21,11 @@ S2, T1 and T2, every node through the op registry (protocols/mpc/api/registry.py
               stay private across steps (trace_step, analyse_step,
               evaluate_step)
   trainer.py  PrivateTrainer and convert_training (tp.keras.convert_training)
+  federated.py      a federated step's cross-client reductions found and
+                    checked (tp.federated.convert, docs/federated.md)
+  federated_run.py  the rewritten step run: each client's nodes on its
+                    device, the reductions as a secure aggregation (mpc
+                    shares on S1/S2, or BatchCrypt)
 
 The TF op types the converter accepts and their adapters are rows of the
 op table (protocols/mpc/api/registry.py, adapters.py, grad_adapters.py).

@@ -44,6 +44,9 @@ from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
 import numpy as np
 
 from tf_privpy.he import aggregation as _agg
+from tf_privpy.converters.federated import (  # noqa: E402,F401  (public names)
+    FederatedConversionError, FederatedPolicy)
+from tf_privpy.converters.federated_run import FederatedStep, RoundReport  # noqa: F401
 
 AGGREGATIONS = ("batchcrypt", "paillier", "plaintext")
 WEIGHTINGS = ("num_examples", "uniform")
@@ -273,6 +276,68 @@ def build_batchcrypt_fed_avg(
                                       fixed_point_bits=fixed_point_bits, seed=seed)
     return BatchCryptFedAvg(model_fn, client_opt, server_opt, aggregator, client_weighting,
                             progress)
+
+
+def convert(step_fn: Callable, input_signature: Sequence[Any],
+            policy: "FederatedPolicy") -> "FederatedStep":
+    """Converts a plain TF federated aggregation step into one whose
+    cross-client reduction runs as a secure aggregation (issue 30; DESIGN §8
+    "FL gradient aggregation", §9).
+
+    The step is traced and frozen as tp.convert does; each node is labelled
+    with the clients whose arguments it depends on; the reductions across
+    clients (tf.add_n / + chains, or tf.reduce_sum / reduce_mean over axis 0
+    of a tf.stack of the clients' values) are replaced by the policy's
+    backend, and what follows them (products by public weights, 1/n, the
+    global model's update) runs on the aggregate. Each client's own nodes run
+    in plain TF on its device. Anything that combines clients' values
+    otherwise (a nonlinear op, a division by privately weighted sums, an
+    output that is one client's value) is refused before anything runs with
+    a FederatedConversionError naming each node and what to do.
+
+    Args:
+      step_fn: the step: a function of tensors (per-client arguments and
+        public ones, e.g. the global model's weights) returning tensors.
+      input_signature: one tf.TensorSpec per argument (static shapes give
+        the bytes per client in summary()).
+      policy: a `FederatedPolicy`: which client owns each argument, the
+        backend ("mpc": the four servers; "batchcrypt": Paillier), who
+        receives the aggregate.
+
+    Returns:
+      A `FederatedStep`: call it like the step (a dropped client's arguments
+      may be None: the round aggregates the others, each reduction's weights
+      renormalised over them); `.run(...)` also returns a RoundReport
+      (bytes, seconds, overflow counters); `.summary()` says what was
+      rewritten, the bytes per client and the overflow counters before
+      anything runs.
+
+    Example:
+      >>> tp.init(num_clients=4)      # the driver and three data owners
+      >>> def step(u0, u1, u2):
+      ...     return (10. * u0 + 20. * u1 + 30. * u2) / 60.
+      >>> spec = tf.TensorSpec([100], tf.float32)
+      >>> fed = tp.federated.convert(step, [spec] * 3,
+      ...                            tp.federated.FederatedPolicy(clients=3))
+      >>> print(fed.summary())
+      >>> mean = fed(u0, u1, u2)        # the weighted mean; servers saw shares
+      >>> mean = fed(u0, None, u2)      # client 1 dropped: (10 u0 + 30 u2) / 40
+    """
+    from tf_privpy.converters import federated as _fed
+    from tf_privpy.converters import federated_run as _run
+    from tf_privpy.converters import trace as _trace
+    if not isinstance(policy, _fed.FederatedPolicy):
+        raise TypeError(f"policy must be a tp.federated.FederatedPolicy, got "
+                        f"{type(policy).__name__}")
+    specs = list(input_signature)
+    traced = _trace.trace(step_fn, specs)
+    plan = _fed.analyse(traced, policy.arg_clients(len(specs)))
+    aggregator = None
+    if policy.backend == "batchcrypt":
+        aggregator = _agg.make_aggregator("batchcrypt", key_bits=policy.key_bits,
+                                          quant_bits=policy.quant_bits,
+                                          max_clients=plan.num_clients, seed=policy.seed)
+    return _run.FederatedStep(plan, policy, aggregator)
 
 
 def evaluate_keras(keras_model_fn: Callable[[], Any], state: FedAvgState,

@@ -48,7 +48,8 @@ class Stats:
 
     def between_servers(self) -> Dict[Link, Tuple[int, int]]:
         """The links among S1, S2, T1 and T2 (without the client's)."""
-        return {k: v for k, v in self.links.items() if "client" not in k}
+        return {k: v for k, v in self.links.items()
+                if not any(p.startswith("client") for p in k)}
 
     def __enter__(self) -> "Stats":
         self._start = _snapshot()

@@ -82,22 +82,23 @@ class Backend(abc.ABC):
             C.declare(C.Cost().send(CLIENT, party, x.shape.num_elements() * x.dtype.size))
         return self.rt.send1(CLIENT, party, x)
 
-    def decode(self, v: tf.Tensor) -> tf.Tensor:
-        with tf.device(self.rt.device(CLIENT)):
+    def decode(self, v: tf.Tensor, to: str = CLIENT) -> tf.Tensor:
+        with tf.device(self.rt.device(to)):
             return kernels.ring_decode(v, self.bits, self.cfg.frac_bits)
 
     # ------------------------------------------------------ share / reveal
     @abc.abstractmethod
-    def share(self, encoded: tf.Tensor) -> Shares:
-        """Splits a ring tensor on the client device into the holders' shares."""
+    def share(self, encoded: tf.Tensor, owner: str = CLIENT) -> Shares:
+        """Splits a ring tensor on the owner's device (the client's, or a
+        federated data owner's) into the holders' shares."""
 
-    def reveal(self, s: Shares) -> tf.Tensor:
-        """The ring value on the client device."""
+    def reveal(self, s: Shares, to: str = CLIENT) -> tf.Tensor:
+        """The ring value on the client device (or on data owner `to`'s)."""
         if C.active():
-            C.declare(C.reveal_cost(sh.logical_shape(s[0], self.limbs), self.bits))
-        s0 = self.rt.send1(self.holders[0], CLIENT, s[0])
-        s1 = self.rt.send1(self.holders[1], CLIENT, s[1])
-        with tf.device(self.rt.device(CLIENT)):
+            C.declare(C.reveal_cost(sh.logical_shape(s[0], self.limbs), self.bits, to))
+        s0 = self.rt.send1(self.holders[0], to, s[0])
+        s1 = self.rt.send1(self.holders[1], to, s[1])
+        with tf.device(self.rt.device(to)):
             out = kernels.ring_add(s0, s1, self.bits)
         self.rt.count(rounds=C.advance(s, C.REVEAL_ROUNDS, [out]))
         return out
@@ -396,12 +397,14 @@ class PrivPyBackend(Backend):
     name = "privpy"
     holders = ("S1", "S2")
 
-    def share(self, encoded: tf.Tensor) -> Shares:
+    def share(self, encoded: tf.Tensor, owner: str = CLIENT) -> Shares:
         if C.active():
-            C.declare(C.share_cost(sh.logical_shape(encoded, self.limbs), self.bits))
-        with tf.device(self.rt.device(CLIENT)):
+            C.declare(C.share_cost(sh.logical_shape(encoded, self.limbs), self.bits, owner))
+        # PrivPy §3: the owner splits with fresh randomness on its own device;
+        # only the two shares leave it, each through its channel.
+        with tf.device(self.rt.device(owner)):
             s0, s1 = kernels.share_split(encoded, self.bits)
-        out = self.rt.send1(CLIENT, "S1", s0), self.rt.send1(CLIENT, "S2", s1)
+        out = self.rt.send1(owner, "S1", s0), self.rt.send1(owner, "S2", s1)
         self.rt.count(rounds=C.advance([encoded], C.SHARE_ROUNDS, out))
         return out
 
@@ -501,11 +504,11 @@ class PlaintextBackend(Backend):
     name = "plaintext"
     holders = ("client", "client")
 
-    def share(self, encoded: tf.Tensor) -> Shares:
+    def share(self, encoded: tf.Tensor, owner: str = CLIENT) -> Shares:
         with tf.device(self.rt.device(CLIENT)):
             return tf.identity(encoded), tf.zeros_like(encoded)
 
-    def reveal(self, s: Shares) -> tf.Tensor:
+    def reveal(self, s: Shares, to: str = CLIENT) -> tf.Tensor:
         with tf.device(self.rt.device(CLIENT)):
             return kernels.ring_add(s[0], s[1], self.bits)
 

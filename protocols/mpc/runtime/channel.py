@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -52,9 +52,15 @@ class Channels:
 
     Args:
       devices: party name -> TF device name, for every party.
+      pairs: the ordered pairs (src, dst) that get a channel; default every
+        ordered pair of `devices`. An extra data owner of a federated run
+        (client1, ...) talks to the share holders only (runtime.py), so
+        its pairs are listed rather than every permutation (N clients
+        would otherwise make O(N^2) counters).
     """
 
-    def __init__(self, devices: Dict[str, str]):
+    def __init__(self, devices: Dict[str, str],
+                 pairs: Optional[Sequence[Tuple[str, str]]] = None):
         self.devices = dict(devices)
         self._lock = threading.Lock()
         self._observers: List[Observer] = []
@@ -64,7 +70,8 @@ class Channels:
         #: per thread: the open counted_at_end() blocks, (graph, pending counts)
         self._deferred = threading.local()
         with tf.init_scope():
-            for src, dst in itertools.permutations(self.devices, 2):
+            for src, dst in (pairs if pairs is not None
+                             else itertools.permutations(self.devices, 2)):
                 with tf.device(self.devices[dst]):
                     # [messages, bytes] received by dst from src
                     self._counters[(src, dst)] = tf.Variable(

@@ -122,16 +122,17 @@ def _elems(shape) -> int:
 
 
 # ------------------------------------------------------------ declarations
-def share_cost(shape, ring_bits: int) -> Cost:
-    """tp.share: the client sends one share to S1 and one to S2."""
+def share_cost(shape, ring_bits: int, owner: str = "client") -> Cost:
+    """tp.share: the owner (the client, or a federated data owner) sends one
+    share to S1 and one to S2."""
     nbytes = _elems(shape) * ring_bits // 8
-    return Cost(rounds=SHARE_ROUNDS).send("client", "S1", nbytes).send("client", "S2", nbytes)
+    return Cost(rounds=SHARE_ROUNDS).send(owner, "S1", nbytes).send(owner, "S2", nbytes)
 
 
-def reveal_cost(shape, ring_bits: int) -> Cost:
-    """tp.reveal: S1 and S2 send their shares to the client."""
+def reveal_cost(shape, ring_bits: int, to: str = "client") -> Cost:
+    """tp.reveal: S1 and S2 send their shares to the client (or to `to`)."""
     nbytes = _elems(shape) * ring_bits // 8
-    return Cost(rounds=REVEAL_ROUNDS).send("S1", "client", nbytes).send("S2", "client", nbytes)
+    return Cost(rounds=REVEAL_ROUNDS).send("S1", to, nbytes).send("S2", to, nbytes)
 
 
 def mul_cost(x_shape, y_shape, out_shape, ring_bits: int) -> Cost:

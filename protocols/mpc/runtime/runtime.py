@@ -57,9 +57,15 @@ class Runtime:
         self.id = next(_ids)
         self._counters: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
         load_library()
-        # Channels between the client and the four servers; extra data owners
-        # (client1, ...) of federated runs only talk to the HE aggregator.
-        self.channels = Channels({p: self.devices[p] for p in (CLIENT,) + PARTIES})
+        # Channels between the client and the four servers; an extra data
+        # owner (client1, ...) of a federated run shares its update to S1
+        # and S2 and may receive the aggregate's shares back from them
+        # (converters/federated.py), so it has those four channels only.
+        core = (CLIENT,) + PARTIES
+        extra = extra_clients(self.devices)
+        pairs = list(itertools.permutations(core, 2)) + [
+            pair for c in extra for h in ("S1", "S2") for pair in ((c, h), (h, c))]
+        self.channels = Channels({p: self.devices[p] for p in core + extra}, pairs)
         with tf.init_scope():  # variables and keys are created eagerly, once
             with tf.device(self.devices["S1"]):
                 self._protocol_counters = tf.Variable(
@@ -195,6 +201,12 @@ class Runtime:
                 observer(src, dst, t)
         with self.channels.observe(each):
             yield
+
+
+def extra_clients(devices: Mapping[str, str]) -> Tuple[str, ...]:
+    """The extra data owners of `devices` ("client1", "client2", ...), in order."""
+    return tuple(sorted((k for k in devices if k.startswith(CLIENT) and k[len(CLIENT):].isdigit()),
+                        key=lambda k: int(k[len(CLIENT):])))
 
 
 def check_devices(devices: Dict[str, str]) -> None:

@@ -20,7 +20,8 @@ from ...runtime import shares as sh
 TensorLike = Union[PrivateTensor, tf.Tensor, np.ndarray, float, int]
 
 
-def share(x, name: Optional[str] = None, bits: bool = False) -> PrivateTensor:
+def share(x, name: Optional[str] = None, bits: bool = False,
+          owner: Optional[str] = None) -> PrivateTensor:
     """Secret-shares x between S1 and S2.
 
     x is encoded in fixed point on the client device (range-checked: NaN, Inf
@@ -35,6 +36,11 @@ def share(x, name: Optional[str] = None, bits: bool = False) -> PrivateTensor:
         integer bits (no 2^f scale, a boolean PrivateTensor, as a
         comparison's bits are held), so a product by them needs no
         truncation and selects the other operand's encoding exactly.
+      owner: the data owner who shares x: "client" (default) or a
+        federated data owner "client1", ... (tp.init(num_clients=N)). x is
+        encoded and split on that owner's device and its two shares go
+        from there to S1 and S2 through its channels (x must already live
+        on that device: a plaintext never moves between owners).
 
     Returns:
       A PrivateTensor that reveals to x's dtype (bool with bits=True).
@@ -51,19 +57,24 @@ def share(x, name: Optional[str] = None, bits: bool = False) -> PrivateTensor:
         raise TypeError(f"tp.share takes float32, float64, int32 or int64 values, got "
                         f"{dtype.name}" + (f" for '{name}'" if name else ""))
     label = name or ("" if tf.executing_eagerly() else t.name)
-    with tf.device(h.runtime.device("client")):
+    owner = owner or "client"
+    if owner not in h.runtime.devices or not owner.startswith("client"):
+        raise ValueError(f"tp.share(owner={owner!r}): the owner must be a data owner of the "
+                         f"runtime ('client', or 'client1', ... with tp.init(num_clients=N))")
+    with tf.device(h.runtime.device(owner)):
         if bits:
             # unscaled (f = 0); the bound 2 refuses anything of magnitude >= 2
-            encoded = _encode_checked(h, t, label, frac_bits=0, bound=2.0)
+            encoded = _encode_checked(h, t, label, owner, frac_bits=0, bound=2.0)
         else:
-            encoded = _encode_checked(h, t, label)
-        s = h.backend.share(encoded)
+            encoded = _encode_checked(h, t, label, owner)
+        s = h.backend.share(encoded, owner) if owner != "client" else h.backend.share(encoded)
     return C.wrap_bits(h, s) if bits else C.wrap(h, s, dtype)
 
 
-def _encode_checked(h, t: tf.Tensor, label: str, **encoding) -> tf.Tensor:
+def _encode_checked(h, t: tf.Tensor, label: str, owner: str = "client",
+                    **encoding) -> tf.Tensor:
     try:
-        return h.backend.encode(t, "client", label, **encoding)
+        return h.backend.encode(t, owner, label, **encoding)
     except tf.errors.InvalidArgumentError as e:
         # Eager: a ValueError, as for any bad argument (in a graph the kernel's
         # InvalidArgumentError, which carries the same message, is raised at run).
@@ -76,11 +87,13 @@ def _clean_tf_message(msg: str) -> str:
     return re.sub(r"\s*\[Op:[^\]]*\].*$", "", msg, flags=re.S)
 
 
-def reveal(p: PrivateTensor) -> tf.Tensor:
+def reveal(p: PrivateTensor, to: Optional[str] = None) -> tf.Tensor:
     """Reconstructs a PrivateTensor on the client device.
 
     Both servers send their share to the client, which adds and decodes them.
     Returns a tf.Tensor of the dtype that was shared (integers are rounded).
+    `to`: a federated data owner ("client1", ...) who receives the value
+    instead of the client (the aggregate of a federated round).
 
     Example:
       >>> tp.reveal(tp.share([1.0, 2.0]) * 2.0)
@@ -89,9 +102,13 @@ def reveal(p: PrivateTensor) -> tf.Tensor:
     if not C.is_private(p):
         raise TypeError(f"tp.reveal takes a PrivateTensor, got {type(p).__name__}")
     h = C.handle_of(p)
-    ring = h.backend.reveal(C.shares(p))
-    with tf.device(h.runtime.device("client")):
-        x = h.backend.decode(ring)
+    to = to or "client"
+    if to not in h.runtime.devices or not to.startswith("client"):
+        raise ValueError(f"tp.reveal(to={to!r}): reveal to 'client' or a data owner "
+                         "'client1', ... of tp.init(num_clients=N)")
+    ring = h.backend.reveal(C.shares(p), to) if to != "client" else h.backend.reveal(C.shares(p))
+    with tf.device(h.runtime.device(to)):
+        x = h.backend.decode(ring, to) if to != "client" else h.backend.decode(ring)
         if p.dtype == tf.bool:
             return x > 0.5
         if p.dtype.is_integer:

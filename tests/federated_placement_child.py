@@ -15,8 +15,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow.python.eager import context  # noqa: E402
 
+import graphcheck  # noqa: E402
 import tf_privpy as tp  # noqa: E402
 from tf_privpy.protocols.mpc.runtime.placement import canon  # noqa: E402
 
@@ -49,14 +49,7 @@ def main(broken: bool) -> list:
             return acc
         fed._mpc_aggregate = leaky
     xs = [np.linspace(-1, 1, 8, dtype=np.float32) * (i + 1) for i in range(3)]
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    try:
-        ctx.export_run_metadata()
-        out, report = fed.run(*xs)
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_run_metadata()
+    (out, report), md = graphcheck.run_metadata(fed.run, *xs)
     want = step(*[tf.constant(x) for x in xs]).numpy()
     assert np.allclose(out, want, atol=1e-4), (out, want)
     bad = []

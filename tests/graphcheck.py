@@ -234,16 +234,24 @@ def plaintext_violations(concrete, devices: Dict[str, str], n_plain: int) -> Lis
     return bad
 
 
-def client_received(fn, *args):
-    """(fn(*args), the int64 tensors the client's partition received)."""
+def run_metadata(fn, *args):
+    """(fn(*args), the RunMetadata of that call alone: its partition graphs
+    under `function_graphs`). What earlier runs left is exported and dropped
+    first (their partitions would be exported with this call's)."""
     ctx = context.context()
     ctx.enable_run_metadata()
     try:
-        ctx.export_run_metadata()  # drop what earlier runs left (their partitions)
+        ctx.export_run_metadata()
         out = fn(*args)
         md = ctx.export_run_metadata()
     finally:
         ctx.disable_run_metadata()
+    return out, md
+
+
+def client_received(fn, *args):
+    """(fn(*args), the int64 tensors the client's partition received)."""
+    out, md = run_metadata(fn, *args)
     client = canon(tp.servers()["client"])
     parts = [pg for fg in md.function_graphs for pg in fg.partition_graphs]
     assert parts, "no partition graph recorded"

@@ -19,8 +19,8 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.eager import context
 
+import graphcheck
 import tf_privpy as tp
 from tf_privpy.large import blockfile, party, stream
 from tf_privpy.protocols.mpc.runtime.placement import canon
@@ -212,14 +212,7 @@ def _reads_by_partition(fn):
     """Runs fn with run metadata on: {token of each large-array read op:
     the party whose partition ran it}, and the int64 tensors the client's
     partitions received."""
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    try:
-        ctx.export_run_metadata()
-        fn()
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_run_metadata()
+    _, md = graphcheck.run_metadata(fn)
     by_device = {canon(v): k for k, v in tp.servers().items()}
     reads, received = [], []
     for fg in md.function_graphs:

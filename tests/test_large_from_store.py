@@ -15,8 +15,8 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.eager import context
 
+import graphcheck
 import tf_privpy as tp
 from tf_privpy.deploy.service import local
 from tf_privpy.deploy.service.client import ShareClient, ShareServiceError
@@ -177,14 +177,7 @@ def test_copy_record_checks_the_record_and_takes_any_chunking(env, tmp_path, mon
 def _copies_by_partition(fn):
     """Runs fn with run metadata on: [(party of each copy op, the party whose
     partition ran it)]."""
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    try:
-        ctx.export_run_metadata()
-        fn()
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_run_metadata()
+    _, md = graphcheck.run_metadata(fn)
     by_device = {canon(v): k for k, v in tp.servers().items()}
     out = []
     for fg in md.function_graphs:

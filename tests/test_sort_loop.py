@@ -8,7 +8,6 @@ per test on 2 shared cores under load, about 5 min in all, so all slow."""
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.eager import context
 
 import graphcheck
 import tf_privpy as tp
@@ -126,17 +125,10 @@ def test_loop_placement():
     assert any(op.type in graphcheck.WHILE_OPS for op in concrete.graph.get_operations())
     bad = graphcheck.graph_violations(concrete, servers, graphcheck.share_inputs(concrete, 1))
     assert not bad, "\n".join(bad[:20])
-    ctx = context.context()
-    ctx.enable_run_metadata()
-    try:
-        # drop what earlier tests' runs left: their partitions (a reveal's
-        # BitUnmask and GatherV2 outputs to the client among them) would be
-        # exported with this run's (seen in a full-suite run, not alone)
-        ctx.export_run_metadata()
-        f(x)
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_run_metadata()
+    # what earlier tests' runs left is dropped first: their partitions (a
+    # reveal's BitUnmask and GatherV2 outputs to the client among them) would
+    # be exported with this run's (seen in a full-suite run, not alone)
+    _, md = graphcheck.run_metadata(f, x)
     client = graphcheck.canon(servers["client"])
     received = [n for fg in md.function_graphs for pg in fg.partition_graphs for n in pg.node
                 if n.op == "_Recv" and graphcheck.canon(n.device) == client]

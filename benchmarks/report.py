@@ -42,6 +42,7 @@ PROGRAMS = {
     "distributed": "benchmarks/distributed.py", "paillier": "benchmarks/paillier.py",
     "comparisons": "benchmarks/comparisons.py",
     "batchcrypt_codec": "benchmarks/batchcrypt_codec.py", "aead_gcm": "benchmarks/aead_gcm.py",
+    "federated": "benchmarks/federated.py",
     "peers": "benchmarks/peers_run.py (results/peers.json)",
 }
 

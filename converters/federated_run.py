@@ -62,6 +62,13 @@ class RoundReport:
     positive_overflows: int = 0
     negative_overflows: int = 0
     clipped: int = 0
+    #: batchcrypt: wall seconds of all clients' quantize + pack + encrypt, of
+    #: the aggregator's ciphertext sums, and of all clients' decrypt + decode
+    #: (the clients take turns in this process: one client's share is about
+    #: encrypt_s / clients; AggregationReport)
+    encrypt_s: float = 0.0
+    aggregate_s: float = 0.0
+    decrypt_s: float = 0.0
 
 
 class FederatedStep:
@@ -370,4 +377,6 @@ class FederatedStep:
         report.positive_overflows = agg.positive_overflows
         report.negative_overflows = agg.negative_overflows
         report.clipped = agg.clipped
+        report.encrypt_s, report.aggregate_s, report.decrypt_s = \
+            agg.encrypt_s, agg.aggregate_s, agg.decrypt_s
         return outs, report

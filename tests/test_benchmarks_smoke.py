@@ -1,6 +1,6 @@
 """benchmarks/micro.py, compare.py, functions.py, converter.py, training.py,
-tfe_suite.py, aead_gcm.py, paillier.py, batchcrypt_codec.py, comparisons.py and
-distributed.py run end to end at tiny sizes (one ring), and the python-paillier
+tfe_suite.py, aead_gcm.py, paillier.py, batchcrypt_codec.py, comparisons.py,
+federated.py and distributed.py run end to end at tiny sizes (one ring), and the python-paillier
 helpers batchcrypt_phe.py and phe_tasks.py on a few values, so the benchmarks
 `make bench` runs cannot rot (he.py: tests/test_benchmarks_he.py; report.py and run_all.py:
 tests/test_benchmark_report.py). Speeds are not checked here: they belong to the
@@ -40,6 +40,8 @@ RUNS = {
     "comparisons": (["--quick", "--rings=64"], "comparisons.json"),
     # every algorithm and data set at batches 1 and 10 (Movielens' first 10 rows on disk)
     "privpy_table4": (["--quick"], "privpy_table4.json"),
+    # one round of each backend, 3 clients x 10^4 values (issue 30)
+    "federated": (["--quick", "--nopng"], "federated.json"),
 }
 
 
@@ -108,6 +110,22 @@ def test_benchmark_runs(name, tmp_path):
         assert rows["garbled"]["bytes_per_cmp"] > 4000
         for r in rows.values():
             assert r["less_1000"]["median_s"] > 0 and r["lenet5"]["bytes_per_image"] > 0
+    if name == "federated":
+        rows = {r["backend"]: r for r in res["rows"]}
+        assert sorted(rows) == ["batchcrypt", "mpc", "plaintext"] and not res["not_run"]
+        for r in rows.values():
+            assert (r["clients"], r["params"]) == (3, 10000) and r["round_s"]["median_s"] > 0
+        # the round reports' bytes are the declared ones (tests/test_federated_convert.py
+        # checks those against the channels)
+        assert rows["mpc"]["bytes_up_per_client"] == 2 * 16 * 10000 == \
+            rows["mpc"]["declared_bytes"][0]
+        bc = rows["batchcrypt"]
+        assert [bc["bytes_up_per_client"], bc["bytes_down_per_client"]] == bc["declared_bytes"]
+        assert bc["bytes_per_value_up"] < 6 and bc["positive_overflows"] == bc["clipped"] == 0
+        assert bc["max_abs_error"] < 1e-4 and rows["mpc"]["max_abs_error"] < 1e-4
+        assert res["phe"]["batchcrypt_us_per_value"] > 0 and res["targets"]["batchcrypt_vs_phe"]
+        # BatchCrypt's published figures beside ours (benchmarks/anchors.json)
+        assert res["published"][0]["fate_iteration_s"] == 211.9
     if name == "batchcrypt_codec":
         assert res["steps"]["encode = quantize + pack"]["s"] > 0
 

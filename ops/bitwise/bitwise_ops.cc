@@ -114,4 +114,29 @@ REGISTER_OP("TfPrivpy>BwFinish")
          "both step-7 messages m and its share of r·2^frac_bits (S1: from its "
          "stream with T; S2: the dealer's `ring`, an empty tensor on S1).");
 
+REGISTER_OP("TfPrivpy>BwSelect")
+    .Input("own: int64")
+    .Input("received: int64")
+    .Input("v: int64")
+    .Input("w: int64")
+    .Output("y: int64")
+    .Attr("ring_bits: int")
+    .SetShapeFn([](InferenceContext* c) {
+      int bits;
+      TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+      ShapeHandle own, recv, v, w;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &own));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &recv));
+      TF_RETURN_IF_ERROR(c->Merge(own, recv, &own));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), bits == 128 ? 3 : 2, &v));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), bits == 128 ? 3 : 2, &w));
+      TF_RETURN_IF_ERROR(c->Merge(v, w, &v));
+      c->set_output(0, v);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("On a server after a comparison's opening: its share of "
+         "[x < 0]·v for k operands v [k, n] from both step-7 messages m "
+         "(one word per block of 64 comparisons) and its share w of [r·v]: "
+         "v - w where m = 1, w where m = 0.");
+
 }  // namespace tf_privpy

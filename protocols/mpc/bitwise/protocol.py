@@ -198,17 +198,18 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
     return out[0], out[1]
 
 
-def rounds(backend, low, m: Dict[str, Any]):
+def rounds(backend, low, m: Dict[str, Any], sizes: bool = True):
     """The servers' eight message rounds (steps 0-7) on flat low halves
     `low` with the dealt material `m`: by party index, each server's own
     step-7 message, the other's (their XOR is msb ^ r, one bit per
-    comparison, bit-sliced) and n on that server."""
+    comparison, bit-sliced) and n on that server (None unless `sizes`:
+    a select reads n from its operands)."""
     rt = backend.rt
     key, nonce, corr = m["key"], m["nonce"], m["corrections"]
     state, msg, n = {}, {}, {}
     for p, party in enumerate(SERVERS):
         with tf.device(rt.device(party)):
-            n[p] = tf.size(low[p], out_type=tf.int64)   # low is flat: one op
+            n[p] = tf.size(low[p], out_type=tf.int64) if sizes else None   # low is flat
             state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
     with tf.device(rt.device("S1")):   # S1 has no dealer message: one empty tensor
         none = tf.zeros([0], tf.int64)

@@ -85,14 +85,13 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     r = backend.map_many(lambda p: tf.stack(p * k), [(r1, m["ring"])])
     w = backend.mul_messages(r, v, truncate=False)
 
-    msg, recv, n = protocol.rounds(backend, low, m)
+    msg, recv, _ = protocol.rounds(backend, low, m, sizes=False)
     out = []
     for p, party in enumerate(protocol.SERVERS):
         with tf.device(rt.device(party)):
-            opened = _opened(msg[p], recv[p], n_static if n_static is not None else n[p],
-                             limbs)
-            # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = 1, [r·v] where m = 0
-            y = tf.where(opened, kernels.ring_sub(v[p], w[p], bits), w[p])
+            # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = msb ^ r (both step-7
+            # words) is 1, [r·v] where it is 0, in one kernel on this server
+            y = kernels.bw_select(msg[p], recv[p], v[p], w[p], bits)
             if p in m["checks"]:   # S1's stream with the dealer was in step
                 own, theirs = m["checks"][p]
                 y = protocol.check_dealer(rt, p, own, theirs, y)
@@ -111,15 +110,3 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     return [backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs),
                           (parts[0][i], parts[1][i]), shape) for i in range(k)]
 
-
-def _opened(own: tf.Tensor, received: tf.Tensor, n, limbs: int) -> tf.Tensor:
-    """The opened bits m = msb ^ r of n comparisons as booleans [n] ([n, 1]
-    for 2 limbs, to broadcast over a share's limbs), from both step-7
-    messages (one word per block of 64, bit j = comparison j:
-    ops/bitwise/bitwise.h's Finish reads them the same way)."""
-    words = tf.bitwise.bitwise_xor(own, received)                    # [blocks, 1]
-    shifts = tf.constant([list(range(protocol.BLOCK))], tf.int64)     # [1, 64]
-    bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(words, shifts), 1)
-    bits = tf.reshape(bits, [-1, 1] if limbs == 2 else [-1])
-    bits = tf.slice(bits, [0] * bits.shape.rank, [n] + [1] * (bits.shape.rank - 1))
-    return tf.cast(bits, tf.bool)   # nonzero -> True

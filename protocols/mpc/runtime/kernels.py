@@ -207,6 +207,14 @@ def bw_finish(own, received, key, nonce, ring, n, ring_bits: int, frac_bits: int
                                       frac_bits=frac_bits, party=party)
 
 
+def bw_select(own, received, v, w, ring_bits: int):
+    """A server after a comparison's opening: its share [k, n] of [x < 0]·v
+    from both step-7 messages and its shares of v and of [r·v] (v - w where
+    the opened bit is 1, w where it is 0)."""
+    return _ops().tf_privpy_bw_select(own=own, received=received, v=v, w=w,
+                                      ring_bits=ring_bits)
+
+
 # ---------------------------------------------------------------- aead family
 # Wire format (ops/aead/aead.h): a plaintext of n bytes is sealed as
 # K = max(1, ceil(n / AEAD_CHUNK_BYTES)) chunks, each its own GCM invocation

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from ..runtime import cost as C
@@ -58,14 +59,23 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     batch's size on the dealer, for a trace that does not know it)."""
     rt, limbs, bits = backend.rt, backend.limbs, backend.bits
     k = len(vs)
+    servers = protocol.SERVERS
+    # shapes and empty operands as constants made once per graph and server
+    const = lambda p, value, dtype=tf.int32: rt.constant(servers[p], value, dtype)  # noqa: E731
+    tail = [2] if limbs == 2 else []
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
-    low = backend.local(lambda s, party: sh.low64(s, limbs), z)
+    # sh.low64 (the flat low limb), its shape a cached constant
+    low = backend.local(lambda s, party: tf.reshape(
+        s if limbs == 1 else tf.unstack(s, num=2, axis=-1)[0], const(party, [-1])), z)
     n_static: Optional[int] = low[0].shape[0]
     # The k operands stacked [k, n(, 2)], not concatenated: the opened bits
     # [n] broadcast over them and one Unpack splits the result back (the
-    # trace costs per op: no tiling, slicing or size arithmetic).
-    flat = lambda p: tf.stack([sh.reshape(v, [-1], limbs) for v in p])  # noqa: E731
-    v = backend.map_many(flat, list(vs))
+    # trace costs per op: no tiling, slicing or size arithmetic); one
+    # operand (a ReLU) is one Reshape.
+    v = backend.local(
+        lambda *p, party: (tf.reshape(p[0], const(party, [1, -1] + tail)) if k == 1 else
+                           tf.stack([tf.reshape(x, const(party, [-1] + tail)) for x in p])),
+        *vs)
     with tf.device(rt.device("S1")):
         # low is flat: its size is n (a Python int when the trace knows it)
         n_s1 = n_static if n_static is not None else tf.size(low[0], out_type=tf.int64)
@@ -77,10 +87,12 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     # S2's are the dealer's `ring`.
     with tf.device(rt.device("S1")):
         blocks = (n_s1 + protocol.BLOCK - 1) // protocol.BLOCK
-        nothing = tf.zeros([blocks, 1] if n_static is not None
-                           else tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64)
-        empty = tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
-        r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_s1,
+        if n_static is not None:
+            nothing, n_r = const(0, np.zeros([blocks, 1]), tf.int64), const(0, n_s1, tf.int64)
+        else:
+            nothing, n_r = tf.zeros(tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64), n_s1
+        empty = const(0, np.zeros([0] + tail), tf.int64)
+        r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_r,
                                bits, 0, party=0)
     r = backend.map_many(lambda p: tf.stack(p * k), [(r1, m["ring"])])
     w = backend.mul_messages(r, v, truncate=False)
@@ -102,11 +114,17 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     if C.active() and n_static is not None:   # else the caller declares (ltz_mul_bill)
         C.declare(ltz_mul_cost(n_static, k, bits))
 
-    parts = []
-    for p in range(2):
-        with backend.on(p):
-            parts.append(tf.unstack(out[p], num=k))
-    C.propagate(out, parts[0] + parts[1])
-    return [backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs),
-                          (parts[0][i], parts[1][i]), shape) for i in range(k)]
+    if k == 1:   # one operand: its shape at once, no Unpack
+        parts = [[y] for y in out]
+    else:
+        parts = []
+        for p in range(2):
+            with backend.on(p):
+                parts.append(tf.unstack(out[p], num=k))
+        C.propagate(out, parts[0] + parts[1])
 
+    def back(y, shp, party):
+        if isinstance(shp, list):
+            return tf.reshape(y, const(party, shp + tail))
+        return sh.reshape(y, shp, limbs)
+    return [backend.local(back, (parts[0][i], parts[1][i]), shape) for i in range(k)]

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from . import kernels, keying
@@ -92,6 +93,30 @@ class Runtime:
     # ------------------------------------------------------------ devices
     def device(self, party: str) -> str:
         return self.devices[party]
+
+    def constant(self, party: str, value, dtype=tf.int64) -> tf.Tensor:
+        """A public constant on `party`, made once per graph being built
+        (tracing costs per op; protocols ask for the same shapes and empty
+        operands call after call). Shared safely: a Const has no inputs and
+        no state, and it is made without the caller's control dependencies,
+        so reusing it orders nothing. The cache lives on the graph (each
+        tf.function trace, loop body and branch has its own), keyed by
+        device, dtype and value; eagerly it is a plain constant."""
+        device = self.devices[party]
+        if tf.executing_eagerly():
+            with tf.device(device):
+                return tf.constant(value, dtype)
+        graph = tf.compat.v1.get_default_graph()
+        cache = getattr(graph, "_tp_constants", None)
+        if cache is None:
+            cache = graph._tp_constants = {}
+        a = np.asarray(value, dtype.as_numpy_dtype)
+        key = (device, dtype, a.shape, a.tobytes())
+        c = cache.get(key)
+        if c is None:
+            with tf.control_dependencies(None), tf.device(device):
+                c = cache[key] = tf.constant(a, dtype)
+        return c
 
     # --------------------------------------------------------------- keys
     @staticmethod

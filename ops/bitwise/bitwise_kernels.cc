@@ -241,11 +241,11 @@ class BwSelectOp : public RingKernel<BwSelectOp> {
     TensorShape shape, w_shape;
     OP_REQUIRES_OK(ctx, RingShape<T>(v, "v", &shape));
     OP_REQUIRES_OK(ctx, RingShape<T>(w, "w", &w_shape));
-    OP_REQUIRES(ctx, shape.dims() == 2 && shape == w_shape,
-                errors::InvalidArgument("v and w must be [k, n] alike, got ",
+    OP_REQUIRES(ctx, (shape.dims() == 1 || shape.dims() == 2) && shape == w_shape,
+                errors::InvalidArgument("v and w must be [k, n] or [n] alike, got ",
                                         v.shape().DebugString(), " and ",
                                         w.shape().DebugString()));
-    const int64_t n = shape.dim_size(1), blocks = bitwise::Blocks(n);
+    const int64_t n = shape.dim_size(shape.dims() - 1), blocks = bitwise::Blocks(n);
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(0), "own", blocks, 1));
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(1), "the received message", blocks, 1));
     Tensor* out;

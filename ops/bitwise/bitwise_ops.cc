@@ -128,14 +128,18 @@ REGISTER_OP("TfPrivpy>BwSelect")
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &own));
       TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &recv));
       TF_RETURN_IF_ERROR(c->Merge(own, recv, &own));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(2), bits == 128 ? 3 : 2, &v));
-      TF_RETURN_IF_ERROR(c->WithRank(c->input(3), bits == 128 ? 3 : 2, &w));
+      // [k, n] or [n] (k = 1), and the limbs
+      const int limb = bits == 128 ? 1 : 0;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(2), 1 + limb, &v));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(v, 2 + limb, &v));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(3), 1 + limb, &w));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(w, 2 + limb, &w));
       TF_RETURN_IF_ERROR(c->Merge(v, w, &v));
       c->set_output(0, v);
       return ::tensorflow::OkStatus();
     })
     .Doc("On a server after a comparison's opening: its share of "
-         "[x < 0]·v for k operands v [k, n] from both step-7 messages m "
+         "[x < 0]·v for k operands v [k, n] (or one, [n]) from both step-7 messages m "
          "(one word per block of 64 comparisons) and its share w of [r·v]: "
          "v - w where m = 1, w where m = 0.");
 

@@ -150,7 +150,7 @@ def deal(rt, n_static: Optional[int], n_s1: Optional[tf.Tensor], bits: int, frac
     key, nonce, kd, nd = {}, {}, {}, {}
     for p, party in enumerate(SERVERS):
         key[p], nonce[p] = rt.key_material(party, DEALER, party)
-        kd[p], nd[p] = rt.key_material(party, DEALER, DEALER)
+    (kd[0], nd[0]), (kd[1], nd[1]) = rt.key_materials(DEALER, [(s, DEALER) for s in SERVERS])
     if n_static is None and dealer_n is not None:   # the dealer knows it
         n_t = dealer_n
     elif n_static is None:   # the size is public: S1 tells the dealer

@@ -64,18 +64,19 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     const = lambda p, value, dtype=tf.int32: rt.constant(servers[p], value, dtype)  # noqa: E731
     tail = [2] if limbs == 2 else []
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
-    # sh.low64 (the flat low limb), its shape a cached constant
-    low = backend.local(lambda s, party: tf.reshape(
-        s if limbs == 1 else tf.unstack(s, num=2, axis=-1)[0], const(party, [-1])), z)
+    # z flat [n(, 2)], its low limb (sh.low64) by one Unpack; an operand
+    # that is z itself (ReLU, |x|) reuses the flat z
+    flat = lambda x, party: tf.reshape(x, const(party, [-1] + tail))  # noqa: E731
+    zf = backend.local(flat, z)
+    low = zf if limbs == 1 else backend.local(
+        lambda s, party: tf.unstack(s, num=2, axis=-1)[0], zf)
     n_static: Optional[int] = low[0].shape[0]
     # The k operands stacked [k, n(, 2)], not concatenated: the opened bits
     # [n] broadcast over them and one Unpack splits the result back (the
     # trace costs per op: no tiling, slicing or size arithmetic); one
-    # operand (a ReLU) is one Reshape.
-    v = backend.local(
-        lambda *p, party: (tf.reshape(p[0], const(party, [1, -1] + tail)) if k == 1 else
-                           tf.stack([tf.reshape(x, const(party, [-1] + tail)) for x in p])),
-        *vs)
+    # operand (a ReLU) stays flat [n(, 2)]: no Pack or Unpack.
+    vf = [zf if x[0] is z[0] and x[1] is z[1] else backend.local(flat, x) for x in vs]
+    v = vf[0] if k == 1 else backend.map_many(tf.stack, vf)
     with tf.device(rt.device("S1")):
         # low is flat: its size is n (a Python int when the trace knows it)
         n_s1 = n_static if n_static is not None else tf.size(low[0], out_type=tf.int64)
@@ -94,7 +95,8 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
         empty = const(0, np.zeros([0] + tail), tf.int64)
         r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_r,
                                bits, 0, party=0)
-    r = backend.map_many(lambda p: tf.stack(p * k), [(r1, m["ring"])])
+    r = (r1, m["ring"]) if k == 1 else backend.map_many(lambda p: tf.stack(p * k),
+                                                          [(r1, m["ring"])])
     w = backend.mul_messages(r, v, truncate=False)
 
     msg, recv, _ = protocol.rounds(backend, low, m, sizes=False)

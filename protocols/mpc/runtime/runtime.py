@@ -145,6 +145,17 @@ class Runtime:
         with tf.device(self.devices[at]):
             return kernels.stream_next(self._keys[pair][at], self._counters[pair][at])
 
+    def key_materials(self, at: str, pairs: Sequence[Tuple[str, str]]
+                      ) -> List[Tuple[tf.Tensor, tf.Tensor]]:
+        """(key, fresh nonce) of each a-b stream of `pairs` on party `at`,
+        all in one op (a protocol call takes several streams per party)."""
+        if len(pairs) == 1:
+            return [self.key_material(pairs[0][0], pairs[0][1], at)]
+        ps = [self._pair(a, b) for a, b in pairs]
+        with tf.device(self.devices[at]):
+            return kernels.stream_next_many([self._keys[p][at] for p in ps],
+                                            [self._counters[p][at] for p in ps])
+
     # ------------------------------------------------------------ traffic
     def send(self, src: str, dst: str, *payload: tf.Tensor,
              headers: Sequence[tf.Tensor] = ()) -> Tuple[List[tf.Tensor], List[tf.Tensor]]:

@@ -179,6 +179,9 @@ class Runtime:
         in every protocol); arguments may be ints or int64 tensors on S1."""
         values = (rounds, multiplications, comparisons)
         static = [tf.get_static_value(v) if tf.is_tensor(v) else v for v in values]
+        if all(v is not None for v in static) and self.channels.add_at_end(
+                self._protocol_counters, self.devices["S1"], static):
+            return   # once for the whole graph, as its messages (Channels.counted_at_end)
         with tf.device(self.devices["S1"]):
             if all(v is not None for v in static):
                 # known while tracing (the usual case): one constant, so a

@@ -181,7 +181,8 @@ def test_tp_cost_traces_without_running_and_equals_a_run(case):
 
 def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(ring_case):
     """Channels.counted_at_end (what PrivateModel.predict traces under): one
-    counter update per link instead of two ops per message, and the same
+    counter update per link instead of two ops per message (and one for the
+    protocol counters instead of two ops per protocol call), and the same
     totals after a run as without it; a send inside a while loop's body
     (another graph) is still counted where it happens, once per iteration.
     Broken variant tried while writing this: deferring the loop body's sends
@@ -212,7 +213,12 @@ def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(rin
             out = f(x)
         np.testing.assert_allclose(tp.reveal(out).numpy(), plain ** 6, atol=1e-3)
         runs[deferred, "links"] = counted.links
+        runs[deferred, "protocol"] = (counted.rounds, counted.multiplications,
+                                      counted.comparisons)
     assert runs[True, "links"] == runs[False, "links"]
+    # the runtime's protocol counters (Channels.add_at_end) add up the same
+    assert runs[True, "protocol"] == runs[False, "protocol"]
+    assert runs[True, "protocol"][1] > 0
     assert runs[True, "links"][("S1", "T1")][0] == 5   # 2 outside the loop + 3 iterations
     # outside the loop: one update per link used (6 of them) instead of one per message
     assert runs[True] < runs[False]

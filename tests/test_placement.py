@@ -32,8 +32,10 @@ def test_multiplication_placement(ring, kind):
     placed = {k: sorted(v) for k, v in placed.items()}
     assert placed == {
         # each party takes (key, nonce) of each stream it uses: S1 of S1-S2
-        # and S1-T1, S2 of S1-S2 and S2-T2, T1 of S1-T1, T2 of S2-T2
-        ("TfPrivpy>StreamNext", None): ["S1", "S1", "S2", "S2", "T1", "T2"],
+        # and S1-T1, S2 of S1-S2 and S2-T2 (each server's two in one op),
+        # T1 of S1-T1, T2 of S2-T2
+        ("TfPrivpy>StreamNextMany", None): ["S1", "S2"],
+        ("TfPrivpy>StreamNext", None): ["T1", "T2"],
         ("TfPrivpy>MulMask", 0): ["S1"], ("TfPrivpy>MulMask", 1): ["S2"],
         ("TfPrivpy>MulAssist", None): ["T1", "T2"],
         ("TfPrivpy>MulFinish", 0): ["S1"], ("TfPrivpy>MulFinish", 1): ["S2"],

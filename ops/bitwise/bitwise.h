@@ -132,6 +132,21 @@ void Finish(int party, const uint64_t* own, const uint64_t* recv, const T* R, T 
   }
 }
 
+// Server p's share of [msb]·v for k operands of n elements each (the
+// select beside a comparison, protocols/mpc/bitwise/selects.py): with m =
+// own ^ recv opened as in Finish and w its share of [r·v],
+// m·v + (1 - 2m)·[r·v] is v - w where m = 1 and w where m = 0, exact in the
+// ring. v, w, out are [k, n] row-major; flat indices [f0, f1) of k·n.
+template <typename T>
+void Select(const uint64_t* own, const uint64_t* recv, const T* v, const T* w, int64_t n,
+            T* out, int64_t f0, int64_t f1) {
+  for (int64_t f = f0; f < f1; ++f) {
+    const int64_t i = f % n, b = i / kBlock;
+    const T s = T(0) - static_cast<T>(((own[b] ^ recv[b]) >> (i % kBlock)) & 1);
+    out[f] = ((v[f] - w[f]) & s) | (w[f] & ~s);
+  }
+}
+
 }  // namespace bitwise
 }  // namespace tf_privpy
 

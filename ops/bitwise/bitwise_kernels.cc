@@ -232,11 +232,40 @@ class BwFinishOp : public RingKernel<BwFinishOp> {
   int frac_, party_;
 };
 
+class BwSelectOp : public RingKernel<BwSelectOp> {
+ public:
+  explicit BwSelectOp(OpKernelConstruction* ctx) : RingKernel(ctx) {}
+  template <typename T>
+  void Run(OpKernelContext* ctx) {
+    const Tensor &v = ctx->input(2), &w = ctx->input(3);
+    TensorShape shape, w_shape;
+    OP_REQUIRES_OK(ctx, RingShape<T>(v, "v", &shape));
+    OP_REQUIRES_OK(ctx, RingShape<T>(w, "w", &w_shape));
+    OP_REQUIRES(ctx, (shape.dims() == 1 || shape.dims() == 2) && shape == w_shape,
+                errors::InvalidArgument("v and w must be [k, n] or [n] alike, got ",
+                                        v.shape().DebugString(), " and ",
+                                        w.shape().DebugString()));
+    const int64_t n = shape.dim_size(shape.dims() - 1), blocks = bitwise::Blocks(n);
+    OP_REQUIRES_OK(ctx, CheckWords(ctx->input(0), "own", blocks, 1));
+    OP_REQUIRES_OK(ctx, CheckWords(ctx->input(1), "the received message", blocks, 1));
+    Tensor* out;
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, v.shape(), &out));
+    if (n == 0) return;
+    const uint64_t *own = Words(ctx->input(0)), *recv = Words(ctx->input(1));
+    const T *pv = RingData<T>(v), *pw = RingData<T>(w);
+    T* y = RingData<T>(out);
+    TfParallelFor(ctx)(shape.num_elements(), 4, [&](int64_t f0, int64_t f1) {
+      bitwise::Select<T>(own, recv, pv, pw, n, y, f0, f1);
+    });
+  }
+};
+
 }  // namespace
 
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>BwDeal").Device(DEVICE_CPU), BwDealOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>BwInput").Device(DEVICE_CPU), BwInputOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>BwStep").Device(DEVICE_CPU), BwStepOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>BwFinish").Device(DEVICE_CPU), BwFinishOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>BwSelect").Device(DEVICE_CPU), BwSelectOp);
 
 }  // namespace tf_privpy

@@ -114,4 +114,33 @@ REGISTER_OP("TfPrivpy>BwFinish")
          "both step-7 messages m and its share of r·2^frac_bits (S1: from its "
          "stream with T; S2: the dealer's `ring`, an empty tensor on S1).");
 
+REGISTER_OP("TfPrivpy>BwSelect")
+    .Input("own: int64")
+    .Input("received: int64")
+    .Input("v: int64")
+    .Input("w: int64")
+    .Output("y: int64")
+    .Attr("ring_bits: int")
+    .SetShapeFn([](InferenceContext* c) {
+      int bits;
+      TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+      ShapeHandle own, recv, v, w;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &own));
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(1), 2, &recv));
+      TF_RETURN_IF_ERROR(c->Merge(own, recv, &own));
+      // [k, n] or [n] (k = 1), and the limbs
+      const int limb = bits == 128 ? 1 : 0;
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(2), 1 + limb, &v));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(v, 2 + limb, &v));
+      TF_RETURN_IF_ERROR(c->WithRankAtLeast(c->input(3), 1 + limb, &w));
+      TF_RETURN_IF_ERROR(c->WithRankAtMost(w, 2 + limb, &w));
+      TF_RETURN_IF_ERROR(c->Merge(v, w, &v));
+      c->set_output(0, v);
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("On a server after a comparison's opening: its share of "
+         "[x < 0]·v for k operands v [k, n] (or one, [n]) from both step-7 messages m "
+         "(one word per block of 64 comparisons) and its share w of [r·v]: "
+         "v - w where m = 1, w where m = 0.");
+
 }  // namespace tf_privpy

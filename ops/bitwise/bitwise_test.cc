@@ -76,6 +76,41 @@ void RunBatch(const std::vector<uint64_t>& x1, const std::vector<uint64_t>& x2,
     out[p].resize(n);
     Finish<T>(p, msg[p].data(), msg[1 - p].data(), R[p], scale, out[p].data(), 0, n);
   }
+  // Select: shares of [msb]·v for k operands from shares of v and of r·v
+  // (r the dealt bit, as DealRing reads it); y1 + y2 must be msb·v.
+  const int64_t k = 3;
+  const int64_t o1 = OwnOffset(0, kSegments - 1, blocks), o2 = OwnOffset(1, kSegments - 1, blocks);
+  auto random_t = [&rng] {
+    T r = static_cast<T>(rng());
+    if (RingTraits<T>::kLimbs == 2) r ^= static_cast<T>(rng()) << (RingTraits<T>::kBits / 2);
+    return r;
+  };
+  std::vector<T> v[2], w[2], y[2];
+  for (int p = 0; p < 2; ++p) {
+    v[p].resize(k * n);
+    w[p].resize(k * n);
+    y[p].resize(k * n);
+    for (auto& e : v[p]) e = random_t();
+  }
+  for (int64_t f = 0; f < k * n; ++f) {
+    const int64_t i = f % n, b = i / kBlock;
+    const T r = static_cast<T>(((s[0][o1 + b] ^ s[1][o2 + b]) >> (i % kBlock)) & 1);
+    w[0][f] = random_t();
+    w[1][f] = r * (v[0][f] + v[1][f]) - w[0][f];
+  }
+  for (int p = 0; p < 2; ++p) {   // in two pieces, as the thread pool may split it
+    Select<T>(msg[p].data(), msg[1 - p].data(), v[p].data(), w[p].data(), n, y[p].data(), 0,
+              k * n / 2);
+    Select<T>(msg[p].data(), msg[1 - p].data(), v[p].data(), w[p].data(), n, y[p].data(),
+              k * n / 2, k * n);
+  }
+  int wrong_select = 0;
+  for (int64_t f = 0; f < k * n; ++f) {
+    const int64_t i = f % n;
+    const bool msb = static_cast<int64_t>(x1[i] + x2[i]) < 0;
+    if (y[0][f] + y[1][f] != (msb ? v[0][f] + v[1][f] : T(0))) ++wrong_select;
+  }
+  CHECK(wrong_select == 0);
   int wrong = 0;
   for (int64_t i = 0; i < n; ++i) {
     const bool want = static_cast<int64_t>(x1[i] + x2[i]) < 0;

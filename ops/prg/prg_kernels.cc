@@ -37,39 +37,65 @@ class RandomKeyOp : public OpKernel {
   }
 };
 
+// Copies pair key variable `key` into key_out [2] and takes the next nonce
+// of its stream from `counter` into nonce_out [] (advancing it by one).
+void NextOfStream(OpKernelContext* ctx, const ::tensorflow::ResourceHandle& key_handle,
+                  const ::tensorflow::ResourceHandle& counter_handle, Tensor* key_out,
+                  Tensor* nonce_out) {
+  using ::tensorflow::Var;
+  ::tensorflow::core::RefCountPtr<Var> key, counter;
+  OP_REQUIRES_OK(ctx, LookupResource(ctx, key_handle, &key));
+  OP_REQUIRES_OK(ctx, LookupResource(ctx, counter_handle, &counter));
+  {
+    ::tensorflow::tf_shared_lock l(*key->mu());
+    const Tensor& k = *key->tensor();
+    OP_REQUIRES(ctx, k.dtype() == ::tensorflow::DT_INT64 && k.NumElements() == 2,
+                errors::InvalidArgument("key variable must hold int64[2]"));
+    key_out->flat<int64_t>()(0) = k.flat<int64_t>()(0);
+    key_out->flat<int64_t>()(1) = k.flat<int64_t>()(1);
+  }
+  ::tensorflow::mutex_lock l(*counter->mu());
+  Tensor* c = counter->tensor();
+  OP_REQUIRES(ctx, c->dtype() == ::tensorflow::DT_INT64 && c->NumElements() == 1,
+              errors::InvalidArgument("counter variable must hold an int64 scalar"));
+  const int64_t n = c->scalar<int64_t>()();
+  OP_REQUIRES(ctx, n >= 0 && n < std::numeric_limits<int64_t>::max(),
+              errors::ResourceExhausted("PRG stream nonces exhausted"));
+  // Replace rather than update in place: a reader may alias the old buffer.
+  Tensor next(::tensorflow::DT_INT64, TensorShape({}));
+  next.scalar<int64_t>()() = n + 1;
+  *c = next;
+  nonce_out->scalar<int64_t>()() = n;
+}
+
 class StreamNextOp : public OpKernel {
  public:
   using OpKernel::OpKernel;
   void Compute(OpKernelContext* ctx) override {
     TF_PRIVPY_TRACE_KERNEL(ctx);
-    using ::tensorflow::Var;
-    ::tensorflow::core::RefCountPtr<Var> key, counter;
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 0), &key));
-    OP_REQUIRES_OK(ctx, LookupResource(ctx, HandleFromInput(ctx, 1), &counter));
-    Tensor* key_out;
+    Tensor *key_out, *nonce_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({2}), &key_out));
-    {
-      ::tensorflow::tf_shared_lock l(*key->mu());
-      const Tensor& k = *key->tensor();
-      OP_REQUIRES(ctx, k.dtype() == ::tensorflow::DT_INT64 && k.NumElements() == 2,
-                  errors::InvalidArgument("key variable must hold int64[2]"));
-      key_out->flat<int64_t>()(0) = k.flat<int64_t>()(0);
-      key_out->flat<int64_t>()(1) = k.flat<int64_t>()(1);
-    }
-    Tensor* nonce_out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, TensorShape({}), &nonce_out));
-    ::tensorflow::mutex_lock l(*counter->mu());
-    Tensor* c = counter->tensor();
-    OP_REQUIRES(ctx, c->dtype() == ::tensorflow::DT_INT64 && c->NumElements() == 1,
-                errors::InvalidArgument("counter variable must hold an int64 scalar"));
-    const int64_t n = c->scalar<int64_t>()();
-    OP_REQUIRES(ctx, n >= 0 && n < std::numeric_limits<int64_t>::max(),
-                errors::ResourceExhausted("PRG stream nonces exhausted"));
-    // Replace rather than update in place: a reader may alias the old buffer.
-    Tensor next(::tensorflow::DT_INT64, TensorShape({}));
-    next.scalar<int64_t>()() = n + 1;
-    *c = next;
-    nonce_out->scalar<int64_t>()() = n;
+    NextOfStream(ctx, HandleFromInput(ctx, 0), HandleFromInput(ctx, 1), key_out, nonce_out);
+  }
+};
+
+// StreamNext of N streams on one device in one kernel (inputs: N keys, then
+// N counters; outputs: N keys, then N nonces); each counter advances once.
+class StreamNextManyOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+  void Compute(OpKernelContext* ctx) override {
+    TF_PRIVPY_TRACE_KERNEL(ctx);
+    const int n = ctx->num_inputs() / 2;
+    for (int i = 0; i < n; ++i) {
+      Tensor *key_out, *nonce_out;
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(i, TensorShape({2}), &key_out));
+      OP_REQUIRES_OK(ctx, ctx->allocate_output(n + i, TensorShape({}), &nonce_out));
+      NextOfStream(ctx, HandleFromInput(ctx, i), HandleFromInput(ctx, n + i), key_out,
+                   nonce_out);
+      if (!ctx->status().ok()) return;
+    }
   }
 };
 
@@ -209,6 +235,8 @@ REGISTER_KERNEL_BUILDER(Name("TfPrivpy>RandomKey").Device(DEVICE_CPU),
                         RandomKeyOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>StreamNext").Device(DEVICE_CPU),
                         StreamNextOp);
+REGISTER_KERNEL_BUILDER(Name("TfPrivpy>StreamNextMany").Device(DEVICE_CPU),
+                        StreamNextManyOp);
 REGISTER_KERNEL_BUILDER(Name("TfPrivpy>TakeOnce").Device(DEVICE_CPU),
                         TakeOnceOp);
 REGISTER_KERNEL_BUILDER(

@@ -34,6 +34,25 @@ REGISTER_OP("TfPrivpy>StreamNext")
          "The counter lives in TF state, so every run of a traced function "
          "gets a fresh nonce (DESIGN §4).");
 
+REGISTER_OP("TfPrivpy>StreamNextMany")
+    .Input("keys: N * resource")
+    .Input("counters: N * resource")
+    .Output("key_values: N * int64")
+    .Output("nonces: N * int64")
+    .Attr("N: int >= 1")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      const int n = c->num_outputs() / 2;
+      for (int i = 0; i < n; ++i) {
+        c->set_output(i, c->Vector(2));
+        c->set_output(n + i, c->Scalar());
+      }
+      return ::tensorflow::OkStatus();
+    })
+    .Doc("StreamNext of N streams held on one device, in one op (tracing "
+         "and a graph's first run cost per op): each key read and each "
+         "counter advanced by one, as N StreamNext ops would.");
+
 REGISTER_OP("TfPrivpy>TakeOnce")
     .Input("fresh: resource")
     .Input("value: resource")

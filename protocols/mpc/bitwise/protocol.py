@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, Dict, Optional
 
+import numpy as np
 import tensorflow as tf
 
 from ..runtime import cost as C
@@ -149,7 +150,7 @@ def deal(rt, n_static: Optional[int], n_s1: Optional[tf.Tensor], bits: int, frac
     key, nonce, kd, nd = {}, {}, {}, {}
     for p, party in enumerate(SERVERS):
         key[p], nonce[p] = rt.key_material(party, DEALER, party)
-        kd[p], nd[p] = rt.key_material(party, DEALER, DEALER)
+    (kd[0], nd[0]), (kd[1], nd[1]) = rt.key_materials(DEALER, [(s, DEALER) for s in SERVERS])
     if n_static is None and dealer_n is not None:   # the dealer knows it
         n_t = dealer_n
     elif n_static is None:   # the size is public: S1 tells the dealer
@@ -158,8 +159,7 @@ def deal(rt, n_static: Optional[int], n_s1: Optional[tf.Tensor], bits: int, frac
                              "on the dealer (Backend.batch_sizes): give one")
         (n_t,) = rt.send("S1", DEALER, headers=(n_s1,))[1]
     else:
-        with tf.device(rt.device(DEALER)):
-            n_t = tf.constant(n_static, tf.int64)
+        n_t = rt.constant(DEALER, n_static)
     with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
         dealt, ring = kernels.bw_deal(kd[0], nd[0], kd[1], nd[1], n_t, bits, frac_bits)
     (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", dealt, ring, headers=(nd[1],))
@@ -198,20 +198,20 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
     return out[0], out[1]
 
 
-def rounds(backend, low, m: Dict[str, Any]):
+def rounds(backend, low, m: Dict[str, Any], sizes: bool = True):
     """The servers' eight message rounds (steps 0-7) on flat low halves
     `low` with the dealt material `m`: by party index, each server's own
     step-7 message, the other's (their XOR is msb ^ r, one bit per
-    comparison, bit-sliced) and n on that server."""
+    comparison, bit-sliced) and n on that server (None unless `sizes`:
+    a select reads n from its operands)."""
     rt = backend.rt
     key, nonce, corr = m["key"], m["nonce"], m["corrections"]
     state, msg, n = {}, {}, {}
     for p, party in enumerate(SERVERS):
         with tf.device(rt.device(party)):
-            n[p] = tf.size(low[p], out_type=tf.int64)   # low is flat: one op
+            n[p] = tf.size(low[p], out_type=tf.int64) if sizes else None   # low is flat
             state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
-    with tf.device(rt.device("S1")):   # S1 has no dealer message: one empty tensor
-        none = tf.zeros([0], tf.int64)
+    none = rt.constant("S1", np.zeros([0]))   # S1 has no dealer message: an empty tensor
     for step in range(1, len(MESSAGE_WORDS)):
         recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
         for p, party in enumerate(SERVERS):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from ..runtime import cost as C
@@ -58,14 +59,24 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     batch's size on the dealer, for a trace that does not know it)."""
     rt, limbs, bits = backend.rt, backend.limbs, backend.bits
     k = len(vs)
+    servers = protocol.SERVERS
+    # shapes and empty operands as constants made once per graph and server
+    const = lambda p, value, dtype=tf.int32: rt.constant(servers[p], value, dtype)  # noqa: E731
+    tail = [2] if limbs == 2 else []
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
-    low = backend.local(lambda s, party: sh.low64(s, limbs), z)
+    # z flat [n(, 2)], its low limb (sh.low64) by one Unpack; an operand
+    # that is z itself (ReLU, |x|) reuses the flat z
+    flat = lambda x, party: tf.reshape(x, const(party, [-1] + tail))  # noqa: E731
+    zf = backend.local(flat, z)
+    low = zf if limbs == 1 else backend.local(
+        lambda s, party: tf.unstack(s, num=2, axis=-1)[0], zf)
     n_static: Optional[int] = low[0].shape[0]
     # The k operands stacked [k, n(, 2)], not concatenated: the opened bits
     # [n] broadcast over them and one Unpack splits the result back (the
-    # trace costs per op: no tiling, slicing or size arithmetic).
-    flat = lambda p: tf.stack([sh.reshape(v, [-1], limbs) for v in p])  # noqa: E731
-    v = backend.map_many(flat, list(vs))
+    # trace costs per op: no tiling, slicing or size arithmetic); one
+    # operand (a ReLU) stays flat [n(, 2)]: no Pack or Unpack.
+    vf = [zf if x[0] is z[0] and x[1] is z[1] else backend.local(flat, x) for x in vs]
+    v = vf[0] if k == 1 else backend.map_many(tf.stack, vf)
     with tf.device(rt.device("S1")):
         # low is flat: its size is n (a Python int when the trace knows it)
         n_s1 = n_static if n_static is not None else tf.size(low[0], out_type=tf.int64)
@@ -77,22 +88,24 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     # S2's are the dealer's `ring`.
     with tf.device(rt.device("S1")):
         blocks = (n_s1 + protocol.BLOCK - 1) // protocol.BLOCK
-        nothing = tf.zeros([blocks, 1] if n_static is not None
-                           else tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64)
-        empty = tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
-        r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_s1,
+        if n_static is not None:
+            nothing, n_r = const(0, np.zeros([blocks, 1]), tf.int64), const(0, n_s1, tf.int64)
+        else:
+            nothing, n_r = tf.zeros(tf.stack([blocks, tf.constant(1, tf.int64)]), tf.int64), n_s1
+        empty = const(0, np.zeros([0] + tail), tf.int64)
+        r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_r,
                                bits, 0, party=0)
-    r = backend.map_many(lambda p: tf.stack(p * k), [(r1, m["ring"])])
+    r = (r1, m["ring"]) if k == 1 else backend.map_many(lambda p: tf.stack(p * k),
+                                                          [(r1, m["ring"])])
     w = backend.mul_messages(r, v, truncate=False)
 
-    msg, recv, n = protocol.rounds(backend, low, m)
+    msg, recv, _ = protocol.rounds(backend, low, m, sizes=False)
     out = []
     for p, party in enumerate(protocol.SERVERS):
         with tf.device(rt.device(party)):
-            opened = _opened(msg[p], recv[p], n_static if n_static is not None else n[p],
-                             limbs)
-            # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = 1, [r·v] where m = 0
-            y = tf.where(opened, kernels.ring_sub(v[p], w[p], bits), w[p])
+            # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = msb ^ r (both step-7
+            # words) is 1, [r·v] where it is 0, in one kernel on this server
+            y = kernels.bw_select(msg[p], recv[p], v[p], w[p], bits)
             if p in m["checks"]:   # S1's stream with the dealer was in step
                 own, theirs = m["checks"][p]
                 y = protocol.check_dealer(rt, p, own, theirs, y)
@@ -103,23 +116,17 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     if C.active() and n_static is not None:   # else the caller declares (ltz_mul_bill)
         C.declare(ltz_mul_cost(n_static, k, bits))
 
-    parts = []
-    for p in range(2):
-        with backend.on(p):
-            parts.append(tf.unstack(out[p], num=k))
-    C.propagate(out, parts[0] + parts[1])
-    return [backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs),
-                          (parts[0][i], parts[1][i]), shape) for i in range(k)]
+    if k == 1:   # one operand: its shape at once, no Unpack
+        parts = [[y] for y in out]
+    else:
+        parts = []
+        for p in range(2):
+            with backend.on(p):
+                parts.append(tf.unstack(out[p], num=k))
+        C.propagate(out, parts[0] + parts[1])
 
-
-def _opened(own: tf.Tensor, received: tf.Tensor, n, limbs: int) -> tf.Tensor:
-    """The opened bits m = msb ^ r of n comparisons as booleans [n] ([n, 1]
-    for 2 limbs, to broadcast over a share's limbs), from both step-7
-    messages (one word per block of 64, bit j = comparison j:
-    ops/bitwise/bitwise.h's Finish reads them the same way)."""
-    words = tf.bitwise.bitwise_xor(own, received)                    # [blocks, 1]
-    shifts = tf.constant([list(range(protocol.BLOCK))], tf.int64)     # [1, 64]
-    bits = tf.bitwise.bitwise_and(tf.bitwise.right_shift(words, shifts), 1)
-    bits = tf.reshape(bits, [-1, 1] if limbs == 2 else [-1])
-    bits = tf.slice(bits, [0] * bits.shape.rank, [n] + [1] * (bits.shape.rank - 1))
-    return tf.cast(bits, tf.bool)   # nonzero -> True
+    def back(y, shp, party):
+        if isinstance(shp, list):
+            return tf.reshape(y, const(party, shp + tail))
+        return sh.reshape(y, shp, limbs)
+    return [backend.local(back, (parts[0][i], parts[1][i]), shape) for i in range(k)]

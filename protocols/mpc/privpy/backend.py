@@ -371,19 +371,29 @@ class Backend(abc.ABC):
             if sh.logical_shape(y[0], self.limbs) != s or not s.is_fully_defined():
                 raise ValueError("mul_many needs pairs of equal, fully known shapes")
         sizes = [s.num_elements() for s in shapes]
+        tail = [2] if self.limbs == 2 else []
+        # shapes, sizes and axes as constants made once per graph and server
+        const = lambda i, v: self.rt.constant(self.holders[i], v, tf.int32)  # noqa: E731
 
-        def flat(parts):
-            return tf.concat([sh.reshape(p, [-1], self.limbs) for p in parts], 0)
+        def flat(xs):
+            out = []
+            for i in range(2):
+                with self.on(i):
+                    out.append(tf.concat([tf.reshape(x[i], const(i, [-1] + tail)) for x in xs],
+                                         const(i, 0)))
+            C.propagate([t for x in xs for t in x], out)
+            return out[0], out[1]
 
-        fx = self.map_many(flat, [x for x, _ in pairs])
-        fy = self.map_many(flat, [y for _, y in pairs])
+        fx = flat([x for x, _ in pairs])
+        fy = flat([y for _, y in pairs])
         z = self.mul(fx, fy, truncate=truncate)
         out = []
         for i in range(2):
             with self.on(i):
-                out.append(tf.split(z[i], sizes, axis=0))
-        return [self.map_shares(lambda s, s_=s: sh.reshape(s, s_.as_list(), self.limbs),
-                                (a, b)) for a, b, s in zip(out[0], out[1], shapes)]
+                out.append([tf.reshape(p, const(i, s.as_list() + tail)) for p, s in
+                            zip(tf.split(z[i], const(i, sizes), axis=const(i, 0)), shapes)])
+        C.propagate(z, out[0] + out[1])
+        return list(zip(out[0], out[1]))
 
 
 class PrivPyBackend(Backend):
@@ -434,8 +444,8 @@ class PrivPyBackend(Backend):
         # so the nonce can travel with its first message for the check.
         k12, n12, kt_own, nt_own, masked = {}, {}, {}, {}, {}
         for p, (party, t) in enumerate(PAIRS):
-            k12[p], n12[p] = rt.key_material("S1", "S2", party)
-            kt_own[p], nt_own[p] = rt.key_material(party, t, party)
+            (k12[p], n12[p]), (kt_own[p], nt_own[p]) = rt.key_materials(
+                party, [("S1", "S2"), (party, t)])
             with tf.device(rt.device(party)):
                 masked[p] = kernels.mul_mask(x[p], y[p], k12[p], n12[p], bits, party=p)
         # T1 gets a = x0 + rx0 (from S1), b = y1 + ry1 (from S2);

@@ -282,40 +282,46 @@ def _exchange_blocks(backend: Backend, x: Shares, idx, kj, n: int, descending: b
     comparators and gathers nothing. kj: the (k, j) int64 scalars of each
     share holder."""
     limbs = backend.limbs
+    tail = (limbs,) if limbs == 2 else ()
 
     # The layer's geometry once per share holder, shared by the values and
-    # indices and by split and join (the loop body is traced per op).
+    # indices and by split and join (the loop body is traced per op, so its
+    # constants are made once per body and server: Runtime.constant).
     geo = []
     for party in range(2):
+        const = lambda v, dtype=tf.int64, party=party: backend.rt.constant(  # noqa: E731
+            backend.holders[party], v, dtype)
         with backend.on(party):
             k, j = kj[party]
             off = tf.math.floormod(j, k)
-            two_k = 2 * k
-            blocks = n // two_k
-            dims = lambda *d: tf.stack([tf.constant(v, tf.int64) if isinstance(v, int) else v  # noqa: E731
-                                        for v in (-1,) + d + (limbs,)])
-            geo.append(dict(off=off, end=two_k - off, blk=dims(blocks, two_k),
-                            mid=dims(blocks, (k - off) // j, 2, j),
-                            joined=dims(blocks, two_k - 2 * off)))
+            two_k = k + k
+            end = two_k - off
+            blocks = tf.math.floordiv(const(n), two_k)
+            dims = lambda *d: tf.stack([const(v) if isinstance(v, int) else v  # noqa: E731
+                                        for v in (-1,) + d + tail])
+            # the block's [off, end) middle and the untouched ends, by one SplitV
+            geo.append(dict(parts=tf.stack([off, end - off, off]), axis=const(2, tf.int32),
+                            blk=dims(blocks, two_k),
+                            mid=dims(blocks, tf.math.floordiv(k - off, j), 2, j),
+                            joined=dims(blocks, end - off)))
 
     def split(s, party):
         g = geo[party]
-        blk = tf.reshape(s, g["blk"])
-        mid = tf.reshape(blk[:, :, g["off"]:g["end"]], g["mid"])
-        lo, hi = tf.unstack(mid, num=2, axis=3)
-        return (lo, hi) if limbs == 2 else (lo[..., 0], hi[..., 0])
+        first, middle, last = tf.split(tf.reshape(s, g["blk"]), g["parts"], num=3,
+                                       axis=g["axis"])
+        lo, hi = tf.unstack(tf.reshape(middle, g["mid"]), num=2, axis=3)
+        return lo, hi, (first, last)
 
-    def join(lo, hi, s, party):
+    def join(lo, hi, s, ends, party):
         g = geo[party]
-        if limbs == 1:
-            lo, hi = lo[..., None], hi[..., None]
-        blk = tf.reshape(s, g["blk"])
         mid = tf.reshape(tf.stack([lo, hi], 3), g["joined"])
-        whole = tf.concat([blk[:, :, :g["off"]], mid, blk[:, :, g["end"]:]], 2)
-        return tf.reshape(whole, tf.shape(s, out_type=tf.int64))
+        whole = tf.concat([ends[0], mid, ends[1]], g["axis"])
+        shape = (backend.rt.constant(backend.holders[party], s.shape.as_list())
+                 if s.shape.is_fully_defined() else tf.shape(s, out_type=tf.int64))
+        return tf.reshape(whole, shape)
 
     vals = (x,) if idx is None else (x, idx)
-    pairs = []
+    pairs, ends = [], []
     for v in vals:
         halves = []
         for party in range(2):
@@ -324,8 +330,9 @@ def _exchange_blocks(backend: Backend, x: Shares, idx, kj, n: int, descending: b
         lo, hi = (halves[0][0], halves[1][0]), (halves[0][1], halves[1][1])
         C.propagate(list(v), list(lo) + list(hi))
         pairs.append((lo, hi))
-    out = [backend.local(join, lo, hi, v)
-           for (lo, hi), v in zip(_order(backend, pairs, descending), vals)]
+        ends.append((halves[0][2], halves[1][2]))
+    out = [backend.local(join, lo, hi, v, e)
+           for (lo, hi), v, e in zip(_order(backend, pairs, descending), vals, ends)]
     return out[0], (out[1] if idx is not None else None)
 
 

@@ -72,6 +72,14 @@ def stream_next(key_var: tf.Variable, counter_var: tf.Variable):
     return _ops().tf_privpy_stream_next(key=key_var.handle, counter=counter_var.handle)
 
 
+def stream_next_many(key_vars: Sequence[tf.Variable], counter_vars: Sequence[tf.Variable]):
+    """[(key, nonce)] of N streams held on one device, in one stateful kernel
+    (each counter advances once, as N `stream_next` would)."""
+    keys, nonces = _ops().tf_privpy_stream_next_many(
+        keys=[v.handle for v in key_vars], counters=[v.handle for v in counter_vars])
+    return list(zip(keys, nonces))
+
+
 def take_once(fresh_var: tf.Variable, value_var: tf.Variable, message: str) -> tf.Tensor:
     """value_var's int64 scalar, if fresh_var (bool) is still True; sets it to
     False in the same kernel, atomically, so of concurrent runs exactly one
@@ -205,6 +213,14 @@ def bw_finish(own, received, key, nonce, ring, n, ring_bits: int, frac_bits: int
     return _ops().tf_privpy_bw_finish(own=own, received=received, key=key, nonce=nonce,
                                       ring=ring, n=_int64(n), ring_bits=ring_bits,
                                       frac_bits=frac_bits, party=party)
+
+
+def bw_select(own, received, v, w, ring_bits: int):
+    """A server after a comparison's opening: its share [k, n] (or [n]) of [x < 0]·v
+    from both step-7 messages and its shares of v and of [r·v] (v - w where
+    the opened bit is 1, w where it is 0)."""
+    return _ops().tf_privpy_bw_select(own=own, received=received, v=v, w=w,
+                                      ring_bits=ring_bits)
 
 
 # ---------------------------------------------------------------- aead family

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from . import kernels, keying
@@ -99,6 +100,30 @@ class Runtime:
     def device(self, party: str) -> str:
         return self.devices[party]
 
+    def constant(self, party: str, value, dtype=tf.int64) -> tf.Tensor:
+        """A public constant on `party`, made once per graph being built
+        (tracing costs per op; protocols ask for the same shapes and empty
+        operands call after call). Shared safely: a Const has no inputs and
+        no state, and it is made without the caller's control dependencies,
+        so reusing it orders nothing. The cache lives on the graph (each
+        tf.function trace, loop body and branch has its own), keyed by
+        device, dtype and value; eagerly it is a plain constant."""
+        device = self.devices[party]
+        if tf.executing_eagerly():
+            with tf.device(device):
+                return tf.constant(value, dtype)
+        graph = tf.compat.v1.get_default_graph()
+        cache = getattr(graph, "_tp_constants", None)
+        if cache is None:
+            cache = graph._tp_constants = {}
+        a = np.asarray(value, dtype.as_numpy_dtype)
+        key = (device, dtype, a.shape, a.tobytes())
+        c = cache.get(key)
+        if c is None:
+            with tf.control_dependencies(None), tf.device(device):
+                c = cache[key] = tf.constant(a, dtype)
+        return c
+
     # --------------------------------------------------------------- keys
     @staticmethod
     def _pair(a: str, b: str) -> Tuple[str, str]:
@@ -126,6 +151,17 @@ class Runtime:
         with tf.device(self.devices[at]):
             return kernels.stream_next(self._keys[pair][at], self._counters[pair][at])
 
+    def key_materials(self, at: str, pairs: Sequence[Tuple[str, str]]
+                      ) -> List[Tuple[tf.Tensor, tf.Tensor]]:
+        """(key, fresh nonce) of each a-b stream of `pairs` on party `at`,
+        all in one op (a protocol call takes several streams per party)."""
+        if len(pairs) == 1:
+            return [self.key_material(pairs[0][0], pairs[0][1], at)]
+        ps = [self._pair(a, b) for a, b in pairs]
+        with tf.device(self.devices[at]):
+            return kernels.stream_next_many([self._keys[p][at] for p in ps],
+                                            [self._counters[p][at] for p in ps])
+
     # ------------------------------------------------------------ traffic
     def send(self, src: str, dst: str, *payload: tf.Tensor,
              headers: Sequence[tf.Tensor] = ()) -> Tuple[List[tf.Tensor], List[tf.Tensor]]:
@@ -149,6 +185,9 @@ class Runtime:
         in every protocol); arguments may be ints or int64 tensors on S1."""
         values = (rounds, multiplications, comparisons)
         static = [tf.get_static_value(v) if tf.is_tensor(v) else v for v in values]
+        if all(v is not None for v in static) and self.channels.add_at_end(
+                self._protocol_counters, self.devices["S1"], static):
+            return   # once for the whole graph, as its messages (Channels.counted_at_end)
         with tf.device(self.devices["S1"]):
             if all(v is not None for v in static):
                 # known while tracing (the usual case): one constant, so a

@@ -67,11 +67,33 @@ def transpose(s: tf.Tensor, perm: Optional[Sequence[int]], limbs: int) -> tf.Ten
 
 
 def getitem(s: tf.Tensor, key, limbs: int) -> tf.Tensor:
+    plain = _plain_slice(s, key if isinstance(key, tuple) else (key,), limbs)
+    if plain is not None:   # one Slice and two constants, not a strided slice and three
+        return tf.slice(s, *plain)
     if limbs == 2:
         key = key if isinstance(key, tuple) else (key,)
         if any(k is Ellipsis for k in key):
             key = key + (slice(None),)  # keep '...' off the limb dimension
     return s[key]
+
+
+def _plain_slice(s: tf.Tensor, key: tuple, limbs: int):
+    """(begin, size) of tf.slice when `key` is Python-int slices of step 1
+    over leading axes of known length, else None."""
+    if s.shape.rank is None or len(key) > _rank(s, limbs) or not all(
+            isinstance(k, slice) and k.step in (None, 1)
+            and all(b is None or type(b) is int for b in (k.start, k.stop)) for k in key):
+        return None
+    begin, size = [], []
+    for d, k in enumerate(key):
+        n = s.shape[d]
+        if n is None:
+            return None
+        start, stop, _ = k.indices(n)
+        begin.append(start)
+        size.append(max(0, stop - start))
+    rest = s.shape.rank - len(key)
+    return begin + [0] * rest, size + [-1] * rest
 
 
 def concat(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:

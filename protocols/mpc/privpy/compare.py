@@ -131,14 +131,19 @@ def _split_last(backend: Backend, x: Shares, n: int) -> Tuple[Shares, Shares, Sh
     (of length n): one SplitV per share, not a strided slice per part."""
     h = n // 2
     sizes = [h, h] + ([n - 2 * h] if n % 2 else [])
-    parts = []
-    for i in range(2):
-        with backend.on(i):
-            last = x[i].shape.rank - (2 if backend.limbs == 2 else 1)
-            parts.append(tf.split(x[i], sizes, axis=last))
-    C.propagate(list(x), parts[0] + parts[1])
-    a, b = (parts[0][0], parts[1][0]), (parts[0][1], parts[1][1])
-    return a, b, ((parts[0][2], parts[1][2]) if n % 2 else None)
+    splits = {}   # per share: its one SplitV, made on its holder at the first part
+
+    def part(j):
+        def take(s):
+            if id(s) not in splits:
+                last = s.shape.rank - (2 if backend.limbs == 2 else 1)
+                splits[id(s)] = tf.split(s, sizes, axis=last)
+            return splits[id(s)][j]
+        # through map_shares, so that a wrapping backend (the numerics'
+        # CostTracker) sees each part come from x
+        return backend.map_shares(take, x)
+
+    return part(0), part(1), (part(2) if n % 2 else None)
 
 
 def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,

@@ -132,16 +132,13 @@ def _split_last(backend: Backend, x: Shares, n: int) -> Tuple[Shares, Shares, Sh
     h = n // 2
     sizes = [h, h] + ([n - 2 * h] if n % 2 else [])
     splits = {}   # per share: its one SplitV, made on its holder at the first part
-
     def part(j):
         def take(s):
             if id(s) not in splits:
                 last = s.shape.rank - (2 if backend.limbs == 2 else 1)
                 splits[id(s)] = tf.split(s, sizes, axis=last)
             return splits[id(s)][j]
-        # through map_shares, so that a wrapping backend (the numerics'
-        # CostTracker) sees each part come from x
-        return backend.map_shares(take, x)
+        return backend.map_shares(take, x)   # a wrapping CostTracker sees x's parts
 
     return part(0), part(1), (part(2) if n % 2 else None)
 

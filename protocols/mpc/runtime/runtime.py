@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import weakref
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -57,6 +58,8 @@ class Runtime:
         self.devices = dict(devices)
         self.id = next(_ids)
         self._counters: Dict[Tuple[str, str], Dict[str, tf.Variable]] = {}
+        #: `constant`'s cache per graph, gone with the graph
+        self._graph_constants: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
         load_library()
         # Channels between the client and the four servers; an extra data
         # owner (client1, ...) of a federated run shares its update to S1
@@ -113,9 +116,7 @@ class Runtime:
             with tf.device(device):
                 return tf.constant(value, dtype)
         graph = tf.compat.v1.get_default_graph()
-        cache = getattr(graph, "_tp_constants", None)
-        if cache is None:
-            cache = graph._tp_constants = {}
+        cache = self._graph_constants.setdefault(graph, {})
         a = np.asarray(value, dtype.as_numpy_dtype)
         key = (device, dtype, a.shape, a.tobytes())
         c = cache.get(key)

@@ -121,14 +121,15 @@ class Ctx:
 
     def bits(self, x: Shares, thresholds: Sequence[float],
              circuit: Optional[bool] = None) -> Shares:
-        """[x < θ_k] (fixed point) for a flat x [N] and all thresholds: ONE
+        """[x < θ_k] (integer bit shares, 0 or 1) for a flat x [N] and all thresholds: ONE
         garbled window-thresholds circuit per element when they fit a window
         and the circuit is allowed (`circuit`; None: the config's
         "threshold_bits" is "circuit"), about W + K·m AND gates
         (protocols/mpc/privpy/thresholds.py), else ONE ltz on [N, K] (K
         comparators). Either way one comparison round."""
         if self.uses_circuit(thresholds, circuit):
-            return self.b.thresholds(x, self.grid_ints(thresholds), width=self.width)
+            return self.b.thresholds(x, self.grid_ints(thresholds), integer=True,
+                                     width=self.width)
         k = len(thresholds)
         xk = self.b.map_shares(
             lambda s: sh.tile(sh.expand_dims(s, 1, self.limbs), [1, k], self.limbs), x)
@@ -136,22 +137,26 @@ class Ctx:
         n = self.shape(x)[0]
         d = self.b.add_public(xk, -tf.broadcast_to(th[None, :],
                                                   tf.stack([n, tf.constant(k, tf.int64)])))
-        return self.b.ltz(d)
+        return self.b.ltz(d, integer=True)
 
     def table(self, bits: Shares, values: np.ndarray, lifted=True) -> Shares:
         """Piecewise-constant values[i] on interval i (θ_{i-1} <= x < θ_i,
-        i = 0..K) from bits [N, K] = [x < θ_k]: returns [N, M] shares, exact
-        on the (lifted) fixed-point grid. One local matmul, no round.
-        `lifted` is one flag or one per column of values."""
-        coeff = self._grid_coeff(values, lifted) / 2.0 ** self.f
-        if np.abs(coeff).max() >= 2.0 ** (61 - self.f):
+        i = 0..K) from integer bit shares [N, K] = [x < θ_k] (`bits`, `less`):
+        returns [N, M] shares, exact on the (lifted) fixed-point grid. One
+        local matmul of the integer bits with the integer grid values, no
+        round and no truncation: a truncation of bits·2^f times values·2^f
+        fails with probability ~|value|·2^(2f-64), 2^-16 for a value of 2^16
+        (a range reduction's 2^-j) in the 64-bit ring. `lifted` is one flag
+        or one per column of values."""
+        coeff = self._grid_coeff(values, lifted)
+        if np.abs(coeff).max() >= 2.0 ** 61:
             raise ValueError("piecewise table out of range")
         ones = self.b.map_shares(lambda s: sh.getitem(s, (slice(None), slice(0, 1)),
                                                       self.limbs), bits)
-        ones = self.ones(ones)
+        ones = self.b.add_public(self.b.sub(ones, ones), self.fill(ones, 1.0), frac_bits=0)
         aug = self.b.map_many(lambda p: sh.concat(p, 1, self.limbs), [bits, ones])
-        return self.b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=self.f,
-                                 c_bound=2.0 ** (62 - self.f))
+        return self.b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=0,
+                                 c_bound=2.0 ** 62)
 
     def _grid_coeff(self, values: np.ndarray, lifted) -> np.ndarray:
         """[D_0 .. D_(K-1); v_K] for values [K + 1(, M)] on the (lifted where
@@ -184,10 +189,11 @@ class Ctx:
                                                       self.limbs), m)
 
     def less(self, v: Shares, th: Shares, k: int) -> Shares:
-        """[v < θ_k] for a flat v [N] and shared thresholds θ [N, k]: ONE ltz."""
+        """[v < θ_k] (integer bit shares) for a flat v [N] and shared
+        thresholds θ [N, k]: ONE ltz."""
         vk = self.b.map_shares(
             lambda s: sh.tile(sh.expand_dims(s, 1, self.limbs), [1, k], self.limbs), v)
-        return self.b.ltz(self.b.sub(vk, th))
+        return self.b.ltz(self.b.sub(vk, th), integer=True)
 
     def column(self, m: Shares, j: int) -> Shares:
         return self.b.map_shares(lambda s: sh.getitem(s, (slice(None), j), self.limbs), m)

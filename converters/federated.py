@@ -37,7 +37,10 @@ from .trace import PUBLIC_OUTPUT_OPS, Traced, src, topo
 
 Key = Tuple[str, int]
 
-BACKENDS = ("mpc", "batchcrypt")
+BACKENDS = ("mpc", "batchcrypt", "paillier", "plaintext")
+#: the backends whose aggregation is a tf_privpy.he aggregator (federated_run)
+HE_BACKENDS = ("batchcrypt", "paillier", "plaintext")
+ON_OVERFLOW = ("raise", "nan")
 REVEAL_TO = ("driver", "clients")
 #: trees of these over clients' values are one reduction
 SUM_OPS = frozenset({"Add", "AddV2", "AddN"})
@@ -76,12 +79,21 @@ class FederatedPolicy:
         by public weights, only the aggregate is revealed (PrivPy §3);
         "batchcrypt": dACIQ clip, quantize, pack and Paillier-encrypt on
         each client, homomorphic sum on the aggregator (S1), every client
-        decrypts (BatchCrypt, seed 003 §4).
+        decrypts (BatchCrypt, seed 003 §4); "paillier": one Paillier
+        ciphertext per fixed-point value (stock FATE, BatchCrypt's baseline;
+        for comparison); "plaintext": the updates summed in the clear on the
+        aggregator (no protection: the reference the others are measured
+        against, as build_batchcrypt_fed_avg's aggregation="plaintext").
       reveal_to: mpc: who receives the aggregate: "driver" (default, the
         runtime's client device) or "clients" (each present client gets
         both shares and reconstructs on its own device).
-      key_bits, quant_bits, seed: the batchcrypt backend's Paillier modulus,
+      key_bits, quant_bits, seed: the Paillier backends' modulus, BatchCrypt's
         quantization width r and stochastic-rounding seed (tests only).
+      max_clients: batchcrypt: slot padding sized for this many summands
+        (default: the step's number of clients).
+      on_overflow: batchcrypt: "raise" (default) or "nan" for a decoded slot
+        that overflowed.
+      fixed_point_bits: paillier: fractional bits of the encoding.
 
     Example:
       >>> tp.federated.FederatedPolicy(clients=[None, 0, 1, 2], backend="mpc")
@@ -93,11 +105,17 @@ class FederatedPolicy:
     key_bits: int = 2048
     quant_bits: int = 16
     seed: Optional[int] = None
+    max_clients: Optional[int] = None
+    on_overflow: str = "raise"
+    fixed_point_bits: int = 24
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
             raise ValueError(f"FederatedPolicy.backend must be one of {BACKENDS}, "
                              f"got {self.backend!r}")
+        if self.on_overflow not in ON_OVERFLOW:
+            raise ValueError(f"FederatedPolicy.on_overflow must be one of {ON_OVERFLOW}, "
+                             f"got {self.on_overflow!r}")
         if self.reveal_to not in REVEAL_TO:
             raise ValueError(f"FederatedPolicy.reveal_to must be one of {REVEAL_TO}, "
                              f"got {self.reveal_to!r}")

@@ -16,7 +16,10 @@
      - batchcrypt (seed 003 §4, Algorithm 1): the clients' updates go to the
        existing BatchCrypt aggregator (tf_privpy.he.aggregation): dACIQ clip,
        quantize, pack and encrypt on each client's device, homomorphic sum on
-       S1's device, every client decrypts and decodes;
+       S1's device, every client decrypts and decodes; paillier and
+       plaintext (the baseline and the reference) go to that module's other
+       aggregators the same way. tp.federated.build_batchcrypt_fed_avg's
+       rounds are this path too: its averaging is a traced step (issue 30);
   3. the nodes after the reductions (products by public weights, 1/n, the
      global model's update) run on the aggregate: on shares (mpc) or on the
      decrypted plaintext (batchcrypt).
@@ -69,6 +72,9 @@ class RoundReport:
     encrypt_s: float = 0.0
     aggregate_s: float = 0.0
     decrypt_s: float = 0.0
+    #: the HE backends: the aggregator's own report of the round
+    #: (tf_privpy.he.aggregation.AggregationReport: values, ciphertexts)
+    aggregation: Any = None
 
 
 class FederatedStep:
@@ -80,18 +86,26 @@ class FederatedStep:
     def __init__(self, plan: Plan, policy: FederatedPolicy, aggregator=None):
         self.plan = plan
         self.policy = policy
-        self._aggregator = aggregator                  # batchcrypt: a SecureAggregator
+        self._aggregator = aggregator                  # HE backends: a SecureAggregator
         self._fns: Dict[Tuple, Callable] = {}
         self._nodes = {n.name: n for n in plan.order}
         self._env = Env(Policy(weights="public"))
 
     # ------------------------------------------------------------ placement
+    def _devices(self) -> Dict[str, str]:
+        """The runtime's {party: device}. The HE backends also run without
+        tp.init (as tf_privpy.he.aggregation does: every party on the default
+        device, messages uncounted); mpc needs the servers."""
+        if not context.is_initialized() and self.policy.backend != "mpc":
+            return {}
+        return context.get_handle().runtime.devices
+
     def parties(self) -> List[str]:
         """Client i's party: "client{i+1}" when the runtime has a data-owner
         device per client beside the driver's (tp.init(num_clients=N+1)),
         else the runtime's data owners round-robin (the driver's device
         doubles as client 0's, as in he_aggregators.place)."""
-        devs = context.get_handle().runtime.devices
+        devs = self._devices()
         owners = ["client"] + sorted((k for k in devs if k.startswith("client") and k != "client"),
                                      key=lambda k: int(k[len("client"):]))
         n = self.plan.num_clients
@@ -100,7 +114,7 @@ class FederatedStep:
         return [owners[i % len(owners)] for i in range(n)]
 
     def _device(self, party: str) -> str:
-        return context.get_handle().runtime.devices[party]
+        return self._devices().get(party, "")
 
     # -------------------------------------------------------------- summary
     def bytes_per_client(self) -> Tuple[int, int]:
@@ -115,11 +129,17 @@ class FederatedStep:
             return up, (2 * e * out if self.policy.reveal_to == "clients" else 0)
         from tf_privpy.protocols.he import batchcrypt as _bc
         from tf_privpy.protocols.he import he_aggregators as _he
-        codec = _bc.BatchCryptCodec(self.policy.quant_bits, self.plan.num_clients,
+        values = sum(elems.values())
+        if self.policy.backend == "plaintext":
+            return 4 * values, 4 * values          # float32 both ways (PlaintextAggregator)
+        if self.policy.backend == "paillier":
+            ct = _he.serialized_bytes(values, self.policy.key_bits // 4)
+            return ct, ct                          # one ciphertext per value, no metadata
+        codec = _bc.BatchCryptCodec(self.policy.quant_bits,
+                                    self.policy.max_clients or self.plan.num_clients,
                                     self.policy.key_bits)
         layers = len(elems)
-        ct = _he.serialized_bytes(codec.num_plaintexts(sum(elems.values())),
-                                  self.policy.key_bits // 4)
+        ct = _he.serialized_bytes(codec.num_plaintexts(values), self.policy.key_bits // 4)
         return _STATS_BYTES * layers + ct + _COUNT_BYTES, _F64_BYTES * layers + ct
 
     def overflow_counters(self) -> List[str]:
@@ -143,18 +163,23 @@ class FederatedStep:
                         f"values; weights {w})" + (f" x {r.scale:g}" if r.scale != 1 else ""))
         for name in p.linear:
             op = self._nodes[name].op
-            where = ("on the decrypted aggregate" if pol.backend != "mpc" else
+            where = ("on the aggregate (plaintext)" if pol.backend == "plaintext" else
+                     "on the decrypted aggregate" if pol.backend != "mpc" else
                      "on shares (S1, S2; a product by a public value: one truncation)"
                      if op in ("Mul", "RealDiv", "Div", "Mean") else "on shares (S1, S2; local)")
             rows.append(f"  {name} [{self._nodes[name].op}] {where}")
         rows.append(f"bytes per client: {up} up, {down} down"
-                    + (" (shares: 2 x ring bytes per value)" if pol.backend == "mpc" else
-                       f" (BatchCrypt, {pol.key_bits}-bit Paillier, r = {pol.quant_bits})"))
+                    + {"mpc": " (shares: 2 x ring bytes per value)",
+                       "batchcrypt": f" (BatchCrypt, {pol.key_bits}-bit Paillier, "
+                                     f"r = {pol.quant_bits})",
+                       "paillier": f" (one {pol.key_bits}-bit Paillier ciphertext per value)",
+                       "plaintext": " (float32 in the clear: NO protection, the reference)"}[
+                           pol.backend])
         if pol.backend == "mpc":
             rows.append("overflow: none can happen silently: each update is range-checked when "
                         "shared (|value| < the config's bound, else a ValueError naming it) "
                         "and a sum of N in-range values cannot wrap the ring")
-        else:
+        elif pol.backend == "batchcrypt":
             rows.append("overflow counters: " + ", ".join(self.overflow_counters())
                         + " (RoundReport; on_overflow='raise' refuses a wrapped slot)")
         rows.append("dropped clients: left out, each reduction's weights renormalised over "
@@ -321,7 +346,7 @@ class FederatedStep:
                 report.bytes_up_per_client, report.bytes_down_per_client = \
                     self.bytes_per_client()
         else:
-            outs, report = self._batchcrypt(xs, present)
+            outs, report = self._he(xs, present)
         report.seconds = time.perf_counter() - t0
         outs = [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outs]
         return tf.nest.pack_sequence_as(self.plan.traced.output_structure, outs), report
@@ -333,8 +358,8 @@ class FederatedStep:
         return RoundReport(list(present), {r: red.factor(present)
                                            for r, red in self.plan.reductions.items()})
 
-    # ------------------------------------------------------------ batchcrypt
-    def _batchcrypt(self, xs, present):
+    # ------------------------------------------------- batchcrypt, paillier
+    def _he(self, xs, present):
         plan, parties = self.plan, self.parties()
         names = [nm for nm, c in zip(plan.traced.inputs, plan.arg_client)
                  if c is None or c in present]
@@ -379,4 +404,5 @@ class FederatedStep:
         report.clipped = agg.clipped
         report.encrypt_s, report.aggregate_s, report.decrypt_s = \
             agg.encrypt_s, agg.aggregate_s, agg.decrypt_s
+        report.aggregation = agg
         return outs, report

@@ -294,6 +294,73 @@ def test_batchcrypt_process_round_reports_costs(reap_tff_worker, fl_setup):
     assert state.round_num == 1
 
 
+def _round_through_the_pass(process, state, data):
+    """Runs one round of `process` and checks that its aggregation was the
+    graph pass's: the aggregator was called only from inside the converted
+    step's FederatedStep.run, once per round, and the round's metrics are
+    that run's RoundReport (one rewritten reduction per layer)."""
+    runs, calls, inside = [], [], []
+    real_run = tp.federated.FederatedStep.run
+
+    def run(self, *args, **kwargs):
+        inside.append(self)
+        try:
+            out = real_run(self, *args, **kwargs)
+        finally:
+            inside.pop()
+        runs.append((self, out[1]))
+        return out
+
+    real_aggregate = process.aggregator.aggregate
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tp.federated.FederatedStep, "run", run)
+        mp.setattr(process.aggregator, "aggregate",
+                   lambda u, w: (calls.append(bool(inside)), real_aggregate(u, w))[1])
+        state, metrics = process.next(state, data)
+    assert calls == [True], calls                 # aggregated once, inside the pass's step
+    assert len(runs) == 1, runs
+    step, report = runs[0]
+    assert step is process.aggregation_step(len(data))
+    assert report is process.last_report and report.present == list(range(len(data)))
+    assert metrics["rewritten_reductions"] == len(step.plan.reductions) == \
+        len(state.model_weights.trainable)
+    for k in ("bytes_up_per_client", "bytes_down_per_client", "positive_overflows",
+              "negative_overflows", "clipped"):
+        assert metrics[k] == getattr(report, k), k
+    assert metrics["ciphertexts_per_client"] == report.aggregation.ciphertexts_per_client
+    assert (report.bytes_up_per_client, report.bytes_down_per_client) == \
+        step.bytes_per_client()
+    return state, metrics
+
+
+def test_batchcrypt_process_aggregates_through_the_pass(reap_tff_worker, fl_setup):
+    """build_batchcrypt_fed_avg's aggregation is tp.federated.convert's
+    (issue 30): the pass's rewrite (an AddN per layer, replaced by BatchCrypt)
+    and RoundReport come out of a round; a variant that calls the aggregator
+    itself, bypassing the pass (the process before issue 30), fails the same
+    check."""
+    tff, data, model_fn = fl_setup
+    p = tp.federated.build_batchcrypt_fed_avg(
+        model_fn, tff.learning.optimizers.build_sgdm(0.2), key_bits=2048, seed=5)
+    state = p.initialize()
+    summary = p.aggregation_step(3).summary()
+    assert "backend batchcrypt" in summary and summary.count("sum of 3 clients' updates") == 4
+    assert "truediv" in summary and "on the decrypted aggregate" in summary
+    state, m = _round_through_the_pass(p, state, data)
+    assert m["positive_overflows"] == m["negative_overflows"] == 0
+
+    class Bypass(tp.federated.BatchCryptFedAvg):
+        def _aggregate(self, updates, weights):
+            mean, report = self.aggregator.aggregate(updates, weights)
+            return mean, dict(report.as_dict(), rewritten_reductions=len(mean)), None
+
+    b = tp.federated.build_batchcrypt_fed_avg(
+        model_fn, tff.learning.optimizers.build_sgdm(0.2), key_bits=2048, seed=5)
+    b.__class__ = Bypass
+    with pytest.raises(AssertionError, match=r"\[False\]"):
+        _round_through_the_pass(b, b.initialize(), data)
+
+
 def test_process_argument_errors():
     tff = _tff()
     with pytest.raises(ValueError, match="aggregation must be one of"):

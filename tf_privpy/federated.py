@@ -6,6 +6,15 @@ trains on the clients and applies the server optimizer, and between the two
 the clients' model updates are aggregated under Paillier encryption
 (BatchCrypt, seed 003 §4; DESIGN §9).
 
+The aggregation is the graph pass's (`convert`, issue 30): the round's
+averaging is written as a plain TF step, sum_c n_c * u_c / sum_c n_c over
+the clients' updates u_c with their public weights n_c, and `convert` with
+the aggregation's backend ("batchcrypt", "paillier", "plaintext") finds the
+cross-client sum in its traced graph and replaces it by the aggregator. A
+fed-avg round and a converted step thus share one rewrite and one
+aggregation path (converters/federated_run.py); a round's metrics carry the
+pass's RoundReport.
+
 Why the encryption is not a TFF aggregator: TFF 0.87 runs every TF
 computation in its own C++ worker binary, which cannot load custom op
 libraries, so tf_privpy's Paillier kernels cannot run inside a
@@ -33,15 +42,17 @@ Example:
   >>> state = process.initialize()
   >>> state, metrics = process.next(state, client_datasets)
   >>> metrics["accuracy"], metrics["bytes_up_per_client"]
+  >>> print(process.aggregation_step(3).summary())   # what the pass rewrote
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
 import time
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+import tensorflow as tf
 
 from tf_privpy.he import aggregation as _agg
 from tf_privpy.converters.federated import (  # noqa: E402,F401  (public names)
@@ -134,16 +145,44 @@ def _numpy_weights(weights):
         non_trainable=[np.asarray(v) for v in weights.non_trainable])
 
 
+def averaging_step(num_layers: int, num_clients: int) -> Callable:
+    """A round's aggregation as a plain TF step, for the pass to rewrite.
+
+    Arguments: client 0's `num_layers` update tensors, client 1's, ..., then
+    one public scalar weight per client (its example count, or 1). Returns
+    per layer sum_c n_c * u_c / sum_c n_c: FedAvg's weighted mean (McMahan et
+    al., Algorithm 1), written as plain TF so that `convert` finds the
+    cross-client AddN of each layer and replaces it by a secure aggregation.
+    Each client's product n_c * u_c is its own node (computed on its device);
+    the division by the public total runs on the aggregate.
+    """
+    if num_clients < 2:
+        raise ValueError("a secure aggregation needs at least 2 clients: one client's "
+                         f"'aggregate' is its own update (got {num_clients})")
+
+    def step(*args):
+        ups = [args[c * num_layers:(c + 1) * num_layers] for c in range(num_clients)]
+        weights = list(args[num_clients * num_layers:])
+        total = tf.add_n(weights)
+        return [tf.add_n([weights[c] * ups[c][k] for c in range(num_clients)]) / total
+                for k in range(num_layers)]
+    return step
+
+
 class BatchCryptFedAvg:
     """Federated averaging whose aggregation runs under Paillier encryption.
 
     Build it with `build_batchcrypt_fed_avg`; use it like a tff.learning
     process: `state = p.initialize()`, then `state, metrics = p.next(state,
-    client_datasets)` once per round.
+    client_datasets)` once per round. Each round's averaging is
+    `aggregation_step(m)`: `averaging_step` converted by the pass with the
+    aggregation's backend and this process's aggregator (one key pair for
+    all rounds, whatever the number of clients).
     """
 
     def __init__(self, model_fn, client_optimizer, server_optimizer,
-                 aggregator: _agg.SecureAggregator, client_weighting: str, progress: bool):
+                 aggregator: _agg.SecureAggregator, client_weighting: str, progress: bool,
+                 policy_options: Optional[Dict[str, Any]] = None):
         tff = _tff()
         self._model_fn = model_fn
         weighting = (tff.learning.ClientWeighting.NUM_EXAMPLES
@@ -157,6 +196,41 @@ class BatchCryptFedAvg:
         self.aggregator = aggregator
         self.client_weighting = client_weighting
         self.progress = progress
+        # FederatedPolicy's fields but the owners (set per number of clients)
+        self._policy_options = dict(policy_options or {"backend": aggregator.name})
+        self._layers = [tf.TensorSpec(np.shape(v), np.asarray(v).dtype) for v in
+                        tff.learning.models.ModelWeights.from_model(model_fn()).trainable]
+        self._steps: Dict[int, FederatedStep] = {}
+        self.last_report: Optional[RoundReport] = None   # the pass's, of the last round
+
+    def aggregation_step(self, num_clients: int) -> FederatedStep:
+        """The pass's converted averaging step for rounds of `num_clients`
+        clients (traced once per client count): its summary() says what was
+        rewritten, the bytes per client and the overflow counters."""
+        step = self._steps.get(num_clients)
+        if step is None:
+            layers = len(self._layers)
+            owners = [c for c in range(num_clients) for _ in range(layers)]
+            policy = FederatedPolicy(clients=owners + [None] * num_clients,
+                                     **self._policy_options)
+            specs = self._layers * num_clients + [tf.TensorSpec([], tf.float32)] * num_clients
+            step = _convert(averaging_step(layers, num_clients), specs, policy, self.aggregator)
+            self._steps[num_clients] = step
+        return step
+
+    def _aggregate(self, updates: Sequence[Sequence[np.ndarray]],
+                   weights: Sequence[float]) -> Tuple[List[np.ndarray], Dict[str, Any], Any]:
+        """The clients' weighted mean update through the pass: (mean, the
+        aggregator's metrics, the pass's RoundReport)."""
+        if len(updates) < 2:
+            raise ValueError("next() needs at least two client datasets: a secure "
+                             "aggregation of one client's update is that update")
+        step = self.aggregation_step(len(updates))
+        args = [u for upd in updates for u in upd] + [np.float32(w) for w in weights]
+        mean, report = step.run(*args)
+        metrics = dict(report.aggregation.as_dict())
+        metrics["rewritten_reductions"] = len(report.factors)
+        return [np.asarray(v) for v in mean], metrics, report
 
     def initialize(self) -> FedAvgState:
         """The initial server state: the model's initial weights and the
@@ -179,13 +253,16 @@ class BatchCryptFedAvg:
         Returns:
           (new state, metrics) with loss and accuracy of the clients' training,
           bytes up/down per client, seconds in client work, encrypt, aggregate,
-          decrypt and server update, and overflow counts.
+          decrypt and server update, overflow counts, and the number of
+          reductions the pass rewrote (`rewritten_reductions`: one per layer;
+          the round's RoundReport is `last_report`).
         """
         if not isinstance(state, FedAvgState):
             raise TypeError("state must be the FedAvgState returned by initialize() or next()")
         m = len(client_datasets)
-        if m < 1:
-            raise ValueError("next() needs at least one client dataset")
+        if m < 2:
+            raise ValueError("next() needs at least two client datasets: a secure "
+                             "aggregation of one client's update is that update")
         t0 = time.perf_counter()
         cw = self._client_work.next(state.client_work_state, [state.model_weights] * m,
                                     list(client_datasets))
@@ -194,7 +271,8 @@ class BatchCryptFedAvg:
         weights = [float(r.update_weight) for r in cw.result]
         if self.client_weighting == "uniform":
             weights = [1.0] * m
-        mean_update, report = self.aggregator.aggregate(updates, weights)
+        mean_update, agg_metrics, report = self._aggregate(updates, weights)
+        self.last_report = report
         t0 = time.perf_counter()
         fin = self._finalizer.next(state.finalizer_state, state.model_weights, mean_update)
         t_server = time.perf_counter() - t0
@@ -211,7 +289,7 @@ class BatchCryptFedAvg:
             "client_work_s": t_client,
             "server_update_s": t_server,
         }
-        metrics.update(report.as_dict())
+        metrics.update(agg_metrics)
         if self.progress:
             print(f"[tf_privpy.federated] round {metrics['round']}: loss {metrics['loss']:.4f} "
                   f"acc {metrics['accuracy']:.4f}  encrypt {report.encrypt_s:.2f}s "
@@ -271,11 +349,15 @@ def build_batchcrypt_fed_avg(
     server_opt = (_as_optimizer(server_optimizer_fn, "server_optimizer_fn")
                   if server_optimizer_fn is not None
                   else tff.learning.optimizers.build_sgdm(learning_rate=1.0))
-    aggregator = _agg.make_aggregator(aggregation, key_bits=key_bits, quant_bits=quant_bits,
-                                      max_clients=max_clients, on_overflow=on_overflow,
-                                      fixed_point_bits=fixed_point_bits, seed=seed)
+    options = dict(backend=aggregation, key_bits=key_bits, quant_bits=quant_bits,
+                   max_clients=max_clients, on_overflow=on_overflow,
+                   fixed_point_bits=fixed_point_bits, seed=seed)
+    # one aggregator (one key pair, made by initialize()) for every round's
+    # converted step, whatever its number of clients
+    aggregator = _agg.make_aggregator(aggregation, **{k: v for k, v in options.items()
+                                                      if k != "backend"})
     return BatchCryptFedAvg(model_fn, client_opt, server_opt, aggregator, client_weighting,
-                            progress)
+                            progress, options)
 
 
 def convert(step_fn: Callable, input_signature: Sequence[Any],
@@ -301,8 +383,9 @@ def convert(step_fn: Callable, input_signature: Sequence[Any],
       input_signature: one tf.TensorSpec per argument (static shapes give
         the bytes per client in summary()).
       policy: a `FederatedPolicy`: which client owns each argument, the
-        backend ("mpc": the four servers; "batchcrypt": Paillier), who
-        receives the aggregate.
+        backend ("mpc": the four servers; "batchcrypt": BatchCrypt over
+        Paillier; "paillier": one ciphertext per value; "plaintext": the
+        unprotected reference), who receives the aggregate.
 
     Returns:
       A `FederatedStep`: call it like the step (a dropped client's arguments
@@ -323,6 +406,13 @@ def convert(step_fn: Callable, input_signature: Sequence[Any],
       >>> mean = fed(u0, u1, u2)        # the weighted mean; servers saw shares
       >>> mean = fed(u0, None, u2)      # client 1 dropped: (10 u0 + 30 u2) / 40
     """
+    return _convert(step_fn, input_signature, policy, None)
+
+
+def _convert(step_fn: Callable, input_signature: Sequence[Any], policy: "FederatedPolicy",
+             aggregator: Optional[_agg.SecureAggregator]) -> "FederatedStep":
+    """convert, with the HE backends' aggregator given (build_batchcrypt_fed_avg:
+    one key pair across its steps) or made from the policy (None)."""
     from tf_privpy.converters import federated as _fed
     from tf_privpy.converters import federated_run as _run
     from tf_privpy.converters import trace as _trace
@@ -332,11 +422,16 @@ def convert(step_fn: Callable, input_signature: Sequence[Any],
     specs = list(input_signature)
     traced = _trace.trace(step_fn, specs)
     plan = _fed.analyse(traced, policy.arg_clients(len(specs)))
-    aggregator = None
-    if policy.backend == "batchcrypt":
-        aggregator = _agg.make_aggregator("batchcrypt", key_bits=policy.key_bits,
-                                          quant_bits=policy.quant_bits,
-                                          max_clients=plan.num_clients, seed=policy.seed)
+    if policy.backend in _fed.HE_BACKENDS and aggregator is None:
+        aggregator = _agg.make_aggregator(
+            policy.backend, key_bits=policy.key_bits, quant_bits=policy.quant_bits,
+            max_clients=policy.max_clients or plan.num_clients, on_overflow=policy.on_overflow,
+            fixed_point_bits=policy.fixed_point_bits, seed=policy.seed)
+    elif policy.backend not in _fed.HE_BACKENDS:
+        aggregator = None
+    elif aggregator.name != policy.backend:
+        raise ValueError(f"the aggregator is {aggregator.name!r} but the policy's backend is "
+                         f"{policy.backend!r}")
     return _run.FederatedStep(plan, policy, aggregator)
 
 

@@ -1,6 +1,9 @@
-"""tests/test_large_array.py's memory test, as its own process: a LargeArray
-whose shares cannot fit in this process's memory, and a product and a sum
-computed on it exactly.
+"""tests/test_large_array.py's memory tests, as their own process: a
+LargeArray whose shares cannot fit in this process's memory, and a product
+and a sum computed on it exactly; or (argument "mf") matrix factorization's
+full gradient steps on such an array (tp.models.matrix_factorization at
+batch_rows = n, which streams each batch in blocks), P and Q written for
+the test to compare with plaintext.
 
 How the limit is set: RLIMIT_AS (address space) is the limit Linux enforces
 on any allocation without cgroups; RLIMIT_RSS is not enforced at all, and
@@ -36,6 +39,10 @@ BLOCK = 1 << 20              # a block: 1 MiB of one share (4,096 rows)
 HEADROOM = 128 << 20         # address space allowed above TF's baseline
 GEN_ROWS = 8192              # the generator's blocks (each split into 2 share blocks)
 F = 20
+# matrix factorization: 12,288 x 512 ratings (0-5), 96 MiB a share, 128 rows a
+# block; k factors, ITERS full steps (Fig. 4's step over all rows)
+MF_N, MF_D, MF_K, MF_ITERS = 12_288, 512, 3, 2
+MF_KW = dict(iterations=MF_ITERS, learning_rate=0.05, reg=0.01)
 
 
 def status(field: str) -> int:
@@ -54,6 +61,61 @@ def blocks(n: int, seed: int):
         yield rng.integers(-8, 8, (min(GEN_ROWS, n - start), D)).astype(np.float64)
 
 
+def ratings(n: int, seed: int, rows: int = GEN_ROWS):
+    """Movielens-like rows: 30 % rated 1-5, the rest 0, made on the fly."""
+    for start in range(0, n, rows):
+        rng = np.random.default_rng([seed, start])
+        m = min(rows, n - start)
+        yield (rng.integers(1, 6, (m, MF_D)) * (rng.random((m, MF_D)) < 0.3)).astype(
+            np.float64)
+
+
+def limit(share_total: int) -> tuple:
+    """Limits the address space to the current VmSize + HEADROOM; returns
+    (the baseline, whether an allocation of share_total bytes is refused)."""
+    base = status("VmSize")
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (base + HEADROOM, hard))
+    try:
+        big = np.ones(share_total // 8, np.int64)  # the two shares' bytes at once
+        del big
+        return base, False
+    except MemoryError:
+        return base, True
+
+
+def main_mf(root: str) -> dict:
+    """MF_ITERS full steps on a [MF_N, MF_D] LargeArray under the limit;
+    P and Q (revealed) go to ROOT/mf.npz."""
+    tp.init(tp.Config(large_block_bytes=BLOCK),
+            large_array_dirs={"S1": os.path.join(root, "s1"), "S2": os.path.join(root, "s2")})
+    # warm-up: the same width and block height, 3 blocks (so both passes and
+    # the step between them are traced once before the limit)
+    small = tp.share_to_disk(ratings(3 * 128, 2), progress=False)
+    res = tp.models.matrix_factorization(small, MF_K, bound=5.0, **MF_KW)
+    tp.reveal(res.p), tp.reveal(res.q)
+    small.delete()
+
+    share_total = 2 * MF_N * MF_D * 16
+    base, refused = limit(share_total)
+    t = time.perf_counter()
+    x = tp.share_to_disk(ratings(MF_N, 7), rows=MF_N, progress=False)
+    t_share = time.perf_counter() - t
+    t = time.perf_counter()
+    res = tp.models.matrix_factorization(x, MF_K, bound=5.0, **MF_KW)
+    p, q = tp.reveal(res.p).numpy(), tp.reveal(res.q).numpy()
+    t_mf = time.perf_counter() - t
+    np.savez(os.path.join(root, "mf.npz"), p=p, q=q)
+    x.delete()
+    mib = 1 << 20
+    return {"rows": MF_N, "columns": MF_D, "share_bytes_total": share_total,
+            "headroom_bytes": HEADROOM, "baseline_vmsize_mib": base / mib,
+            "big_alloc_refused": refused,
+            "peak_vm_above_baseline_mib": (status("VmPeak") - base) / mib,
+            "peak_rss_mib": status("VmHWM") / mib, "share_to_disk_s": t_share,
+            "mf_s": t_mf, "mf_iterations": MF_ITERS}
+
+
 def main(root: str) -> dict:
     tp.init(tp.Config(large_block_bytes=BLOCK),
             large_array_dirs={"S1": os.path.join(root, "s1"), "S2": os.path.join(root, "s2")})
@@ -64,16 +126,8 @@ def main(root: str) -> dict:
     tp.reveal(small.sum(axis=0))
     small.delete()
 
-    base = status("VmSize")
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    resource.setrlimit(resource.RLIMIT_AS, (base + HEADROOM, hard))
     share_total = 2 * N * D * 16
-    try:
-        big = np.ones(share_total // 8, np.int64)  # the two shares' bytes at once
-        refused = False
-        del big
-    except MemoryError:
-        refused = True
+    base, refused = limit(share_total)
 
     t = time.perf_counter()
     x = tp.share_to_disk(blocks(N, 7), rows=N, progress=False)
@@ -111,4 +165,5 @@ def main(root: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    mode = sys.argv[2] if len(sys.argv) > 2 else "product"
+    print(json.dumps(main_mf(sys.argv[1]) if mode == "mf" else main(sys.argv[1])))

@@ -8,7 +8,8 @@ each other's share, every block's masks are fresh; mismatched files are
 refused before computing; each block read runs on its own server (the run's
 partition graphs), and a broken variant that reads on the client is caught.
 test_shares_larger_than_memory runs a child process whose address space
-cannot hold the shares (tests/large_memory_child.py). The four-process path
+cannot hold the shares (tests/large_memory_child.py), and
+test_matrix_factorization_larger_than_memory runs MF's steps in one. The four-process path
 uses the session's cluster (conftest.shared_cluster).
 """
 import json
@@ -286,6 +287,34 @@ def test_shares_larger_than_memory(tmp_path):
     assert res["share_bytes_total"] > 1.4 * res["headroom_bytes"]
     assert res["big_alloc_refused"]
     assert res["product_exact"] and res["sum_exact"], res
+    print(json.dumps(res))
+
+
+@pytest.mark.slow  # a TensorFlow process of its own and 192 MiB of shares: about 10 s
+def test_matrix_factorization_larger_than_memory(tmp_path):
+    """Issue 29's Movielens-sized MF, scaled to a test: 2 full gradient steps
+    (batch_rows = n) of tp.models.matrix_factorization on a 12,288 x 512
+    LargeArray whose shares (192 MiB) exceed the child's whole allowance
+    above TF's baseline (128 MiB of address space, checked to refuse the
+    shares' size), P and Q within RRMSE 1e-3 of float64 NumPy's. A version
+    that brings the batch (here all rows) into memory cannot run there."""
+    import large_memory_child as child
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE), TF_CPP_MIN_LOG_LEVEL="3",
+               MALLOC_ARENA_MAX="2")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "large_memory_child.py"),
+                        str(tmp_path), "mf"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["share_bytes_total"] > 1.4 * res["headroom_bytes"]
+    assert res["big_alloc_refused"]
+    got = np.load(tmp_path / "mf.npz")
+    x = np.concatenate(list(child.ratings(child.MF_N, 7)))
+    pp, qp = tp.models.matrix_factorization_plain(x, child.MF_K, **child.MF_KW)
+    for name, want in (("p", pp), ("q", qp)):
+        rrmse = np.sqrt(np.mean((got[name] - want) ** 2) / np.mean(want ** 2))
+        assert rrmse <= 1e-3, (name, rrmse)
+        res[f"{name}_rrmse"] = float(rrmse)
     print(json.dumps(res))
 
 

@@ -153,6 +153,12 @@ class LargeArray:
         """Bytes of one server's share of this view."""
         return int(np.prod(self.shape)) * 8 * S.handle().config.limbs
 
+    @property
+    def block_rows(self) -> int:
+        """Rows of one block (tp.Config(large_block_bytes) over the bytes of a
+        row of the file's share): what a streaming step holds at once."""
+        return self._rows(S.handle())
+
     def __len__(self) -> int:
         return self.shape[0]
 

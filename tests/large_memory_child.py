@@ -84,11 +84,25 @@ def limit(share_total: int) -> tuple:
         return base, True
 
 
+def _init(root: str) -> None:
+    tp.init(tp.Config(large_block_bytes=BLOCK),
+            large_array_dirs={"S1": os.path.join(root, "s1"), "S2": os.path.join(root, "s2")})
+
+
+def _limited_share(source, rows: int, share_total: int):
+    """The limit set (after the warm-up), then `source` shared to disk:
+    (the LargeArray, the baseline, whether a shares-sized allocation was
+    refused, seconds of share_to_disk)."""
+    base, refused = limit(share_total)
+    t = time.perf_counter()
+    x = tp.share_to_disk(source, rows=rows, progress=False)
+    return x, base, refused, time.perf_counter() - t
+
+
 def main_mf(root: str) -> dict:
     """MF_ITERS full steps on a [MF_N, MF_D] LargeArray under the limit;
     P and Q (revealed) go to ROOT/mf.npz."""
-    tp.init(tp.Config(large_block_bytes=BLOCK),
-            large_array_dirs={"S1": os.path.join(root, "s1"), "S2": os.path.join(root, "s2")})
+    _init(root)
     # warm-up: the same width and block height, 3 blocks (so both passes and
     # the step between them are traced once before the limit)
     small = tp.share_to_disk(ratings(3 * 128, 2), progress=False)
@@ -97,10 +111,7 @@ def main_mf(root: str) -> dict:
     small.delete()
 
     share_total = 2 * MF_N * MF_D * 16
-    base, refused = limit(share_total)
-    t = time.perf_counter()
-    x = tp.share_to_disk(ratings(MF_N, 7), rows=MF_N, progress=False)
-    t_share = time.perf_counter() - t
+    x, base, refused, t_share = _limited_share(ratings(MF_N, 7), MF_N, share_total)
     t = time.perf_counter()
     res = tp.models.matrix_factorization(x, MF_K, bound=5.0, **MF_KW)
     p, q = tp.reveal(res.p).numpy(), tp.reveal(res.q).numpy()
@@ -117,8 +128,7 @@ def main_mf(root: str) -> dict:
 
 
 def main(root: str) -> dict:
-    tp.init(tp.Config(large_block_bytes=BLOCK),
-            large_array_dirs={"S1": os.path.join(root, "s1"), "S2": os.path.join(root, "s2")})
+    _init(root)
     w_np = np.random.default_rng(3).integers(-3, 4, (D, 1)).astype(np.float64)
     w = tp.share(w_np)
     small = tp.share_to_disk(blocks(2 * 4096, 1), progress=False)  # warm-up: 2 blocks
@@ -127,11 +137,7 @@ def main(root: str) -> dict:
     small.delete()
 
     share_total = 2 * N * D * 16
-    base, refused = limit(share_total)
-
-    t = time.perf_counter()
-    x = tp.share_to_disk(blocks(N, 7), rows=N, progress=False)
-    t_share = time.perf_counter() - t
+    x, base, refused, t_share = _limited_share(blocks(N, 7), N, share_total)
     t = time.perf_counter()
     y = x.matmul(w, out="disk", progress=False)
     t_matmul = time.perf_counter() - t

@@ -137,6 +137,21 @@ def activate_runtime(config: pytest.Config, backend: str, ring: int) -> tp_runti
     return handle
 
 
+def _enter_ring(request) -> int:
+    activate_runtime(request.config, "privpy", request.param)
+    return request.param
+
+
+def session_ring_fixture():
+    """A `ring` fixture for a module to bind at its top level (`ring =
+    session_ring_fixture()`): the same two cases as conftest's `ring`, run
+    in the session's privpy runtime of the ring (activate_runtime) instead
+    of a fresh tp.init() per case (issue 25): no runtime, and none of what
+    it caches, made again for every case; objects one case builds (a
+    converted model, a trainer) stay usable in its ring's later cases."""
+    return pytest.fixture(params=RINGS, ids=lambda b: f"ring{b}", name="ring")(_enter_ring)
+
+
 def _enter(request) -> Case:
     c = request.param
     activate_runtime(request.config, c.backend, c.ring)

@@ -12,8 +12,11 @@ from tf_privpy.protocols.mpc.bitwise import protocol as bitwise
 from kerasutil import randomize_batchnorm, seeded
 from tolerances import (attention_tol, einsum_tol, gelu_exact_tol, gelu_tanh_tol, keras_tol,
                         mha_tol, one_hot_gather_tol)
+from conftest import session_ring_fixture
 
 L = tf.keras.layers
+#: ring cases in the session's runtime of their ring, not a tp.init() each
+ring = session_ring_fixture()
 
 
 IMG = (6, 6, 2)
@@ -474,8 +477,10 @@ def test_bad_input_is_refused_clearly():
 
 
 @pytest.mark.slow
-def test_command_line_prints_summary_and_every_unsupported_node(tmp_path):
+def test_command_line_prints_summary_and_every_unsupported_node(tmp_path, monkeypatch,
+                                                               capsys):
     import os
+    import runpy
     import subprocess
     import sys
     good = tf.keras.Sequential([L.InputLayer((4,)), L.Dense(3, activation="relu"), L.Dense(2)])
@@ -495,6 +500,12 @@ def test_command_line_prints_summary_and_every_unsupported_node(tmp_path):
     rounds = 1 + 2 + bitwise.BITWISE_ROUNDS + 2
     assert f"cost of one predict (batch 10): {rounds} rounds, 80 multiplications, " \
         "30 comparisons" in r.stdout
-    r = run(tmp_path / "bad.keras")
-    assert r.returncode == 1
-    assert "[Elu]" in r.stderr and "[Selu]" in r.stderr and "2 node(s)" in r.stderr
+    # the refusal path in this process (runpy runs the module as __main__, as
+    # `python -m` does): a second process only repeated TensorFlow's import
+    # (issue 25); its exit status is the SystemExit code sys.exit(main()) raises
+    monkeypatch.setattr(sys, "argv", ["tf_privpy.convert", str(tmp_path / "bad.keras")])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_module("tf_privpy.convert", run_name="__main__", alter_sys=True)
+    err = capsys.readouterr().err
+    assert exited.value.code == 1
+    assert "[Elu]" in err and "[Selu]" in err and "2 node(s)" in err

@@ -20,8 +20,10 @@ def declared_and_counted(fn, x, mode: str):
     return (declared if traced is None else traced), counted
 
 
-def assert_bill_equals_counts(fn, x, mode: str) -> None:
-    """Links (messages, bytes), rounds and comparisons agree."""
+def assert_bill_equals_counts(fn, x, mode: str):
+    """Links (messages, bytes), rounds and comparisons agree; returns the
+    declared bill (for a test's further checks: no second run or trace)."""
     declared, counted = declared_and_counted(fn, x, mode)
     assert {k: tuple(v) for k, v in declared.links.items()} == counted.links
     assert (declared.rounds, declared.comparisons) == (counted.rounds, counted.comparisons)
+    return declared

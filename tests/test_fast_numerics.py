@@ -66,7 +66,7 @@ def _cases(bits):
 
 @pytest.fixture(scope="module")
 def traced():
-    """{(runtime, function name): tf.function}: sigmoid and tanh are checked
+    """{(runtime, function name): tp.function}: sigmoid and tanh are checked
     on two domains of the same shape, and one trace serves both."""
     return {}
 
@@ -76,7 +76,7 @@ def test_fast_functions_on_their_domains(case, i, traced):
     ring, mode = case.ring, case.mode
     name, fn, ref, x = _cases(ring)[i]
     if mode == "tf_function":
-        fn = traced.setdefault((tp.get_runtime().runtime, name), tf.function(fn))
+        fn = traced.setdefault((tp.get_runtime().runtime, name), tp.function(fn))
         got = tp.reveal(fn(tp.share(x))).numpy()
     else:
         got = tp.reveal(run(mode, fn, tp.share(x))).numpy()

@@ -48,7 +48,8 @@ def _inputs(frac_bits):
     on_grid = lambda a: np.round(a * 2.0 ** frac_bits) / 2.0 ** frac_bits  # noqa: E731
     # distinct values (sort and argmax have one answer), |x| < 8 for exp(x/20);
     # rows of 8: the sort's 6 layers unrolled (its tf.while_loop under
-    # Grappler is tests/test_sort_loop.py's, whose graphs are plain tf.functions)
+    # Grappler is tests/test_sort_loop.py's: test_loop_placement and
+    # test_bitwise_loop_sends_the_dealer_no_size run plain tf.functions)
     x = on_grid(rng.permutation(24).reshape(3, 8) / 3.0 - 4.0)
     w = on_grid(rng.uniform(-4, 4, (3, 8)))
     m = on_grid(rng.uniform(-1, 1, (8, 4)))

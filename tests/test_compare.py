@@ -13,8 +13,7 @@ import tf_privpy as tp
 from conftest import case_fixtures, run
 from tolerances import encode_tol, select_tol, ulp
 
-from tf_privpy.protocols.mpc.privpy import compare
-from tf_privpy.protocols.mpc.privpy.compare import batcher_layers, batcher_pairs
+from tf_privpy.protocols.mpc.privpy.compare import batcher_pairs
 
 
 # the 64-bit ring in privpy only: the plaintext backend's comparison does not
@@ -114,18 +113,8 @@ def test_argmax_argmin(case, rng, axis):
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 16, 33])
-def test_sort_and_top_k(case, rng, n, monkeypatch):
-    """Against numpy. In a graph, n = 16 and 33 (10 and 21 layers) run the
-    sorting loop (a power of two: slices; 33: gathers), here at 2 layers
-    per iteration instead of compare.LAYERS_PER_ITERATION's 8: each trace
-    of the 8-layer body took 2-4 s, 8-18 s a case on 2 loaded cores, and
-    with 2 both loops still iterate (16: 5 of 2; 33: 10 of 2 and one of 1).
-    The 8-layer body is tests/test_sort_loop.py's: equal to the unrolled
-    network exactly (its values and indices, both loops, both rings), which
-    the eager cases here check against numpy."""
+def test_sort_and_top_k(case, rng, n):
     cfg, mode = case.config, case.mode
-    if mode == "tf_function" and len(batcher_layers(n)) >= compare.LAYERS_PER_ITERATION:
-        monkeypatch.setattr(compare, "LAYERS_PER_ITERATION", 2)
     x = exact(cfg, rng.normal(0, 50, (3, n)))
     tol = select_tol(max(1, len(batcher_pairs(max(n, 3)))), cfg.frac_bits)
     np.testing.assert_allclose(run(mode, tp.sort, sh(x)).reveal(), np.sort(x, -1), atol=tol,

@@ -3,6 +3,7 @@ graph, and the cost bill computed before anything runs (DESIGN §8)."""
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import re
 from typing import Any, Dict, List, Optional, Sequence
@@ -43,12 +44,28 @@ class PrivateModel:
         self._traced = traced
         self._env = Env(policy, batch="batch_same_depth" in self.passes)
         self._fn = tf.function(self._run, autograph=False, reduce_retracing=False)
+        #: the bill of each trace of predict, by _bill_key: cost() after a
+        #: predict of that batch reads it instead of tracing the model again
+        #: (recording only collects declarations: the graph is the same)
+        self._traced_bills: Dict[tuple, cost.Cost] = {}
 
     # ------------------------------------------------------------ running
     def _run(self, *inputs):
         # one counter update per link for the whole graph (channel.py)
-        with context.get_handle().runtime.channels.counted_at_end():
-            return self._evaluate(self._env, inputs)
+        with context.get_handle().runtime.channels.counted_at_end(), cost.record() as bill:
+            out = self._evaluate(self._env, inputs)
+        self._traced_bills[self._bill_key(
+            [(isinstance(x, PrivateTensor), tuple(x.shape)) for x in inputs])] = bill
+        return out
+
+    @staticmethod
+    def _bill_key(inputs) -> tuple:
+        """What a trace's bill depends on besides the model: the runtime, the
+        comparison family in force (tp.comparison applies when a function is
+        traced) and each input's kind and shape."""
+        handle = context.get_handle()
+        family = getattr(handle.backend, "comparison_family", None)
+        return id(handle.runtime), family, tuple(inputs)
 
     def _evaluate(self, env: Env, inputs):
         policy = env.policy
@@ -143,6 +160,9 @@ class PrivateModel:
         comparisons, and messages and bytes per server pair. Sharing the
         input (or what the data owner computed from it, Policy.owner_side)
         is included; sharing the weights happened once at conversion."""
+        key = self._bill_key([(False, tuple(s.shape)) for s in self._specs(batch_size)])
+        if key in self._traced_bills:     # predict traced this batch: its bill
+            return copy.deepcopy(self._traced_bills[key])
         return self._bill(batch_size, self._env)
 
     def _bill(self, batch_size: int, env: Env) -> cost.Cost:

@@ -415,6 +415,10 @@ def test_predict_is_one_traced_function_and_cost_equals_a_run(ring):
         private.predict(x)
     assert private._fn.experimental_get_tracing_count() == 1
     bill = private.cost(batch_size=2)
+    # cost() after a predict of that batch reads the trace's bill (no second
+    # trace of the model); a fresh trace declares the same bill
+    assert private._fn.experimental_get_tracing_count() == 1
+    assert private._bill(2, private._env) == bill and bill is not private.cost(batch_size=2)
     assert (s.rounds, s.multiplications, s.comparisons) == (
         2 * bill.rounds, 2 * bill.multiplications, 2 * bill.comparisons)
     assert s.links == {k: (2 * m, 2 * b) for k, (m, b) in bill.links.items()}

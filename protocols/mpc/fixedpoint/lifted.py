@@ -62,8 +62,10 @@ class Ctx:
         v = tf.constant(value, tf.float64)
         return tf.broadcast_to(v, shape)
 
-    def ones(self, x: Shares) -> Shares:
-        return self.b.add_public(self.b.sub(x, x), self.fill(x, 1.0))
+    def ones(self, x: Shares, frac_bits: Optional[int] = None) -> Shares:
+        """Shares of 1 shaped like x: fixed point, or the integer 1 with
+        frac_bits=0 (beside integer bits)."""
+        return self.b.add_public(self.b.sub(x, x), self.fill(x, 1.0), frac_bits=frac_bits)
 
     def add_const(self, x: Shares, c: float) -> Shares:
         return self.b.add_public(x, self.fill(x, c))
@@ -153,7 +155,7 @@ class Ctx:
             raise ValueError("piecewise table out of range")
         ones = self.b.map_shares(lambda s: sh.getitem(s, (slice(None), slice(0, 1)),
                                                       self.limbs), bits)
-        ones = self.b.add_public(self.b.sub(ones, ones), self.fill(ones, 1.0), frac_bits=0)
+        ones = self.ones(ones, frac_bits=0)
         aug = self.b.map_many(lambda p: sh.concat(p, 1, self.limbs), [bits, ones])
         return self.b.mul_public(aug, tf.constant(coeff), kind="matmul", c_frac_bits=0,
                                  c_bound=2.0 ** 62)

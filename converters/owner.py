@@ -57,7 +57,7 @@ _NOT_SHAREABLE = ("TensorList",)
 _GATHERS = frozenset({"GatherV2"})
 #: public metadata of an owner value computed here, as the shape adapters
 #: do for a private one, so what folds on it still folds at conversion
-_METADATA = frozenset({"Shape", "Size", "Rank"})
+_METADATA = frozenset({"Shape", "ShapeN", "Size", "Rank"})
 
 
 @dataclasses.dataclass
@@ -90,9 +90,14 @@ def _switches_above(n, nodes) -> List[Any]:
     return out
 
 
-def plan(traced: Traced, policy, plain: Sequence[bool]) -> Plan:
+def plan(traced: Traced, policy, plain: Sequence[bool], private_roots: Sequence[str] = (),
+         stay_private: frozenset = frozenset()) -> Plan:
     """The split of the graph for inputs of these kinds (plain[i]: input i
     is the owner's plaintext, else a PrivateTensor or public data).
+    `private_roots`: more nodes whose values are private (a training step's
+    private variables); `stay_private`: op types that never run at the
+    owner (a training step's variable updates: a weight or an optimizer
+    state is not the owner's to write).
 
     A node is owner-side when all its data inputs are owner-side values of
     ONE input or public values, and it is not a node that must be private
@@ -107,6 +112,7 @@ def plan(traced: Traced, policy, plain: Sequence[bool]) -> Plan:
         private.update(name for name, p in inputs.items() if not (p and owner_side))
     if policy.weights == "private":
         private.update(traced.weights)
+    private.update(private_roots)
     deps: Dict[str, frozenset] = {}
     owner_of: Dict[str, str] = {}
     for n in order:
@@ -124,7 +130,8 @@ def plan(traced: Traced, policy, plain: Sequence[bool]) -> Plan:
             private.add(n.name)
             continue
         d = frozenset().union(*(deps.get(s, frozenset()) for s in data))
-        if len(d) > 1 or (d and (n.op in _NOT_AT_OWNER or n.op.startswith(_NOT_SHAREABLE) or any(
+        if len(d) > 1 or (d and (n.op in _NOT_AT_OWNER or n.op in stay_private
+                                 or n.op.startswith(_NOT_SHAREABLE) or any(
                 v.WhichOneof("value") == "func" for v in n.attr.values()))):
             private.add(n.name)
         elif d:
@@ -197,14 +204,19 @@ class Frontier:
             values[(n.name, 0)] = self._gather(node, values[keys[0]], self.plain[keys[1]],
                                                values[keys[2]])
             return
+        if n.op in _METADATA:
+            # static shapes, also of a private value read beside the owner's
+            # (a training step's ShapeN of x and a kernel)
+            raw = [self.plain[k] if k in self.plain else values[k] for k in keys]
+            if all(tf.TensorShape(getattr(v, "shape", None)).is_fully_defined() for v in raw):
+                self._outputs(n, registry.converter_row(n.op).adapter(None, node, raw), values)
+                return
         ins = [self.plain[k] if k in self.plain else self._public(values[k]) for k in keys]
         with tf.device(self.device):
             if n.op == "Switch":     # both branches are computed
                 outs = [ins[0], ins[0]]
             elif n.op == "Merge":
                 outs = [self._merge(n, keys, ins, values), np.int32(0)]
-            elif n.op in _METADATA and ins[0].shape.is_fully_defined():
-                outs = registry.converter_row(n.op).adapter(None, node, ins)
             elif n.op in ("Identity", "StopGradient", "PreventGradient", "Snapshot") \
                     and len(ins) == 1:
                 outs = ins
@@ -212,6 +224,9 @@ class Frontier:
                 if n.device:   # a device traced into the node would override the owner's
                     n = _undevice(n)
                 outs = run(n, ins)
+        self._outputs(n, outs, values)
+
+    def _outputs(self, n, outs, values: Dict[Key, Any]) -> None:
         for i, o in enumerate(outs):
             if n.name in self.plan.owner_of:
                 self._produce((n.name, i), o, values)

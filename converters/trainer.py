@@ -6,6 +6,7 @@ model."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -17,12 +18,13 @@ from tf_privpy.protocols.mpc.api.adapters import Weight
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 
+from . import owner as owner_mod
 from .model import PrivateModel
 from .rewrite import Env, Policy, UnsupportedOpError
 from .trace import trace
 from .optimizers import check_numerics, check_optimizer
 from .training import (PASSES, TracedStep, _resolve_loss, analyse_step, check_step,
-                       evaluate_step, trace_step)
+                       evaluate_step, owner_plan, trace_step)
 
 
 # --------------------------------------------------------------- trainer
@@ -113,7 +115,7 @@ class PrivateTrainer:
             ts = trace_step(self.model, self.loss, self.optimizer, specs[0], specs[1],
                             return_loss, self.passes)
             problems = check_step(ts, self.policy) if self._check else \
-                analyse_step(ts, self.policy)
+                analyse_step(ts, self.policy, owner_plan(ts, self.policy))
             if problems:
                 raise UnsupportedOpError(problems)
             self._bind(ts)
@@ -142,10 +144,33 @@ class PrivateTrainer:
         return registry.get("share").impl(v, name=name)
 
     def _run(self, x, y, return_loss=False):
+        return self._step_graph(self._env, x, y, return_loss)
+
+    def _step_graph(self, env: Env, x, y, return_loss: bool):
+        """The private step on (x, y) under env's policy: plain inputs go
+        through the data owner first (Policy.owner_side: what depends on
+        the owner's x or y alone is computed there, in plain TF, and only
+        what a private node reads is shared; converters/owner.py)."""
         ts = self._traced(self._specs(x.shape[0], y.dtype, y.shape.as_list()), return_loss)
-        # one counter update per link for the whole step (channel.py)
-        with context.get_handle().runtime.channels.counted_at_end():
-            outs = evaluate_step(ts, self._env, [self._share(x, "x"), self._share(y, "y")])
+        plain = [not isinstance(v, (PrivateTensor, PrivateVariable)) for v in (x, y)]
+        plan = owner_plan(ts, env.policy, plain)
+        if plan is not None and not all(plain):
+            # a PrivateTensor input puts more on shares than the conversion
+            # checked: refuse before anything is built, as it would have
+            problems = analyse_step(ts, env.policy, plan)
+            if problems:
+                raise UnsupportedOpError(problems)
+        if plan is not None:
+            env.owner = owner_mod.Frontier(plan, ts, env)
+            xs = [v.read_value() if isinstance(v, PrivateVariable) else v for v in (x, y)]
+        else:
+            xs = [self._share(x, "x"), self._share(y, "y")]
+        try:
+            # one counter update per link for the whole step (channel.py)
+            with context.get_handle().runtime.channels.counted_at_end():
+                outs = evaluate_step(ts, env, xs)
+        finally:
+            env.owner = None
         return outs[0] if outs else None
 
     def _inputs(self, x, y):
@@ -219,6 +244,27 @@ class PrivateTrainer:
             fn.get_concrete_function(*specs)
         return bill
 
+    def owner_saving(self, batch_size: int = 1) -> Dict[str, int]:
+        """What computing at the data owner (Policy.owner_side) saves on one
+        step of plain inputs: the bill with Policy(owner_side=False) minus
+        this trainer's, both costed by tracing (rounds, multiplications,
+        comparisons, messages, bytes). All zero when the policy does not
+        compute at the owner.
+
+        Example:
+          >>> saved = trainer.owner_saving(128)     # a model that rescales its input
+          >>> saved["multiplications"], saved["bytes"]
+        """
+        keys = ("rounds", "multiplications", "comparisons", "messages", "bytes")
+        if not (self.policy.owner_side and self.policy.inputs == "private"):
+            return dict.fromkeys(keys, 0)
+        off = Env(dataclasses.replace(self.policy, owner_side=False))
+        fn = tf.function(lambda x, y: self._step_graph(off, x, y, False), autograph=False)
+        with cost.record() as before:
+            fn.get_concrete_function(*self._specs(batch_size))
+        after = self.cost(batch_size)
+        return {k: getattr(before, k) - getattr(after, k) for k in keys}
+
     def graph(self, batch_size: int = 1) -> tf.compat.v1.GraphDef:
         """The rewritten training step (GraphDef), every op on its party."""
         return self.concrete(batch_size).graph.as_graph_def()
@@ -236,11 +282,25 @@ class PrivateTrainer:
         ops = collections.Counter(n.op for n in ts.graph_def.node
                                   if n.op not in ("Const", "NoOp", "Placeholder", "Identity"))
         bill = self.cost(batch_size)
+        plan = owner_plan(ts, self.policy)
+        if plan is not None:
+            at_owner = collections.Counter(n.op for n in ts.graph_def.node
+                                           if n.name in plan.owner_of
+                                           and n.op not in ("Placeholder", "Identity"))
+            saved = self.owner_saving(batch_size)
+            owner = ("  owner-side (run by the data owner before sharing): "
+                     + (", ".join(f"{k} x{v}" for k, v in sorted(at_owner.items())) or "-")
+                     + f"; saves {saved['bytes']} bytes, {saved['comparisons']} comparisons, "
+                     f"{saved['multiplications']} multiplications, {saved['rounds']} rounds "
+                     f"per step (vs Policy(owner_side=False))")
+        else:
+            owner = "  owner-side: off (Policy(owner_side=False) or public inputs)"
         return "\n".join([
             f"private trainer '{self.name}': {len(self.trainable_variables)} private weights, "
             f"optimizer {type(self.optimizer).__name__}",
             "  passes: " + (", ".join(f"{k} x{v}" for k, v in ts.pass_report.items()) or "-"),
             "  TF ops of the step: " + ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())),
+            owner,
             f"  cost of one step (batch {batch_size}): {bill.rounds} rounds, "
             f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
             f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"])

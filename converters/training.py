@@ -65,7 +65,9 @@ from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 
 from . import optimizers
-from .rewrite import Env, Policy, Problem, UnsupportedOpError, eval_node, lookup, node_problem
+from . import owner as owner_mod
+from .rewrite import (Env, Policy, Problem, UnsupportedOpError, _branch_tags, _run_public,
+                      eval_node, lookup, node_of, node_problem)
 from .trace import Traced, _layer_names, src, topo
 
 #: the training half's passes (trace level), all on by default
@@ -300,10 +302,27 @@ def _prune(graph_def, keep: Sequence[str]):
 
 
 # --------------------------------------------------------------- analyse
-def analyse_step(ts: TracedStep, policy: Policy) -> List[Problem]:
+def owner_plan(ts: TracedStep, policy: Policy,
+               plain: Sequence[bool] = (True, True)) -> Optional[owner_mod.Plan]:
+    """What the data owner computes before sharing (converters/owner.py) in
+    one step whose inputs x, y are of these kinds (plain: the owner's
+    plaintext, else a PrivateTensor): None when the policy computes nothing
+    there. The private variables are private roots; reads and updates of
+    variables never run at the owner."""
+    if not (policy.owner_side and policy.inputs == "private" and any(plain)):
+        return None
+    roots = [ph for ph, r in ts.resources.items() if r.is_private]
+    return owner_mod.plan(ts, policy, plain, private_roots=roots,
+                          stay_private=frozenset(UPDATE_OPS + READ_OPS))
+
+
+def analyse_step(ts: TracedStep, policy: Policy,
+                 plan: Optional[owner_mod.Plan] = None) -> List[Problem]:
     """Every node of the step that would see a private value and cannot be
-    converted, and every private value written into a public variable."""
-    private = set(ts.inputs) if policy.inputs == "private" else set()
+    converted, and every private value written into a public variable.
+    With an owner `plan`, the private nodes are the plan's (what the owner
+    computes runs as the TF op it is)."""
+    private = set(ts.inputs) if policy.inputs == "private" and plan is None else set()
     private_res = {ph for ph, r in ts.resources.items() if r.is_private}
     problems = []
     for n in topo(ts.graph_def):
@@ -311,6 +330,10 @@ def analyse_step(ts: TracedStep, policy: Policy) -> List[Problem]:
         layer = ts.layer_of.get(n.name, "")
         if n.op in READ_OPS:
             if data and data[0] in private_res:
+                private.add(n.name)
+            continue
+        if plan is not None and n.name in ts.inputs:
+            if n.name in plan.private:
                 private.add(n.name)
             continue
         if n.op in UPDATE_OPS:
@@ -325,7 +348,9 @@ def analyse_step(ts: TracedStep, policy: Policy) -> List[Problem]:
                     "train a model whose only updated state is its trainable weights "
                     "(freeze BatchNormalization or fold it before training)"))
             continue
-        if not any(s in private for s in data):
+        # an owner plan's private node may read only owner-side values (shared)
+        if not any(s in private for s in data) and not (
+                plan is not None and n.name in plan.private and n.op != "Placeholder"):
             continue
         private.add(n.name)
         problem = node_problem(n, layer, training=True)
@@ -372,6 +397,12 @@ def _evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
     values: Dict[Tuple[str, int], Any] = {}
     for name, x in zip(ts.inputs, inputs):
         values[(name, 0)] = x
+    owner = getattr(env, "owner", None)
+    order = topo(ts.graph_def)
+    if owner is not None:
+        env.branch_tags = _branch_tags(order)
+        env.nodes = {n.name: n for n in order}
+        owner.start(values)   # the owner's plaintext inputs stay at the owner
     current: Dict[str, Any] = {}
     written: set = set()
     poisoned: set = set()
@@ -389,8 +420,12 @@ def _evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
                                else r.variable.read_value())
         return current[ph]
 
-    for n in topo(ts.graph_def):
+    for n in order:
         if n.op in _SKIP or (n.name, 0) in values:
+            continue
+        if owner is not None and owner.handles(n):
+            # plain TF on the client, before sharing (converters/owner.py)
+            owner.eval(n, node_of(n, ts.layer_of), values, _run_public)
             continue
         if n.name in ts.resources:
             values[(n.name, 0)] = _Ref(n.name)
@@ -480,13 +515,18 @@ def check_step(ts: TracedStep, policy: Policy) -> List[Problem]:
     protocols were most of the dry run (network A on a loaded machine: 6.4
     CPU-s, now 2.3; see _refuses_nothing). The problems are a full dry
     run's (tested)."""
-    problems = analyse_step(ts, policy)
+    plan = owner_plan(ts, policy)
+    problems = analyse_step(ts, policy, plan)
     found: List[Problem] = []
 
     def run(x, y):
         env = Env(policy)
-        share = registry.get("share").impl
-        xs = [v if policy.inputs == "public" else share(v, name="check") for v in (x, y)]
+        if plan is not None:   # plain x, y: the owner computes its part first
+            env.owner = owner_mod.Frontier(plan, ts, env)
+            xs = [x, y]
+        else:
+            share = registry.get("share").impl
+            xs = [v if policy.inputs == "public" else share(v, name="check") for v in (x, y)]
         evaluate_step(ts, env, xs, problems=found)
 
     with cost.paused():

@@ -338,7 +338,10 @@ def analyse_step(ts: TracedStep, policy: Policy,
             continue
         if n.op in UPDATE_OPS:
             res = data[0] if data else ""
-            if res not in private_res and any(s in private for s in data[1:]):
+            # (with an owner plan, an update reading the owner's values is
+            # private too: the owner's data is no more public than a share)
+            if res not in private_res and (any(s in private for s in data[1:]) or (
+                    plan is not None and n.name in plan.private)):
                 v = ts.resources.get(res)
                 problems.append(Problem(
                     n.name, n.op, layer,

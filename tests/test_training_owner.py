@@ -112,3 +112,13 @@ def test_a_private_input_is_not_the_owners(ring):
     b.step(tp.share(x), y)
     for u, v in zip(a.weights(reveal=True), b.weights(reveal=True)):
         assert np.abs(u - v).max() < 1e-4
+
+
+def test_the_owners_values_are_never_written_into_public_state(ring):
+    """BatchNormalization on the input: its moving statistics would be the
+    owner's data written into public variables, refused as a private value
+    is (before the refusal counted owner-side updates, this converted)."""
+    model = tf.keras.Sequential([L.InputLayer((5,)), L.BatchNormalization(), L.Dense(2)])
+    with pytest.raises(tp.UnsupportedOpError, match="written into the public variable"):
+        tp.keras.convert_training(model, tf.keras.losses.MeanSquaredError(),
+                                  tf.keras.optimizers.SGD(LR))

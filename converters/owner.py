@@ -53,8 +53,12 @@ _NOT_AT_OWNER = frozenset({"If", "StatelessIf", "While", "StatelessWhile", "Case
 #: ops whose output is not a number the owner could share (a TensorList is a
 #: variant): they run on shares, reading the owner's value shared
 _NOT_SHAREABLE = ("TensorList",)
-#: gathers that become the owner's one-hot times the private table
-_GATHERS = frozenset({"GatherV2"})
+#: gathers that become the owner's one-hot times the private table (a
+#: training step reads its table by ResourceGather)
+_GATHERS = frozenset({"GatherV2", "ResourceGather"})
+#: the gather's gradient (IndexedSlices made dense): the transposed
+#: one-hot times the private rows, summed per id
+_SEGMENT_SUMS = frozenset({"UnsortedSegmentSum"})
 #: public metadata of an owner value computed here, as the shape adapters
 #: do for a private one, so what folds on it still folds at conversion
 _METADATA = frozenset({"Shape", "ShapeN", "Size", "Rank"})
@@ -150,9 +154,13 @@ def plan(traced: Traced, policy, plain: Sequence[bool], private_roots: Sequence[
             continue
         if n.name not in private:
             at_owner.add(n.name)
-        elif n.op in _GATHERS and len(keys) == 3 and keys[1] in reads and keys[0] not in reads \
-                and keys[2][0] not in owner_of and not n.attr["batch_dims"].i:
+        elif n.op in _GATHERS and len(keys) in (2, 3) and keys[1] in reads \
+                and keys[0] not in reads and all(k[0] not in owner_of for k in keys[2:]) \
+                and not n.attr["batch_dims"].i:
             one_hot[n.name] = keys[1]   # the indices as a one-hot, not shared as they are
+        elif n.op in _SEGMENT_SUMS and len(keys) == 3 and keys[1] in reads \
+                and keys[0] not in reads and keys[2][0] not in owner_of:
+            one_hot[n.name] = keys[1]   # segment ids: their one-hot, transposed
         else:
             shared.update(reads)
     for o in traced.outputs:  # what predict returns stays private, as without the policy
@@ -185,6 +193,9 @@ class Frontier:
         self.device = context.get_handle().runtime.device("client")
         self._dtypes = {n.name: tf.as_dtype(n.attr["dtype"].type)
                         for n in traced.graph_def.node if n.name in traced.weights}
+        #: a value as a private node reads it (a training step sets it: its
+        #: variables are references until read)
+        self.resolve: Callable[[Any], Any] = lambda v: v
 
     def start(self, values: Dict[Key, Any]) -> None:
         """The owner's inputs: kept in plaintext, shared if a private node
@@ -201,8 +212,14 @@ class Frontier:
         by owner-side indices, as the one-hot product."""
         keys = [src(i) for i in n.input if not i.startswith("^")]
         if n.name in self.plan.one_hot:
-            values[(n.name, 0)] = self._gather(node, values[keys[0]], self.plain[keys[1]],
-                                               values[keys[2]])
+            if n.op in _SEGMENT_SUMS:
+                out = self._segment_sum(node, self.resolve(values[keys[0]]),
+                                        self.plain[keys[1]], values[keys[2]])
+            else:
+                axis = values[keys[2]] if len(keys) > 2 else np.int32(0)
+                out = self._gather(node, self.resolve(values[keys[0]]), self.plain[keys[1]],
+                                   axis)
+            values[(n.name, 0)] = out
             return
         if n.op in _METADATA:
             # static shapes, also of a private value read beside the owner's
@@ -282,6 +299,33 @@ class Frontier:
                 hot = tf.one_hot(tf.reshape(ids, [-1]), n, dtype=tf.int32)
             bits = registry.get("share").impl(hot, name=f"{node.name}/one_hot", bits=True)
         return A.gather_by_one_hot(params, bits, ids.shape, axis)
+
+
+    def _segment_sum(self, node, data, ids, num):
+        """tf.math.unsorted_segment_sum(private data, owner's ids, public
+        num): the owner shares the transposed one-hot of its ids as integer
+        bits ([num, n]) and the servers multiply it by the rows of data,
+        exactly (a training step's dense gradient of an Embedding table).
+        An id outside [0, num) raises at the owner, as TF on CPU does for
+        one too large (a negative one, which TF drops, is refused too)."""
+        num = int(np.asarray(self.env.public(num)))
+        data = self.env.operand(data)
+        with tf.device(self.device):
+            ids = tf.convert_to_tensor(ids)
+            k = ids.shape.rank
+            if not ids.shape.is_fully_defined() or data.shape[:k] != ids.shape:
+                raise A.Unsupported("a segment sum whose ids are not a static prefix of the "
+                                    "data's shape", "give the model static shapes")
+            flat = tf.reshape(ids, [-1])
+            ok = tf.reduce_all(tf.logical_and(flat >= 0, flat < tf.cast(num, flat.dtype)))
+            check = tf.debugging.Assert(ok, [f"{BAD_INDEX} '{node.name}': a segment id "
+                                             f"outside [0, {num}), checked by the data owner"])
+            with tf.control_dependencies([check]):
+                hot = tf.transpose(tf.one_hot(flat, num, dtype=tf.int32))
+            bits = registry.get("share").impl(hot, name=f"{node.name}/one_hot", bits=True)
+        rest = data.shape.as_list()[k:]
+        rows = A.impl("reshape")(data, [int(np.prod(ids.shape.as_list())), -1])
+        return A.impl("reshape")(A.impl("matmul")(bits, rows), [num] + rest)
 
 
 def _undevice(n):

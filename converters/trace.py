@@ -134,7 +134,9 @@ def topo(graph_def) -> List[Any]:
 #: shape, size and rank are public (static when converting), and so are
 #: zeros or ones of its shape. What they feed (Keras's LayerNormalization
 #: computes Prod and Fill on a Shape) runs as plain TF (issue 27).
-PUBLIC_OUTPUT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike"})
+#: (VariableShape: a training step's shape of a private variable)
+PUBLIC_OUTPUT_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike",
+                               "VariableShape"})
 
 
 def reads_private(n, private: Set[str]) -> bool:

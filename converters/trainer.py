@@ -251,6 +251,10 @@ class PrivateTrainer:
         comparisons, messages, bytes). All zero when the policy does not
         compute at the owner.
 
+        Raises UnsupportedOpError when the step converts only with the
+        owner's part (an Embedding: its lookup and gradient by the owner's
+        one-hot), naming what the shares alone could not compute.
+
         Example:
           >>> saved = trainer.owner_saving(128)     # a model that rescales its input
           >>> saved["multiplications"], saved["bytes"]
@@ -259,6 +263,9 @@ class PrivateTrainer:
         if not (self.policy.owner_side and self.policy.inputs == "private"):
             return dict.fromkeys(keys, 0)
         off = Env(dataclasses.replace(self.policy, owner_side=False))
+        problems = analyse_step(self.traced_step(batch_size), off.policy)
+        if problems:
+            raise UnsupportedOpError(problems)
         fn = tf.function(lambda x, y: self._step_graph(off, x, y, False), autograph=False)
         with cost.record() as before:
             fn.get_concrete_function(*self._specs(batch_size))
@@ -287,12 +294,19 @@ class PrivateTrainer:
             at_owner = collections.Counter(n.op for n in ts.graph_def.node
                                            if n.name in plan.owner_of
                                            and n.op not in ("Placeholder", "Identity"))
-            saved = self.owner_saving(batch_size)
+            if plan.one_hot:
+                at_owner.update(f"one-hot for {self._node_op(ts, k)}" for k in plan.one_hot)
+            try:
+                saved = self.owner_saving(batch_size)
+                gain = (f"saves {saved['bytes']} bytes, {saved['comparisons']} comparisons, "
+                        f"{saved['multiplications']} multiplications, {saved['rounds']} rounds "
+                        f"per step (vs Policy(owner_side=False))")
+            except UnsupportedOpError as e:
+                gain = (f"needed: Policy(owner_side=False) cannot convert {len(e.problems)} "
+                        f"node(s) of this step ({e.problems[0].op} first)")
             owner = ("  owner-side (run by the data owner before sharing): "
                      + (", ".join(f"{k} x{v}" for k, v in sorted(at_owner.items())) or "-")
-                     + f"; saves {saved['bytes']} bytes, {saved['comparisons']} comparisons, "
-                     f"{saved['multiplications']} multiplications, {saved['rounds']} rounds "
-                     f"per step (vs Policy(owner_side=False))")
+                     + "; " + gain)
         else:
             owner = "  owner-side: off (Policy(owner_side=False) or public inputs)"
         return "\n".join([
@@ -304,6 +318,10 @@ class PrivateTrainer:
             f"  cost of one step (batch {batch_size}): {bill.rounds} rounds, "
             f"{bill.multiplications} multiplications, {bill.comparisons} comparisons, "
             f"{bill.messages} messages, {bill.bytes / 1e3:.1f} KB"])
+
+    @staticmethod
+    def _node_op(ts: TracedStep, name: str) -> str:
+        return next(n.op for n in ts.graph_def.node if n.name == name)
 
     def predictor(self, name: Optional[str] = None):
         """A PrivateModel (predict, cost, graph, summary) of the trained model

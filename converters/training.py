@@ -215,7 +215,11 @@ def trace_step(model: tf.keras.Model, loss, optimizer, x_spec: tf.TensorSpec,
                 report["loss_scale"] = report.get("loss_scale", 0) + 1
                 target = target * scale
         weights = model.trainable_variables
-        grads = tape.gradient(target, weights)
+        # an Embedding's IndexedSlices gradient, which Keras scatters at the
+        # batch's ids (rows the servers would learn), made dense: every row
+        # updated alike (an UnsortedSegmentSum: the owner's one-hot, owner.py)
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                 for g in tape.gradient(target, weights)]
         if kind == "adam":  # 1/N joins Adam's own public gradient scale
             optimizers.adam_update(optimizer, grads, weights, 1.0 / scale)
             return value
@@ -338,8 +342,7 @@ def analyse_step(ts: TracedStep, policy: Policy,
             continue
         if n.op in UPDATE_OPS:
             res = data[0] if data else ""
-            # (with an owner plan, an update reading the owner's values is
-            # private too: the owner's data is no more public than a share)
+            # (an update reading the owner's values is private too)
             if res not in private_res and (any(s in private for s in data[1:]) or (
                     plan is not None and n.name in plan.private)):
                 v = ts.resources.get(res)
@@ -350,6 +353,9 @@ def analyse_step(ts: TracedStep, policy: Policy,
                     "statistics, which the servers cannot keep in the clear)",
                     "train a model whose only updated state is its trainable weights "
                     "(freeze BatchNormalization or fold it before training)"))
+            continue
+        if plan is not None and n.name in plan.one_hot:
+            private.add(n.name)   # the owner's one-hot times the private values
             continue
         # an owner plan's private node may read only owner-side values (shared)
         if not any(s in private for s in data) and not (
@@ -423,6 +429,8 @@ def _evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
                                else r.variable.read_value())
         return current[ph]
 
+    if owner is not None:
+        owner.resolve = lambda v: read(v.placeholder) if isinstance(v, _Ref) else v
     for n in order:
         if n.op in _SKIP or (n.name, 0) in values:
             continue
@@ -443,7 +451,11 @@ def _evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
             continue
         ins = [values[s] for s in srcs]
         try:
-            if n.op in READ_OPS:
+            if n.op == "VariableShape":   # public: the variable's static shape
+                values[(n.name, 0)] = np.asarray(
+                    ts.resources[ins[0].placeholder].variable.shape.as_list(),
+                    tf.as_dtype(n.attr["out_type"].type).as_numpy_dtype)
+            elif n.op in READ_OPS:
                 values[(n.name, 0)] = read(ins[0].placeholder)
             elif n.op in UPDATE_OPS:
                 _update(n, ins, read, current, written, env)

@@ -110,16 +110,14 @@ void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
            int64_t blocks, uint64_t* state, uint64_t* msg, int64_t b0, int64_t b1) {
   const int ow = OwnWords(party, 0);
   for (int64_t b = b0; b < b1; ++b) {
-    uint64_t* st = state + b * kStateWords;
+    uint64_t* st = state + b * StateWords(0);
     uint64_t x[64];
     const int64_t first = b * kBlock;
     const int64_t count = n - first < kBlock ? n - first : kBlock;
     std::memcpy(x, low + first, count * sizeof(uint64_t));
     if (count < kBlock) std::memset(x + count, 0, (kBlock - count) * sizeof(uint64_t));
-    Transpose64(x);  // x[pos]: bit pos of the block's 64 values
+    Transpose64(x);  // x[pos]: bit pos of the block's 64 values (x[63]: the top bit)
     std::memcpy(st, x, sizeof(x));
-    std::memset(st + kBlock, 0, kBlock * sizeof(uint64_t));
-    st[kTop] = x[kPositions];
     // S1 sends a ^ u, S2 sends b ^ v (u, v its level-0 correlation words)
     const uint64_t* mask = own_seg0 + b * ow;
     uint64_t* out = msg + b * kPositions;
@@ -132,13 +130,17 @@ void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
           const uint64_t* own, int64_t own_start, const uint64_t* corr, int64_t blocks,
           uint64_t* state_out, uint64_t* msg, int64_t b0, int64_t b1) {
   const int in_words = MessageWords(step - 1), out_words = MessageWords(step);
+  const int w_in = Pairs(step - 1), w_out = Pairs(step);
+  // the top bit word: word 63 of step 0's state, after G and P later
+  const int top_in = step == 1 ? kPositions : 2 * w_in;
   for (int64_t b = b0; b < b1; ++b) {
-    const uint64_t* st = state_in + b * kStateWords;
-    uint64_t* so = state_out + b * kStateWords;
+    const uint64_t* st = state_in + b * StateWords(step - 1);
+    uint64_t* so = state_out + b * StateWords(step);
     const uint64_t* other = recv + b * in_words;
     uint64_t* G = so;
-    uint64_t* P = so + kBlock;
-    so[kTop] = st[kTop];
+    uint64_t* P = so + w_out;
+    const uint64_t top = st[top_in];
+    so[2 * w_out] = top;
     if (step == 1) {
       // Leaves from the level-0 exchange: g = a & b = (a & e) ^ (d & v) ^ (u & v)
       // with e = b ^ v (S1 receives), d = a ^ u (S2 receives), and the dealt
@@ -163,9 +165,8 @@ void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
       const int level = step - 1, g = Groups(level);
       const Masks m = LevelMasks(party, level, own, own_start, corr, blocks, b);
       uint64_t mine[3 * kBlock / 2];
-      Open(g, st, st + kBlock, m, mine);
+      Open(g, st, st + w_in, m, mine);
       Combine(party, g, st, mine, other, m, G, P);
-      for (int j = g; j < kBlock; ++j) G[j] = P[j] = 0;
     }
     uint64_t* out = msg + b * out_words;
     if (step < kSteps - 1) {
@@ -175,7 +176,7 @@ void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
       // msb = a_63 ^ b_63 ^ carry; open msb ^ r
       const uint64_t rbit = own[(OwnOffset(party, kSegments - 1, blocks) - own_start) +
                                 b * OwnWords(party, kSegments - 1)];
-      out[0] = G[0] ^ so[kTop] ^ rbit;
+      out[0] = G[0] ^ top ^ rbit;
     }
   }
   (void)in_words;
@@ -183,18 +184,30 @@ void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
 
 void Deal(const uint64_t* s1, const uint64_t* s2, int64_t blocks, uint64_t* corr, int64_t b0,
           int64_t b1) {
+  const uint64_t* seg1[kSegments];
+  const uint64_t* seg2[kSegments];
+  for (int s = 0; s < kSegments; ++s) {
+    seg1[s] = s1 + OwnOffset(0, s, blocks);
+    seg2[s] = s2 + OwnOffset(1, s, blocks);
+  }
+  DealSegments(seg1, seg2, 0, blocks, corr, b0, b1);
+}
+
+void DealSegments(const uint64_t* const seg1[kSegments], const uint64_t* const seg2[kSegments],
+                  int64_t base, int64_t blocks, uint64_t* corr, int64_t b0, int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
+    const int64_t rel = b - base;
     {
-      const uint64_t* u = s1 + OwnOffset(0, 0, blocks) + b * OwnWords(0, 0);
+      const uint64_t* u = seg1[0] + rel * OwnWords(0, 0);
       const uint64_t* r1 = u + kPositions;
-      const uint64_t* v = s2 + OwnOffset(1, 0, blocks) + b * OwnWords(1, 0);
+      const uint64_t* v = seg2[0] + rel * OwnWords(1, 0);
       uint64_t* r2 = corr + CorrOffset(0, blocks) + b * CorrWords(0);
       for (int pos = 0; pos < kPositions; ++pos) r2[pos] = (u[pos] & v[pos]) ^ r1[pos];
     }
     for (int level = 1; level <= kLevels; ++level) {
       const int g = Groups(level);
-      const uint64_t* w1 = s1 + OwnOffset(0, level, blocks) + b * OwnWords(0, level);
-      const uint64_t* w2 = s2 + OwnOffset(1, level, blocks) + b * OwnWords(1, level);
+      const uint64_t* w1 = seg1[level] + rel * OwnWords(0, level);
+      const uint64_t* w2 = seg2[level] + rel * OwnWords(1, level);
       uint64_t* k = corr + CorrOffset(level, blocks) + b * CorrWords(level);
       // a = a1 ^ a2, b = b1 ^ b2, b' = b1' ^ b2'; S2's c2 = a·b ^ c1, c2' = a·b' ^ c1'
       for (int j = 0; j < g; ++j) {

@@ -50,11 +50,18 @@ constexpr int kBlock = 64;        // comparisons per block (one word per bit pos
 constexpr int kLevels = 6;        // log2(64) levels of the reduction tree
 constexpr int kSteps = 8;         // message rounds: input, 6 tree levels, the B2A opening
 constexpr int kSegments = 8;      // stream segments: level 0, levels 1-6, the r bit
-constexpr int kStateWords = 129;  // G[64], P[64], the share's top bit word
-constexpr int kTop = 128;
 
 // AND groups at tree level l (1..6).
 constexpr int Groups(int level) { return kBlock >> level; }
+
+// A party's state after step k, per block, holds only what the next step
+// reads (the tree halves at every level; a fixed 129 words per block was
+// read and written whole at every step, mostly dead words):
+//   step 0: the 64 bit-sliced words of its low half (word 63: the top bit);
+//   step k >= 1: G[w], P[w], then the top bit word, w = Pairs(k) = 64 after
+//   step 1 (position 63 the identity), Groups(k - 1) after.
+constexpr int Pairs(int step) { return step <= 1 ? kBlock : Groups(step - 1); }
+constexpr int StateWords(int step) { return step == 0 ? kBlock : 2 * Pairs(step) + 1; }
 
 // Words per block of each party's stream segment (party 0: S1, 1: S2).
 int OwnWords(int party, int segment);
@@ -79,8 +86,8 @@ inline int64_t Blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
 void Transpose64(uint64_t a[64]);
 
 // Step 0 of party p for blocks [b0, b1): low [n] (values past n read as 0),
-// own = its segment-0 words (whole batch, level-major), state [blocks, 129],
-// msg [blocks, 63].
+// own = its segment-0 words (whole batch, level-major), state [blocks,
+// StateWords(0)], msg [blocks, 63].
 void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
            int64_t blocks, uint64_t* state, uint64_t* msg, int64_t b0, int64_t b1);
 
@@ -88,7 +95,8 @@ void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
 // recv = the other server's step k - 1 message, own = party p's stream words
 // from word `own_start` of the batch's stream (it must cover segments k - 1
 // and k: StepRange), corr = the dealer's corrections (party 1 only; nullptr
-// for party 0). Writes state_out [blocks, 129] and this step's message.
+// for party 0); state_in [blocks, StateWords(k - 1)]. Writes state_out
+// [blocks, StateWords(k)] and this step's message.
 void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
           const uint64_t* own, int64_t own_start, const uint64_t* corr, int64_t blocks,
           uint64_t* state_out, uint64_t* msg, int64_t b0, int64_t b1);
@@ -103,6 +111,12 @@ inline void StepRange(int step, int party, int64_t blocks, int64_t* first, int64
 // batch), the correction words [CorrTotal(blocks)].
 void Deal(const uint64_t* s1, const uint64_t* s2, int64_t blocks, uint64_t* corr, int64_t b0,
           int64_t b1);
+
+// The same from segment pointers: seg1[s] (seg2[s]) points at S1's (S2's)
+// segment-s words of block `base` (the kernel generates a few blocks of
+// each segment at a time, in cache, instead of both whole streams).
+void DealSegments(const uint64_t* const seg1[kSegments], const uint64_t* const seg2[kSegments],
+                  int64_t base, int64_t blocks, uint64_t* corr, int64_t b0, int64_t b1);
 
 // The dealer's ring corrections for comparisons [i0, i1): ring2[i] = r_i·scale
 // - ring1[i], r_i = bit i of the r words of both streams.

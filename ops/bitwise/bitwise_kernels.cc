@@ -2,6 +2,10 @@
 // the protocol's math and citations in bitwise.h). Each fills only the words
 // of its party's stream that its step reads (AES-CTR by word offset) and
 // runs the per-block math over TF's CPU thread pool.
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,6 +74,12 @@ Status CheckWords(const Tensor& t, const char* what, int64_t blocks, int64_t wor
   return ::tensorflow::OkStatus();
 }
 
+// Scratch words every one of which the PRG overwrites: not zeroed first (a
+// vector's value-initialisation was a pass over up to 100+ MB per call).
+std::unique_ptr<uint64_t[]> Scratch(int64_t words) {
+  return std::unique_ptr<uint64_t[]>(new uint64_t[words > 0 ? words : 1]);
+}
+
 const uint64_t* Words(const Tensor& t) {
   return reinterpret_cast<const uint64_t*>(t.tensor_data().data());
 }
@@ -86,27 +96,74 @@ class BwDealOp : public RingKernel<BwDealOp> {
   void Run(OpKernelContext* ctx) {
     int64_t n;
     OP_REQUIRES_OK(ctx, ReadCount(ctx->input(4), &n));
+    uint8_t key[2][16];
+    uint64_t nonce[2];
+    for (int p = 0; p < 2; ++p) {
+      OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2 * p), "key", key[p]));
+      OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(2 * p + 1), "nonce", &nonce[p]));
+    }
     const int64_t blocks = bitwise::Blocks(n);
-    const int64_t w1 = bitwise::OwnTotal(0, blocks), w2 = bitwise::OwnTotal(1, blocks);
-    const int64_t ring_words = n * RingTraits<T>::kLimbs;
-    // S1's stream: its words, then its ring shares of r·2^f; S2's words
-    std::vector<uint64_t> s1(w1 + ring_words), s2(w2);
-    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(0), ctx->input(1), 0, w1 + ring_words, s1.data()));
-    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), 0, w2, s2.data()));
+    constexpr int kLimbs = RingTraits<T>::kLimbs;
     Tensor *corr, *ring;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, TensorShape({bitwise::CorrTotal(blocks)}), &corr));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(1, StorageShape<T>(TensorShape({n})), &ring));
     uint64_t* k = Words(corr);
-    const ParallelFor pf = TfParallelFor(ctx);
-    pf(blocks, kBlockCost, [&](int64_t b0, int64_t b1) {
-      bitwise::Deal(s1.data(), s2.data(), blocks, k, b0, b1);
-    });
-    const T* ring1 = reinterpret_cast<const T*>(s1.data() + w1);
     T* ring2 = RingData<T>(ring);
     const T scale = T(1) << frac_;
-    pf(n, 10, [&](int64_t i0, int64_t i1) {
-      bitwise::DealRing<T>(s1.data(), s2.data(), blocks, ring1, scale, ring2, i0, i1);
+    const int64_t ring_start = bitwise::OwnTotal(0, blocks);   // S1's ring words follow its stream
+    int64_t per_block[2] = {0, 0};
+    for (int p = 0; p < 2; ++p)
+      for (int s = 0; s < bitwise::kSegments; ++s) per_block[p] += bitwise::OwnWords(p, s);
+    // A few blocks of every segment of both streams at a time, in cache:
+    // the whole streams were two buffers of ~130 bytes per comparison,
+    // written by the PRG and read back once.
+    constexpr int64_t kChunk = 16;
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string error;
+    TfParallelFor(ctx)(blocks, kBlockCost * 2, [&](int64_t b0, int64_t b1) {
+      const auto buf1 = Scratch(kChunk * (per_block[0] + bitwise::kBlock * kLimbs));
+      const auto buf2 = Scratch(kChunk * per_block[1]);
+      uint64_t* const bufs[2] = {buf1.get(), buf2.get()};
+      std::string err;
+      for (int64_t c0 = b0; c0 < b1 && !failed; c0 += kChunk) {
+        const int64_t c1 = std::min(b1, c0 + kChunk), m = c1 - c0;
+        const uint64_t* seg[2][bitwise::kSegments];
+        bool ok = true;
+        for (int p = 0; p < 2 && ok; ++p) {
+          uint64_t* at = bufs[p];
+          for (int s = 0; s < bitwise::kSegments && ok; ++s) {
+            const int64_t w = bitwise::OwnWords(p, s);
+            const int64_t first = bitwise::OwnOffset(p, s, blocks) + c0 * w;
+            ok = PrgFill(key[p], nonce[p], first * 8, reinterpret_cast<uint8_t*>(at), m * w * 8,
+                         SerialFor, &err);
+            seg[p][s] = at;
+            at += m * w;
+          }
+        }
+        // S1's ring shares of r·2^f for this chunk's comparisons
+        const int64_t i0 = c0 * bitwise::kBlock, i1 = std::min(n, c1 * bitwise::kBlock);
+        uint64_t* r1 = bufs[0] + m * per_block[0];
+        if (ok && i1 > i0)
+          ok = PrgFill(key[0], nonce[0], (ring_start + i0 * kLimbs) * 8,
+                       reinterpret_cast<uint8_t*>(r1), (i1 - i0) * kLimbs * 8, SerialFor, &err);
+        if (!ok) {
+          failed = true;
+          std::lock_guard<std::mutex> l(mu);
+          error = err;
+          return;
+        }
+        bitwise::DealSegments(seg[0], seg[1], c0, blocks, k, c0, c1);
+        const T* ring1 = reinterpret_cast<const T*>(r1);
+        const uint64_t *rb1 = seg[0][bitwise::kSegments - 1], *rb2 = seg[1][bitwise::kSegments - 1];
+        for (int64_t i = i0; i < i1; ++i) {   // as bitwise::DealRing
+          const int64_t b = i / bitwise::kBlock - c0;
+          const T r = static_cast<T>(((rb1[b] ^ rb2[b]) >> (i % bitwise::kBlock)) & 1);
+          ring2[i] = ((T(0) - r) & scale) - ring1[i - i0];
+        }
+      }
     });
+    OP_REQUIRES(ctx, !failed, errors::Internal("AES-CTR keystream generation failed: ", error));
   }
 
  private:
@@ -124,17 +181,18 @@ class BwInputOp : public OpKernel {
     OP_REQUIRES(ctx, low.dims() == 1,
                 errors::InvalidArgument("low must be a vector, got ", low.shape().DebugString()));
     const int64_t n = low.dim_size(0), blocks = bitwise::Blocks(n);
-    std::vector<uint64_t> own(bitwise::OwnOffset(party_, 1, blocks));
-    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(1), ctx->input(2), 0, own.size(), own.data()));
+    const int64_t own_words = bitwise::OwnOffset(party_, 1, blocks);
+    const auto own = Scratch(own_words);
+    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(1), ctx->input(2), 0, own_words, own.get()));
     Tensor *state, *msg;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape({blocks, bitwise::kStateWords}), &state));
+                            0, TensorShape({blocks, bitwise::StateWords(0)}), &state));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             1, TensorShape({blocks, bitwise::MessageWords(0)}), &msg));
     const uint64_t* x = Words(low);
     uint64_t *st = Words(state), *m = Words(msg);
     TfParallelFor(ctx)(blocks, kBlockCost, [&](int64_t b0, int64_t b1) {
-      bitwise::Input(party_, x, n, own.data(), blocks, st, m, b0, b1);
+      bitwise::Input(party_, x, n, own.get(), blocks, st, m, b0, b1);
     });
   }
 
@@ -154,10 +212,10 @@ class BwStepOp : public OpKernel {
     TF_PRIVPY_TRACE_KERNEL(ctx);
     const Tensor& state = ctx->input(0);
     OP_REQUIRES(ctx, state.dims() == 2,
-                errors::InvalidArgument("state must be [blocks, 129], got ",
-                                        state.shape().DebugString()));
+                errors::InvalidArgument("state must be [blocks, ", bitwise::StateWords(step_ - 1),
+                                        "], got ", state.shape().DebugString()));
     const int64_t blocks = state.dim_size(0);
-    OP_REQUIRES_OK(ctx, CheckWords(state, "state", blocks, bitwise::kStateWords));
+    OP_REQUIRES_OK(ctx, CheckWords(state, "state", blocks, bitwise::StateWords(step_ - 1)));
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(1), "the received message", blocks,
                                    bitwise::MessageWords(step_ - 1)));
     const Tensor& corr = ctx->input(4);
@@ -168,18 +226,18 @@ class BwStepOp : public OpKernel {
                                           " blocks, got ", corr.shape().DebugString()));
     int64_t first, last;
     bitwise::StepRange(step_, party_, blocks, &first, &last);
-    std::vector<uint64_t> own(last - first);
-    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), first, last, own.data()));
+    const auto own = Scratch(last - first);
+    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), first, last, own.get()));
     Tensor *out, *msg;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
-                            0, TensorShape({blocks, bitwise::kStateWords}), &out));
+                            0, TensorShape({blocks, bitwise::StateWords(step_)}), &out));
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             1, TensorShape({blocks, bitwise::MessageWords(step_)}), &msg));
     const uint64_t *st = Words(state), *recv = Words(ctx->input(1));
     const uint64_t* k = party_ == 1 ? Words(corr) : nullptr;
     uint64_t *so = Words(out), *m = Words(msg);
     TfParallelFor(ctx)(blocks, kBlockCost / 4, [&](int64_t b0, int64_t b1) {
-      bitwise::Step(step_, party_, st, recv, own.data(), first, k, blocks, so, m, b0, b1);
+      bitwise::Step(step_, party_, st, recv, own.get(), first, k, blocks, so, m, b0, b1);
     });
   }
 
@@ -202,14 +260,13 @@ class BwFinishOp : public RingKernel<BwFinishOp> {
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(1), "the received message", blocks, 1));
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(TensorShape({n})), &out));
-    std::vector<uint64_t> stream;
+    std::unique_ptr<uint64_t[]> stream;
     const T* R;
     if (party_ == 0) {  // S1's ring shares follow its stream words
-      const int64_t w1 = bitwise::OwnTotal(0, blocks);
-      stream.resize(n * RingTraits<T>::kLimbs);
-      OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), w1, w1 + stream.size(),
-                               stream.data()));
-      R = reinterpret_cast<const T*>(stream.data());
+      const int64_t w1 = bitwise::OwnTotal(0, blocks), words = n * RingTraits<T>::kLimbs;
+      stream = Scratch(words);
+      OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), w1, w1 + words, stream.get()));
+      R = reinterpret_cast<const T*>(stream.get());
     } else {
       const Tensor& ring = ctx->input(4);
       TensorShape shape;

@@ -1,7 +1,8 @@
 // Op registrations of the bitwise comparison family (issue 26; the protocol
 // and its citations: bitwise.h). Kernels: bitwise_kernels.cc. A batch of n
-// comparisons is ceil(n / 64) blocks of 64; states are [blocks, 129] words,
-// messages [blocks, words of the step] (int64 holding uint64 words).
+// comparisons is ceil(n / 64) blocks of 64; states [blocks, words of the
+// step] (bitwise.h: StateWords), messages [blocks, words of the step]
+// (int64 holding uint64 words).
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
 
@@ -13,7 +14,8 @@ using ::tensorflow::shape_inference::ShapeHandle;
 
 namespace {
 
-constexpr int kStateWords = 129;
+// bitwise.h's StateWords(step) and MessageWords(step)
+constexpr int kStateWords[8] = {64, 129, 65, 33, 17, 9, 5, 3};
 constexpr int kMessageWords[8] = {63, 95, 47, 23, 11, 5, 2, 1};
 
 // [n] elements (or [n, 2] in the 128-bit ring) for an n given as a scalar input.
@@ -64,7 +66,7 @@ REGISTER_OP("TfPrivpy>BwInput")
       DimensionHandle n = c->Dim(low, 0), blocks;
       TF_RETURN_IF_ERROR(c->Add(n, 63, &blocks));
       TF_RETURN_IF_ERROR(c->Divide(blocks, 64, /*evenly_divisible=*/false, &blocks));
-      c->set_output(0, c->Matrix(blocks, kStateWords));
+      c->set_output(0, c->Matrix(blocks, kStateWords[0]));
       c->set_output(1, c->Matrix(blocks, kMessageWords[0]));
       return ::tensorflow::OkStatus();
     })
@@ -89,7 +91,7 @@ REGISTER_OP("TfPrivpy>BwStep")
       ShapeHandle state;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &state));
       DimensionHandle blocks = c->Dim(state, 0);
-      c->set_output(0, c->Matrix(blocks, kStateWords));
+      c->set_output(0, c->Matrix(blocks, kStateWords[step]));
       c->set_output(1, c->Matrix(blocks, kMessageWords[step]));
       return ::tensorflow::OkStatus();
     })

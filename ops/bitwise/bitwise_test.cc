@@ -49,14 +49,14 @@ void RunBatch(const std::vector<uint64_t>& x1, const std::vector<uint64_t>& x2,
   const uint64_t* low[2] = {x1.data(), x2.data()};
   std::vector<uint64_t> state[2], msg[2];
   for (int p = 0; p < 2; ++p) {
-    state[p].resize(blocks * kStateWords);
+    state[p].resize(blocks * StateWords(0));
     msg[p].resize(blocks * MessageWords(0));
     Input(p, low[p], n, s[p].data(), blocks, state[p].data(), msg[p].data(), 0, blocks);
   }
   for (int step = 1; step < kSteps; ++step) {
     std::vector<uint64_t> st2[2], m2[2];
     for (int p = 0; p < 2; ++p) {
-      st2[p].resize(blocks * kStateWords);
+      st2[p].resize(blocks * StateWords(step));
       m2[p].resize(blocks * MessageWords(step));
       // only the words the step reads, as the kernel fills them
       int64_t first, last;
@@ -166,6 +166,9 @@ void TestSizes() {
   CHECK(corr == 63 + 120);
   CHECK(OwnTotal(0, 1) == 430);
   CHECK(OwnTotal(1, 1) == 247);
+  // the state widths bitwise_ops.cc's shape functions declare (kStateWords)
+  const int state_words[kSteps] = {64, 129, 65, 33, 17, 9, 5, 3};
+  for (int s = 0; s < kSteps; ++s) CHECK(StateWords(s) == state_words[s]);
   std::printf("  per comparison: %.1f bytes of messages, %.1f of corrections + a ring element\n",
               msg * 8.0 / kBlock, corr * 8.0 / kBlock);
 }

@@ -20,11 +20,11 @@ struct Masks {
   const uint64_t *a, *b, *bp, *c, *cp;
 };
 
-Masks LevelMasks(int party, int level, const uint64_t* own, int64_t own_start,
+// seg: the party's segment-`level` words of block `base` (rel = block - base).
+Masks LevelMasks(int party, int level, const uint64_t* seg, int64_t rel,
                  const uint64_t* corr, int64_t blocks, int64_t block) {
   const int g = Groups(level);
-  const uint64_t* w =
-      own + (OwnOffset(party, level, blocks) - own_start) + block * OwnWords(party, level);
+  const uint64_t* w = seg + rel * OwnWords(party, level);
   Masks m{w, w + g, w + 2 * g, nullptr, nullptr};
   if (party == 0) {
     m.c = w + 3 * g - 1;
@@ -107,7 +107,8 @@ void Transpose64(uint64_t a[64]) {
 }
 
 void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
-           int64_t blocks, uint64_t* state, uint64_t* msg, int64_t b0, int64_t b1) {
+           int64_t blocks, uint64_t* state, uint64_t* msg, int64_t b0, int64_t b1,
+           int64_t base) {
   const int ow = OwnWords(party, 0);
   for (int64_t b = b0; b < b1; ++b) {
     uint64_t* st = state + b * StateWords(0);
@@ -119,7 +120,7 @@ void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
     Transpose64(x);  // x[pos]: bit pos of the block's 64 values (x[63]: the top bit)
     std::memcpy(st, x, sizeof(x));
     // S1 sends a ^ u, S2 sends b ^ v (u, v its level-0 correlation words)
-    const uint64_t* mask = own_seg0 + b * ow;
+    const uint64_t* mask = own_seg0 + (b - base) * ow;
     uint64_t* out = msg + b * kPositions;
     for (int pos = 0; pos < kPositions; ++pos) out[pos] = x[pos] ^ mask[pos];
   }
@@ -129,6 +130,16 @@ void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
 void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
           const uint64_t* own, int64_t own_start, const uint64_t* corr, int64_t blocks,
           uint64_t* state_out, uint64_t* msg, int64_t b0, int64_t b1) {
+  StepSegments(step, party, state_in, recv,
+               own + (OwnOffset(party, step - 1, blocks) - own_start),
+               own + (OwnOffset(party, step, blocks) - own_start), 0, corr, blocks, state_out,
+               msg, b0, b1);
+}
+
+void StepSegments(int step, int party, const uint64_t* state_in, const uint64_t* recv,
+                  const uint64_t* seg_prev, const uint64_t* seg_cur, int64_t base,
+                  const uint64_t* corr, int64_t blocks, uint64_t* state_out, uint64_t* msg,
+                  int64_t b0, int64_t b1) {
   const int in_words = MessageWords(step - 1), out_words = MessageWords(step);
   const int w_in = Pairs(step - 1), w_out = Pairs(step);
   // the top bit word: word 63 of step 0's state, after G and P later
@@ -141,11 +152,12 @@ void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
     uint64_t* P = so + w_out;
     const uint64_t top = st[top_in];
     so[2 * w_out] = top;
+    const int64_t rel = b - base;
     if (step == 1) {
       // Leaves from the level-0 exchange: g = a & b = (a & e) ^ (d & v) ^ (u & v)
       // with e = b ^ v (S1 receives), d = a ^ u (S2 receives), and the dealt
       // r1 ^ r2 = u & v; p = a ^ b is shared as (a, b) already.
-      const uint64_t* w = own + (OwnOffset(party, 0, blocks) - own_start) + b * OwnWords(party, 0);
+      const uint64_t* w = seg_prev + rel * OwnWords(party, 0);
       if (party == 0) {
         for (int pos = 0; pos < kPositions; ++pos) {
           G[pos] = (st[pos] & other[pos]) ^ w[kPositions + pos];
@@ -163,19 +175,18 @@ void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
       P[kPositions] = party == 0 ? ~uint64_t{0} : 0;
     } else {
       const int level = step - 1, g = Groups(level);
-      const Masks m = LevelMasks(party, level, own, own_start, corr, blocks, b);
+      const Masks m = LevelMasks(party, level, seg_prev, rel, corr, blocks, b);
       uint64_t mine[3 * kBlock / 2];
       Open(g, st, st + w_in, m, mine);
       Combine(party, g, st, mine, other, m, G, P);
     }
     uint64_t* out = msg + b * out_words;
     if (step < kSteps - 1) {
-      const Masks m = LevelMasks(party, step, own, own_start, corr, blocks, b);
+      const Masks m = LevelMasks(party, step, seg_cur, rel, corr, blocks, b);
       Open(Groups(step), G, P, m, out);
     } else {
       // msb = a_63 ^ b_63 ^ carry; open msb ^ r
-      const uint64_t rbit = own[(OwnOffset(party, kSegments - 1, blocks) - own_start) +
-                                b * OwnWords(party, kSegments - 1)];
+      const uint64_t rbit = seg_cur[rel * OwnWords(party, kSegments - 1)];
       out[0] = G[0] ^ top ^ rbit;
     }
   }

@@ -86,10 +86,11 @@ inline int64_t Blocks(int64_t n) { return (n + kBlock - 1) / kBlock; }
 void Transpose64(uint64_t a[64]);
 
 // Step 0 of party p for blocks [b0, b1): low [n] (values past n read as 0),
-// own = its segment-0 words (whole batch, level-major), state [blocks,
-// StateWords(0)], msg [blocks, 63].
+// own_seg0 = its segment-0 words from block `base` on (level-major), state
+// [blocks, StateWords(0)], msg [blocks, 63].
 void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
-           int64_t blocks, uint64_t* state, uint64_t* msg, int64_t b0, int64_t b1);
+           int64_t blocks, uint64_t* state, uint64_t* msg, int64_t b0, int64_t b1,
+           int64_t base = 0);
 
 // Step k (1..7) of party p for blocks [b0, b1): state_in from step k - 1,
 // recv = the other server's step k - 1 message, own = party p's stream words
@@ -100,6 +101,14 @@ void Input(int party, const uint64_t* low, int64_t n, const uint64_t* own_seg0,
 void Step(int step, int party, const uint64_t* state_in, const uint64_t* recv,
           const uint64_t* own, int64_t own_start, const uint64_t* corr, int64_t blocks,
           uint64_t* state_out, uint64_t* msg, int64_t b0, int64_t b1);
+
+// The same from segment pointers: seg_prev (seg_cur) points at party p's
+// segment k - 1 (k) words of block `base` (the kernel generates a few blocks
+// of each at a time, in cache).
+void StepSegments(int step, int party, const uint64_t* state_in, const uint64_t* recv,
+                  const uint64_t* seg_prev, const uint64_t* seg_cur, int64_t base,
+                  const uint64_t* corr, int64_t blocks, uint64_t* state_out, uint64_t* msg,
+                  int64_t b0, int64_t b1);
 
 // [first, last) words of party p's stream that step k (1..7) reads.
 inline void StepRange(int step, int party, int64_t blocks, int64_t* first, int64_t* last) {
@@ -134,15 +143,16 @@ void DealRing(const uint64_t* s1, const uint64_t* s2, int64_t blocks, const T* r
 
 // Party p's arithmetic share of the bit for comparisons [i0, i1), from both
 // step-7 messages (m = own ^ recv, one word per block) and its share R of
-// r·scale: m·scale (party 0) + (1 - 2m)·R.
+// r·scale (R[i - base] for comparison i): m·scale (party 0) + (1 - 2m)·R.
 template <typename T>
 void Finish(int party, const uint64_t* own, const uint64_t* recv, const T* R, T scale, T* out,
-            int64_t i0, int64_t i1) {
+            int64_t i0, int64_t i1, int64_t base = 0) {
   const T add = party == 0 ? scale : T(0);
   for (int64_t i = i0; i < i1; ++i) {
     const int64_t b = i / kBlock;
     const T s = T(0) - static_cast<T>(((own[b] ^ recv[b]) >> (i % kBlock)) & 1);
-    out[i] = ((R[i] ^ s) - s) + (s & add);  // s all ones: -R + scale; else R
+    const T r = R[i - base];
+    out[i] = ((r ^ s) - s) + (s & add);  // s all ones: -R + scale; else R
   }
 }
 

@@ -1,13 +1,14 @@
 // Kernels of the bitwise comparison family (registrations in bitwise_ops.cc,
-// the protocol's math and citations in bitwise.h). Each fills only the words
-// of its party's stream that its step reads (AES-CTR by word offset) and
-// runs the per-block math over TF's CPU thread pool.
+// the protocol's math and citations in bitwise.h). Each generates only the
+// words of its party's stream that its step reads (AES-CTR by word offset),
+// a few blocks at a time into cache-resident scratch that the per-block math
+// consumes at once, over TF's CPU thread pool: the whole-batch streams were
+// buffers of tens of MB written by the PRG and read back.
 #include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
 
 #include "ops/bitwise/bitwise.h"
 #include "ops/common/ring_types.h"
@@ -50,20 +51,6 @@ Status ReadCount(const Tensor& t, int64_t* n) {
     return errors::InvalidArgument("n must be an int64 scalar");
   *n = t.flat<int64_t>()(0);
   if (*n < 0) return errors::InvalidArgument("n must be >= 0, got ", *n);
-  return ::tensorflow::OkStatus();
-}
-
-// Words [first, last) of the (key, nonce) stream.
-Status Fill(OpKernelContext* ctx, const Tensor& key_t, const Tensor& nonce_t, int64_t first,
-            int64_t last, uint64_t* out) {
-  uint8_t key[16];
-  uint64_t nonce = 0;
-  TF_RETURN_IF_ERROR(ReadKey(key_t, "key", key));
-  TF_RETURN_IF_ERROR(ReadNonce(nonce_t, "nonce", &nonce));
-  std::string error;
-  if (!PrgFill(key, nonce, first * 8, reinterpret_cast<uint8_t*>(out), (last - first) * 8,
-               TfParallelFor(ctx), &error))
-    return errors::Internal(error);
   return ::tensorflow::OkStatus();
 }
 
@@ -181,9 +168,10 @@ class BwInputOp : public OpKernel {
     OP_REQUIRES(ctx, low.dims() == 1,
                 errors::InvalidArgument("low must be a vector, got ", low.shape().DebugString()));
     const int64_t n = low.dim_size(0), blocks = bitwise::Blocks(n);
-    const int64_t own_words = bitwise::OwnOffset(party_, 1, blocks);
-    const auto own = Scratch(own_words);
-    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(1), ctx->input(2), 0, own_words, own.get()));
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(1), "key", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(2), "nonce", &nonce));
     Tensor *state, *msg;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             0, TensorShape({blocks, bitwise::StateWords(0)}), &state));
@@ -191,9 +179,28 @@ class BwInputOp : public OpKernel {
                             1, TensorShape({blocks, bitwise::MessageWords(0)}), &msg));
     const uint64_t* x = Words(low);
     uint64_t *st = Words(state), *m = Words(msg);
+    // segment 0 of the stream a few blocks at a time, in cache
+    const int party = party_, w = bitwise::OwnWords(party, 0);
+    constexpr int64_t kChunk = 32;
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string error;
     TfParallelFor(ctx)(blocks, kBlockCost, [&](int64_t b0, int64_t b1) {
-      bitwise::Input(party_, x, n, own.get(), blocks, st, m, b0, b1);
+      const auto buf = Scratch(kChunk * w);
+      std::string err;
+      for (int64_t c0 = b0; c0 < b1 && !failed; c0 += kChunk) {
+        const int64_t c1 = std::min(b1, c0 + kChunk);
+        if (!PrgFill(key, nonce, c0 * w * 8, reinterpret_cast<uint8_t*>(buf.get()),
+                     (c1 - c0) * w * 8, SerialFor, &err)) {
+          failed = true;
+          std::lock_guard<std::mutex> l(mu);
+          error = err;
+          return;
+        }
+        bitwise::Input(party, x, n, buf.get(), blocks, st, m, c0, c1, c0);
+      }
     });
+    OP_REQUIRES(ctx, !failed, errors::Internal("AES-CTR keystream generation failed: ", error));
   }
 
  private:
@@ -224,10 +231,10 @@ class BwStepOp : public OpKernel {
                   errors::InvalidArgument("the dealer's corrections must be [",
                                           bitwise::CorrTotal(blocks), "] for ", blocks,
                                           " blocks, got ", corr.shape().DebugString()));
-    int64_t first, last;
-    bitwise::StepRange(step_, party_, blocks, &first, &last);
-    const auto own = Scratch(last - first);
-    OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), first, last, own.get()));
+    uint8_t key[16];
+    uint64_t nonce = 0;
+    OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key", key));
+    OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce", &nonce));
     Tensor *out, *msg;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(
                             0, TensorShape({blocks, bitwise::StateWords(step_)}), &out));
@@ -236,9 +243,34 @@ class BwStepOp : public OpKernel {
     const uint64_t *st = Words(state), *recv = Words(ctx->input(1));
     const uint64_t* k = party_ == 1 ? Words(corr) : nullptr;
     uint64_t *so = Words(out), *m = Words(msg);
+    // the step's two stream segments a few blocks at a time, in cache
+    const int step = step_, party = party_;
+    const int w_prev = bitwise::OwnWords(party, step - 1), w_cur = bitwise::OwnWords(party, step);
+    const int64_t o_prev = bitwise::OwnOffset(party, step - 1, blocks);
+    const int64_t o_cur = bitwise::OwnOffset(party, step, blocks);
+    constexpr int64_t kChunk = 32;
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string error;
     TfParallelFor(ctx)(blocks, kBlockCost / 4, [&](int64_t b0, int64_t b1) {
-      bitwise::Step(step_, party_, st, recv, own.get(), first, k, blocks, so, m, b0, b1);
+      const auto buf = Scratch(kChunk * (w_prev + w_cur));
+      std::string err;
+      for (int64_t c0 = b0; c0 < b1 && !failed; c0 += kChunk) {
+        const int64_t c1 = std::min(b1, c0 + kChunk), n = c1 - c0;
+        uint64_t *prev = buf.get(), *cur = buf.get() + n * w_prev;
+        if (!PrgFill(key, nonce, (o_prev + c0 * w_prev) * 8, reinterpret_cast<uint8_t*>(prev),
+                     n * w_prev * 8, SerialFor, &err) ||
+            !PrgFill(key, nonce, (o_cur + c0 * w_cur) * 8, reinterpret_cast<uint8_t*>(cur),
+                     n * w_cur * 8, SerialFor, &err)) {
+          failed = true;
+          std::lock_guard<std::mutex> l(mu);
+          error = err;
+          return;
+        }
+        bitwise::StepSegments(step, party, st, recv, prev, cur, c0, k, blocks, so, m, c0, c1);
+      }
     });
+    OP_REQUIRES(ctx, !failed, errors::Internal("AES-CTR keystream generation failed: ", error));
   }
 
  private:
@@ -260,13 +292,12 @@ class BwFinishOp : public RingKernel<BwFinishOp> {
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(1), "the received message", blocks, 1));
     Tensor* out;
     OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(TensorShape({n})), &out));
-    std::unique_ptr<uint64_t[]> stream;
-    const T* R;
-    if (party_ == 0) {  // S1's ring shares follow its stream words
-      const int64_t w1 = bitwise::OwnTotal(0, blocks), words = n * RingTraits<T>::kLimbs;
-      stream = Scratch(words);
-      OP_REQUIRES_OK(ctx, Fill(ctx, ctx->input(2), ctx->input(3), w1, w1 + words, stream.get()));
-      R = reinterpret_cast<const T*>(stream.get());
+    const T* R = nullptr;
+    uint8_t key[16] = {};
+    uint64_t nonce = 0;
+    if (party_ == 0) {  // S1's ring shares follow its stream words: made below, in chunks
+      OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2), "key", key));
+      OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(3), "nonce", &nonce));
     } else {
       const Tensor& ring = ctx->input(4);
       TensorShape shape;
@@ -280,9 +311,35 @@ class BwFinishOp : public RingKernel<BwFinishOp> {
     T* z = RingData<T>(out);
     const T scale = T(1) << frac_;
     const int party = party_;
-    TfParallelFor(ctx)(n, 4, [&](int64_t i0, int64_t i1) {
-      bitwise::Finish<T>(party, own, recv, R, scale, z, i0, i1);
+    if (party == 1) {
+      TfParallelFor(ctx)(n, 4, [&](int64_t i0, int64_t i1) {
+        bitwise::Finish<T>(party, own, recv, R, scale, z, i0, i1);
+      });
+      return;
+    }
+    constexpr int64_t kChunk = 2048;
+    constexpr int kLimbs = RingTraits<T>::kLimbs;
+    const int64_t w1 = bitwise::OwnTotal(0, blocks);
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string error;
+    TfParallelFor(ctx)(n, 4 + 2 * kLimbs, [&](int64_t i0, int64_t i1) {
+      const auto buf = Scratch(kChunk * kLimbs);
+      std::string err;
+      for (int64_t c0 = i0; c0 < i1 && !failed; c0 += kChunk) {
+        const int64_t c1 = std::min(i1, c0 + kChunk);
+        if (!PrgFill(key, nonce, (w1 + c0 * kLimbs) * 8, reinterpret_cast<uint8_t*>(buf.get()),
+                     (c1 - c0) * kLimbs * 8, SerialFor, &err)) {
+          failed = true;
+          std::lock_guard<std::mutex> l(mu);
+          error = err;
+          return;
+        }
+        bitwise::Finish<T>(party, own, recv, reinterpret_cast<const T*>(buf.get()), scale, z, c0,
+                           c1, c0);
+      }
     });
+    OP_REQUIRES(ctx, !failed, errors::Internal("AES-CTR keystream generation failed: ", error));
   }
 
  private:

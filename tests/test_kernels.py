@@ -117,6 +117,16 @@ def test_bilinear_conv2d(bits):
                               strides, pad)
         got = [signed(v, bits) for v in from_storage(out, bits)]
         assert got == want.reshape(-1).astype(np.int64).tolist()
+    # pointwise (1x1) filters: stride 1 unpadded is one matrix product of the
+    # image itself (no im2col copy), a batch of two included; strided is not
+    w1 = rng.integers(-50, 50, (1, 1, 3, 4))
+    for strides in [(1, 1), (2, 2)]:
+        want = tf.nn.conv2d(x.astype(np.float64), w1.astype(np.float64), strides, "VALID").numpy()
+        out = K.ring_bilinear(to_storage(x.reshape(-1).tolist(), bits, x.shape),
+                              to_storage(w1.reshape(-1).tolist(), bits, w1.shape), bits,
+                              "conv2d", strides, (0, 0, 0, 0))
+        got = [signed(v, bits) for v in from_storage(out, bits)]
+        assert got == want.reshape(-1).astype(np.int64).tolist()
     # big ring values: conv == matmul of im2col patches, against python ints
     xs = rand_ring(rng, 1 * 3 * 3 * 2, bits)
     ws = rand_ring(rng, 2 * 2 * 2 * 1, bits)

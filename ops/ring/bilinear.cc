@@ -170,6 +170,14 @@ void Bilinear(const BilinearSpec& spec, const std::vector<int64_t>& xs,
       const int64_t KH = ys[0], KW = ys[1], O = ys[3];
       const int64_t OH = os[1], OW = os[2];
       const int64_t K = KH * KW * C, rows = OH * OW;
+      if (KH == 1 && KW == 1 && spec.stride_h == 1 && spec.stride_w == 1 &&
+          spec.pad_top == 0 && spec.pad_bottom == 0 && spec.pad_left == 0 &&
+          spec.pad_right == 0) {
+        // a pointwise convolution's columns are the image itself (ResNet's
+        // 1x1 convolutions): one matrix product, no copy
+        RingGemm<T>(x, C, y, O, out, O, N * rows, C, O, mode, pf);
+        return;
+      }
       std::unique_ptr<T[]> cols(new T[rows * K > 0 ? rows * K : 1]);
       for (int64_t n = 0; n < N; ++n) {
         const T* img = x + n * H * W * C;

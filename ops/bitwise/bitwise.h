@@ -128,17 +128,25 @@ void DealSegments(const uint64_t* const seg1[kSegments], const uint64_t* const s
                   int64_t base, int64_t blocks, uint64_t* corr, int64_t b0, int64_t b1);
 
 // The dealer's ring corrections for comparisons [i0, i1): ring2[i] = r_i·scale
-// - ring1[i], r_i = bit i of the r words of both streams.
+// - ring1[i], r_i = bit i of the r words of both streams, given from block
+// `base` on (one word per block; ring1[i - 64·base] for comparison i: the
+// kernel's chunks).
+template <typename T>
+void DealRingSegments(const uint64_t* r1, const uint64_t* r2, const T* ring1, T scale,
+                      T* ring2, int64_t i0, int64_t i1, int64_t base) {
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t b = i / kBlock - base;
+    const T r = static_cast<T>(((r1[b] ^ r2[b]) >> (i % kBlock)) & 1);
+    ring2[i] = ((T(0) - r) & scale) - ring1[i - base * kBlock];
+  }
+}
+
+// The same from both whole streams (words of the batch, level-major).
 template <typename T>
 void DealRing(const uint64_t* s1, const uint64_t* s2, int64_t blocks, const T* ring1,
               T scale, T* ring2, int64_t i0, int64_t i1) {
-  const int64_t o1 = OwnOffset(0, kSegments - 1, blocks), o2 = OwnOffset(1, kSegments - 1, blocks);
-  for (int64_t i = i0; i < i1; ++i) {
-    const int64_t b = i / kBlock;
-    const T r = static_cast<T>(((s1[o1 + b] ^ s2[o2 + b]) >> (i % kBlock)) & 1);
-    ring2[i] = (T(0) - r) & scale;
-    ring2[i] -= ring1[i];
-  }
+  DealRingSegments<T>(s1 + OwnOffset(0, kSegments - 1, blocks),
+                      s2 + OwnOffset(1, kSegments - 1, blocks), ring1, scale, ring2, i0, i1, 0);
 }
 
 // Party p's arithmetic share of the bit for comparisons [i0, i1), from both

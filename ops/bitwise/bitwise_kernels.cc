@@ -141,13 +141,9 @@ class BwDealOp : public RingKernel<BwDealOp> {
           return;
         }
         bitwise::DealSegments(seg[0], seg[1], c0, blocks, k, c0, c1);
-        const T* ring1 = reinterpret_cast<const T*>(r1);
-        const uint64_t *rb1 = seg[0][bitwise::kSegments - 1], *rb2 = seg[1][bitwise::kSegments - 1];
-        for (int64_t i = i0; i < i1; ++i) {   // as bitwise::DealRing
-          const int64_t b = i / bitwise::kBlock - c0;
-          const T r = static_cast<T>(((rb1[b] ^ rb2[b]) >> (i % bitwise::kBlock)) & 1);
-          ring2[i] = ((T(0) - r) & scale) - ring1[i - i0];
-        }
+        bitwise::DealRingSegments<T>(seg[0][bitwise::kSegments - 1],
+                                     seg[1][bitwise::kSegments - 1],
+                                     reinterpret_cast<const T*>(r1), scale, ring2, i0, i1, c0);
       }
     });
     OP_REQUIRES(ctx, !failed, errors::Internal("AES-CTR keystream generation failed: ", error));

@@ -289,17 +289,8 @@ class Frontier:
         axis = int(np.asarray(self.env.public(axis)))
         params = self.env.operand(params)
         n = A.gather_rows(node, params, ids.shape, axis)
-        with tf.device(self.device):
-            ids = tf.convert_to_tensor(ids)
-            ok = tf.reduce_all(tf.logical_and(ids >= 0, ids < tf.cast(n, ids.dtype)))
-            # the message names the node, never the data (an error may travel)
-            check = tf.debugging.Assert(ok, [f"{BAD_INDEX} '{node.name}': an index outside "
-                                             f"[0, {n}), checked by the data owner"])
-            with tf.control_dependencies([check]):
-                hot = tf.one_hot(tf.reshape(ids, [-1]), n, dtype=tf.int32)
-            bits = registry.get("share").impl(hot, name=f"{node.name}/one_hot", bits=True)
+        bits = self._one_hot_bits(node, ids, n, "an index")
         return A.gather_by_one_hot(params, bits, ids.shape, axis)
-
 
     def _segment_sum(self, node, data, ids, num):
         """tf.math.unsorted_segment_sum(private data, owner's ids, public
@@ -310,22 +301,31 @@ class Frontier:
         one too large (a negative one, which TF drops, is refused too)."""
         num = int(np.asarray(self.env.public(num)))
         data = self.env.operand(data)
+        shape = tf.TensorShape(np.shape(ids))
+        k = shape.rank
+        if not shape.is_fully_defined() or data.shape[:k] != shape:
+            raise A.Unsupported("a segment sum whose ids are not a static prefix of the "
+                                "data's shape", "give the model static shapes")
+        bits = self._one_hot_bits(node, ids, num, "a segment id", transpose=True)
+        rows = A.impl("reshape")(data, [shape.num_elements(), -1])
+        return A.impl("reshape")(A.impl("matmul")(bits, rows), [num] + data.shape.as_list()[k:])
+
+    def _one_hot_bits(self, node, ids, n: int, what: str, transpose: bool = False):
+        """The one-hot of the owner's ids over n rows ([ids' size, n], or
+        transposed), checked and shared by the owner as integer bits: an id
+        outside [0, n) raises there, before anything is shared (TF on CPU
+        raises too); the message names the node, never the data (an error
+        may travel)."""
         with tf.device(self.device):
-            ids = tf.convert_to_tensor(ids)
-            k = ids.shape.rank
-            if not ids.shape.is_fully_defined() or data.shape[:k] != ids.shape:
-                raise A.Unsupported("a segment sum whose ids are not a static prefix of the "
-                                    "data's shape", "give the model static shapes")
-            flat = tf.reshape(ids, [-1])
-            ok = tf.reduce_all(tf.logical_and(flat >= 0, flat < tf.cast(num, flat.dtype)))
-            check = tf.debugging.Assert(ok, [f"{BAD_INDEX} '{node.name}': a segment id "
-                                             f"outside [0, {num}), checked by the data owner"])
+            flat = tf.reshape(tf.convert_to_tensor(ids), [-1])
+            ok = tf.reduce_all(tf.logical_and(flat >= 0, flat < tf.cast(n, flat.dtype)))
+            check = tf.debugging.Assert(ok, [f"{BAD_INDEX} '{node.name}': {what} outside "
+                                             f"[0, {n}), checked by the data owner"])
             with tf.control_dependencies([check]):
-                hot = tf.transpose(tf.one_hot(flat, num, dtype=tf.int32))
-            bits = registry.get("share").impl(hot, name=f"{node.name}/one_hot", bits=True)
-        rest = data.shape.as_list()[k:]
-        rows = A.impl("reshape")(data, [int(np.prod(ids.shape.as_list())), -1])
-        return A.impl("reshape")(A.impl("matmul")(bits, rows), [num] + rest)
+                hot = tf.one_hot(flat, n, dtype=tf.int32)
+                if transpose:
+                    hot = tf.transpose(hot)
+            return registry.get("share").impl(hot, name=f"{node.name}/one_hot", bits=True)
 
 
 def _undevice(n):

@@ -5,7 +5,9 @@ published in docs/numerics.md.
 
 Both rings and both backends. The 128-bit targets are the issue's; the
 64-bit bounds (no enforced target: 16 fractional bits, no extra precision)
-are twice the errors measured in docs/numerics.md. Inputs lie on the
+are twice the errors measured in docs/numerics.md (sigmoid, tanh, erf: twice
+the maxima of 1.2 million points, functions.common.power_range's _why; with
+power_range 1 they measure 1.6e-3, 4.3e-3, 9.7e-4 and fail here). Inputs lie on the
 fixed-point grid so that the errors measured are the functions' own.
 """
 import math
@@ -73,7 +75,7 @@ TARGETS = {
           "log_softmax": ("abs", 1e-4)},
     64: {"exp": ("rel", 1e-3, 8), "reciprocal": ("rel", 1e-3, 8), "divide": ("rel", 1e-3, 8),
          "sqrt": ("rel", 1e-3, 8), "rsqrt": ("rel", 1e-3, 8), "log": ("abs", 2e-4),
-         "sigmoid": ("abs", 3e-3), "tanh": ("abs", 8e-3), "erf": ("abs", 2e-3),
+         "sigmoid": ("abs", 4e-4), "tanh": ("abs", 7e-4), "erf": ("abs", 3e-4),
          "softmax": ("abs", 3e-4),
          "log_softmax": ("abs", 5e-4)},
 }

@@ -94,10 +94,13 @@ def composed_tol(ring_bits: int, frac_bits: int, n_functions: int, levels: int =
 
 # ---------------------------------------------------- converted Keras models
 #: absolute error of an activation per ring: 128-bit, the enforced target;
-#: 64-bit (no enforced target), docs/numerics.md's measured maxima over the
-#: functions' domains (sigmoid 1.42e-3, tanh 3.67e-3, softmax 9.1e-5), rounded up
+#: 64-bit, the ring's FUNCTION_TOL for sigmoid and tanh: they measure 1.7e-4
+#: and 3.4e-4 over [-14, 14] since their powers are of x/(S/2) (functions.
+#: common.power_range); of x/S they measured 1.6e-3 and 4.3e-3, beyond even
+#: the 1.5e-3 / 4e-3 stated here then, which a CI run's sigmoid exceeded.
+#: Softmax's 9.1e-5 measured, rounded up.
 ACTIVATION_TOL = {128: {"sigmoid": 1e-4, "tanh": 1e-4, "softmax": 1e-4},
-                  64: {"sigmoid": 1.5e-3, "tanh": 4e-3, "softmax": 1e-4}}
+                  64: {"sigmoid": 1e-3, "tanh": 1e-3, "softmax": 1e-4}}
 
 #: tp.math.rsqrt's target per ring: relative error or ulps (tests/test_numerics.py
 #: TARGETS, which enforces it on [1e-3, 1e4]); bounded below by their sum

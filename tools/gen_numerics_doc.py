@@ -432,7 +432,10 @@ or per runtime (`tp.Config(functions=...)`). Implementation: `protocols/mpc/fixe
   degree-7 polynomial in e times the scale 2^∓j/2 (a product of per-level factors).
 - **log**: x = 2^m·u with u in [2^-1/2, 2^1/2) (boundaries 2^(j-1/2)), ln x = m·ln 2 + P(u - 1),
   P a degree-8 Chebyshev fit of ln(1 + z).
-- **sigmoid, tanh**: piecewise degree-4 polynomials in w = x/s on 12 intervals, constant
+- **sigmoid, tanh**: piecewise degree-4 polynomials in w = x/(s/R) on 12 intervals (s the
+  outermost breakpoint, R = `functions.common.power_range`: 1 in the 128-bit ring, 2 in the
+  64-bit one, where it shrinks the coefficients that multiply the powers' truncation errors
+  by 2^k: sigmoid 1.4e-3 -> 1.3e-4, tanh 4.1e-3 -> 3.0e-4), constant
   0/-1 and 1 outside; the coefficients are public linear combinations of comparison bits.
   Default (`piecewise_poly`): x is placed among all 13 breakpoints by ONE window-thresholds
   circuit per element, in parallel with the powers: **3 rounds, one circuit**. With

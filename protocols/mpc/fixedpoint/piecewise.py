@@ -28,6 +28,17 @@ def fast(backend: Backend, fn: str, mode: Optional[str]):
 
 
 
+def power_range(ctx: Ctx) -> float:
+    """R: the powers are of z = x/(S/R), S the outermost breakpoint, so
+    |z| <= R on the pieces. Each power's local truncation costs up to
+    TRUNC_ULPS ulps times its coefficient, and the monomial coefficients in
+    x/S grow as S^k (sigmoid's cubic one is S^3/48 = 28 near 0). At the
+    64-bit ring's 16 bits, with no lift, R = 1 left ~100 ulps (sigmoid 1.6e-3,
+    tanh 4.3e-3); R = 2 shrinks the k-th coefficient by 2^k: 11-23 ulps
+    (config functions.common.power_range's _why has the figures)."""
+    return float(ctx.b.cfg.function_setting("common", "power_range")[str(ctx.ring)])
+
+
 def _piecewise_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
                     degree: int, lo: float, hi: float) -> Shares:
     """A piecewise polynomial in z = x/s (s = max |breakpoint|), constant lo
@@ -37,7 +48,7 @@ def _piecewise_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float]
     combinations of the bits, so one more round of d products finishes it."""
     b = ctx.b
     bps = sorted(float(v) for v in breakpoints)
-    s = max(abs(bps[0]), abs(bps[-1]))
+    s = max(abs(bps[0]), abs(bps[-1])) / power_range(ctx)
     rows = [[lo] + [0.0] * degree]
     for a, c in zip(bps[:-1], bps[1:]):
         rows.append(list(cheb_fit(name, a, c, degree, s)))
@@ -67,7 +78,7 @@ def _folded_flat(ctx: Ctx, x: Shares, name: str, breakpoints: Sequence[float],
     pos = [v for v in bps if v > 0]
     if bps != sorted([-v for v in pos] + [0.0] + pos):
         raise ValueError("folded_piecewise_poly needs breakpoints symmetric about 0, with 0")
-    S = pos[-1]
+    S = pos[-1] / power_range(ctx)
     A = (lo + hi) / 2
     rows = []
     for a, c in zip([0.0] + pos[:-1], pos):

@@ -56,14 +56,16 @@ def tables(res: dict) -> list:
                 continue
             rounds = any_["rounds"]
             uplink = {}
-            for k, v in any_["bill"]["links"].items():
-                uplink[k.split("->")[0]] = uplink.get(k.split("->")[0], 0) + v["bytes"]
+            for k, v in _links(any_).items():
+                uplink[k.split("->")[0]] = uplink.get(k.split("->")[0], 0) + v
             bw_s = max(uplink.values()) * 8 / rate if uplink else 0.0
             est = f"{1e3 * med(la['times_s']) + rounds * rtt:.0f}" if la else "-"
             anchor = "-"
             if name == "lr_step" and sizes[name] == 128:
                 anchor = (f"LAN {TFE_LR_MS['lan'][0]}-{TFE_LR_MS['lan'][1]}, "
                           f"WAN {TFE_LR_MS['wan'][0]}-{TFE_LR_MS['wan'][1]}")
+            elif split(name)[0] == "tfe_steps":
+                anchor = _article(split(name)[1])
             rows.append([label(name, sizes), ms_range(la["times_s"]) if la else "-",
                          ms_range(wa["times_s"]) if wa else "-", rounds, est,
                          f"{1e3 * bw_s:.0f}", anchor])
@@ -80,7 +82,7 @@ def tables(res: dict) -> list:
             w = src["workloads"].get(name)
             if w is None:
                 continue
-            bill = {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
+            bill = _links(w)
             wire = w.get("wire_bytes")
             row = [label(name, sizes)]
             for pair in PROTOCOL_PAIRS:
@@ -98,7 +100,8 @@ def tables(res: dict) -> list:
             servers = sum(v for k, v in bill.items() if "client" not in k)
             tcp = None if wire is None else sum(v for k, v in wire.items() if "client" not in k)
             row.append("-" if tcp is None or not servers else f"{tcp / servers:.4f}")
-            row.append("yes" if w["channel_bytes"] == bill else "NO")
+            row.append("(no bill: counted)" if w["bill"] is None else
+                       "yes" if w["channel_bytes"] == bill else "NO")
             rows.append(row)
         where = "loopback" if loop else "embedded"
         out.append((f"MB (10^6 B) sent per pair in one call, {where}: declared cost bill / TCP "
@@ -110,6 +113,28 @@ def tables(res: dict) -> list:
     if fam:
         out.append(fam)
     return out
+
+
+def _links(w: dict) -> dict:
+    """Bytes per pair of one call: the declared bill's, else (training rows,
+    which declare none) the channels' counters."""
+    if w["bill"] is None:
+        return {k: v for k, v in w["channel_bytes"].items() if v}
+    return {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
+
+
+def _article(row: str) -> str:
+    """The article's seconds per batch of a training row (seed 001,
+    benchmarks/anchors.json): MP-SPDZ / TF-Encrypted, LAN and WAN."""
+    import json
+    import os
+    import tfe_suite as T
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "anchors.json")) as f:
+        a = T.anchors_of(json.load(f)["anchors"], *row.split("-"))
+    cell = lambda net: " / ".join(  # noqa: E731
+        "-" if a.get(f"{s}_{net}_s") is None else f"{a[f'{s}_{net}_s']:g} s"
+        for s in ("mpspdz", "tfe"))
+    return f"LAN {cell('lan')}, WAN {cell('wan')} (MP-SPDZ / TFE)"
 
 
 def _server_bytes(w: dict) -> int:

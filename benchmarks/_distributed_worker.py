@@ -130,7 +130,9 @@ class Worker:
                "multiplications": sum(s.multiplications for s in sts) // n,
                "comparisons": sum(s.comparisons for s in sts) // n,
                "channel_bytes": {k: v // n for k, v in links.items()},
-               "bill": bill().as_dict(), "wire_bytes": self.wire.get(name)}
+               # None: the channels' counters stand for it (a training
+               # step's bill would trace the step again)
+               "bill": bill().as_dict() if bill else None, "wire_bytes": self.wire.get(name)}
         if not F.cluster:  # plaintext TF, in the embedded driver
             plain()
             row["plaintext_times_s"] = repeat(plain, 1 if F.quick else max(3, F.reps),

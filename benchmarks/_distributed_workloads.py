@@ -12,14 +12,19 @@ import tf_privpy as tp
 F = flags.FLAGS
 
 PARTS = ("embedded", "loopback", "lan", "wan")
-WORKLOADS = ("mul", "matmul", "less", "relu", "lenet5", "lr_step")
+WORKLOADS = ("mul", "matmul", "less", "relu", "lenet5", "lr_step", "tfe_steps")
+#: what runs without --workloads (`make bench`); tfe_steps, TF-Encrypted's
+#: training rows (issue 28: LR and networks A-D x SGD, AMSgrad, Adam, one
+#: step of batch 128 each; --tfe_rows), takes an hour on the four settings
+DEFAULT_WORKLOADS = WORKLOADS[:-1]
 #: the workloads made of comparisons: timed once per comparison family
 #: (issue 26: protocols/mpc/bitwise/ beside the garbled circuits)
 COMPARING = ("less", "relu", "lenet5")
 FAMILIES = ("garbled", "bitwise")
 FULL = {"mul": 10 ** 6, "matmul": 1024, "less": 10 ** 5, "relu": 10 ** 5, "lenet5": 100,
-        "lr_step": 128}
-QUICK = {"mul": 1000, "matmul": 16, "less": 100, "relu": 100, "lenet5": 2, "lr_step": 8}
+        "lr_step": 128, "tfe_steps": 128}
+QUICK = {"mul": 1000, "matmul": 16, "less": 100, "relu": 100, "lenet5": 2, "lr_step": 8,
+         "tfe_steps": 8}
 #: the network settings of TF-Encrypted's benchmarks (shared/ANCHORS.md)
 NETWORKS = {"lan": {"rate": "40gbit", "rtt_ms": 0.01}, "wan": {"rate": "352mbit", "rtt_ms": 20.0}}
 #: issue 11: distributed on loopback within 1.5x of embedded for these
@@ -28,7 +33,7 @@ NETWORKS = {"lan": {"rate": "40gbit", "rtt_ms": 0.01}, "wan": {"rate": "352mbit"
 def chosen() -> tuple:
     """The workloads --workloads selects, in the report's order."""
     if not F.workloads:
-        return WORKLOADS
+        return DEFAULT_WORKLOADS
     unknown = sorted(set(F.workloads) - set(WORKLOADS))
     if unknown:
         raise app.UsageError(f"--workloads: unknown {unknown}; choose from {list(WORKLOADS)}")
@@ -44,12 +49,31 @@ def families() -> tuple:
     return tuple(f for f in FAMILIES if f in fams)
 
 
+def tfe_rows() -> list:
+    """The training rows --tfe_rows selects ("network_a-adam"), in
+    benchmarks/tfe_suite.py's order (default: all 15)."""
+    from tfe_suite import MODELS, OPTIMIZERS
+    every = [f"{m}-{o}" for m in MODELS for o in OPTIMIZERS]
+    rows = F.tfe_rows or every
+    unknown = sorted(set(rows) - set(every))
+    if unknown:
+        raise app.UsageError(f"--tfe_rows: unknown {unknown}; choose from {every}")
+    return [r for r in every if r in rows]
+
+
 def groups() -> list:
     """[(workload, [key, ...])]: the keys timed together, interleaved call by
     call: a comparing workload once per family ("less:bitwise"), so that the
-    machine's load weighs on both families alike; the others once ("mul")."""
-    return [(w, [f"{w}:{f}" for f in families()] if w in COMPARING else [w])
-            for w in chosen()]
+    machine's load weighs on both families alike; the others once ("mul");
+    each training row alone ("tfe_steps:network_c-adam": a step's servers
+    hold GBs)."""
+    out = []
+    for w in chosen():
+        if w == "tfe_steps":
+            out += [(w, [f"{w}:{r}"]) for r in tfe_rows()]
+        else:
+            out.append((w, [f"{w}:{f}" for f in families()] if w in COMPARING else [w]))
+    return out
 
 
 def keys() -> list:
@@ -78,6 +102,10 @@ def label(key: str, sizes: dict) -> str:
     """A row's name: the workload and its size, and its comparison family."""
     name, family = split(key)
     n = sizes[name]
+    if name == "tfe_steps":   # family: the row, "network_a-adam"
+        model, opt = family.split("-")
+        opt = {"sgd": "SGD", "amsgrad": "AMSgrad", "adam": "Adam"}[opt]
+        return f"{model.replace('network_', '').upper()} {opt} step b{n}"
     text = {"mul": f"mul {n:.0e}".replace("e+0", "e"), "matmul": f"matmul {n}x{n}",
             "less": f"less {n:.0e}".replace("e+0", "e"),
             "relu": f"ReLU {n:.0e}".replace("e+0", "e"), "lenet5": f"LeNet-5 b{n}",
@@ -110,6 +138,7 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
     from _report import plain_sgd_step
     rng = np.random.default_rng(0)
     out = {}
+    want = chosen()
 
     def elementwise(name, fn, plain_fn, *args):
         """fn on private args inside one tf.function; plain_fn on float32."""
@@ -123,6 +152,10 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
                         lambda: pf(*plain).numpy(),
                         scoped(family, lambda: tp.cost(fn, *priv)))
 
+    if "tfe_steps" in want:
+        out.update(tfe_workloads(sizes["tfe_steps"], quick))
+    if want == ("tfe_steps",):
+        return out
     n = sizes["mul"]
     elementwise("mul", lambda a, b: tp.reveal((a * b)[:1]), lambda a, b: a * b,
                 rng.normal(0, 10, n), rng.normal(0, 10, n))
@@ -169,6 +202,45 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
     # servers are done (the eager executor waits for every component function)
     out["lr_step"] = (lambda: trainer.step(xs, ys), lambda: plain_step(xs, ys),
                       lambda b=b: trainer.cost(b))
+    return out
+
+
+def tfe_workloads(batch: int, quick: bool) -> dict:
+    """One key per training row: a step of batch `batch` of the row's model
+    and optimizer (benchmarks/tfe_suite.py's: same learning rates, data,
+    initial weights), the plaintext Keras step, no declared bill (a step's
+    bill traces it again: a minute for network C; the channels' counters of
+    the timed calls are recorded). The trainer is converted at the row's
+    first call (its warm-up), so that one row's servers' state is built at a
+    time."""
+    import numpy as np
+    import tensorflow as tf
+    import tfe_suite as T
+    from _report import plain_sgd_step
+    data = T.load_data(False)
+    out = {}
+    for row in tfe_rows():
+        model_name, opt = row.split("-")
+        state = {}
+
+        def setup(model_name=model_name, opt=opt, state=state):
+            build, loss, x, y, _, _ = T.task(model_name, data)
+            tf.keras.utils.set_random_seed(0)
+            model = build()
+            plain = tf.keras.models.clone_model(model)
+            plain.set_weights(model.get_weights())
+            idx = T.batch_order(len(x), 1, 0)[0][:batch]
+            state["xy"] = x[idx].astype(np.float32), y[idx].astype(np.float32)
+            state["step"] = tp.keras.convert_training(model, loss, T.make_optimizer(opt)).step
+            state["plain"] = plain_sgd_step(plain, loss, T.make_optimizer(opt))
+
+        def run(setup=setup, state=state):
+            if not state:
+                setup()
+            state["step"](*state["xy"])
+
+        out[f"tfe_steps:{row}"] = (run, lambda state=state: state["plain"](*state["xy"]), None)
+    del quick  # the rows' sizes are the batch's; --quick only shrinks it
     return out
 
 

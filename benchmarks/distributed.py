@@ -53,6 +53,13 @@ otherwise) in about two minutes.
     python benchmarks/distributed.py --quick --parts=embedded,loopback,lan
     python benchmarks/distributed.py --parts=wan --workloads=mul,lr_step
     python benchmarks/distributed.py --workloads=less,relu,lenet5 --comparisons=bitwise
+    python benchmarks/distributed.py --workloads=tfe_steps --parts=embedded,lan,wan --reps=2
+
+--workloads=tfe_steps adds TF-Encrypted's training rows (issue 28; the rows
+of benchmarks/tfe_suite.py: one SGD, AMSgrad or Adam step of batch 128 of LR
+or networks A-D on the shipped digits, after a first step that converts and
+traces), each row alone on every setting, timed with the channels' counters
+and no declared bill (it would trace each step again).
 
 Results go to benchmarks/results/distributed.json, distributed.png and
 distributed.md (the tables as markdown).
@@ -82,7 +89,11 @@ ROOT = os.path.dirname(HERE)
 flags.DEFINE_list("parts", None, "settings to run: embedded, loopback, lan, wan (default: all; "
                   "with --quick: embedded, loopback)")
 flags.DEFINE_list("workloads", None, "workloads to time: " + ", ".join(
-    ("mul", "matmul", "less", "relu", "lenet5", "lr_step")) + " (default: all)")
+    ("mul", "matmul", "less", "relu", "lenet5", "lr_step", "tfe_steps")) + " (default: all "
+    "but tfe_steps: TF-Encrypted's training rows, an hour on the four settings)")
+flags.DEFINE_list("tfe_rows", None, "with --workloads=tfe_steps: the rows, model-optimizer "
+                  "(lr, network_a..network_d; sgd, amsgrad, adam), e.g. network_a-adam "
+                  "(default: all 15)")
 flags.DEFINE_list("comparisons", None, "comparison families the comparing workloads (less, "
                   "relu, lenet5) run under, each its own row: garbled, bitwise (default: both)")
 flags.DEFINE_bool("quick", False, "tiny sizes, one repeat: checks that everything runs")
@@ -139,6 +150,10 @@ class Driver:
         argv = [sys.executable, os.path.abspath(__file__), "--worker", f"--reps={F.reps}",
                 f"--budget_s={F.budget_s}", f"--timeout_s={F.timeout_s}"]
         argv += ["--quick"] if F.quick else []
+        # what the worker builds: the workloads (and rows, families) timed
+        for name in ("workloads", "tfe_rows", "comparisons"):
+            if getattr(F, name):
+                argv.append(f"--{name}={','.join(getattr(F, name))}")
         argv += [f"--cluster={cluster}"] if cluster else []
         argv += [f"--server_pids={json.dumps(pids)}"] if pids else []
         with open(self.log, "w") as err:

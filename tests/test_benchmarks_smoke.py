@@ -158,14 +158,26 @@ def test_phe_helpers_run(args):
 def test_distributed_benchmark_runs(tmp_path):
     """benchmarks/distributed.py --quick: the embedded driver, then four server
     processes and a driver on loopback; per pair, the channel counters equal
-    the declared bill, and TCP carried at least as much between servers."""
+    the declared bill, and TCP carried at least as much between servers. With
+    one of TF-Encrypted's training rows (tfe_steps, issue 28: LR's Adam step,
+    its sqrt and division), which declares no bill: its counters equal the
+    embedded step's."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "distributed.py"),
-                        "--quick", f"--out={tmp_path}"], env=env, capture_output=True,
-                       text=True, timeout=600, cwd=ROOT)
+                        "--quick", f"--out={tmp_path}", "--tfe_rows=lr-adam",
+                        "--workloads=mul,matmul,less,relu,lenet5,lr_step,tfe_steps"],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:])
     res = json.load(open(tmp_path / "distributed.json"))
     assert sorted(res["settings"]) == ["embedded", "loopback"] and not res["errors"], res["errors"]
+    emb = res["settings"]["embedded"]["workloads"]
+    tfe = res["settings"]["loopback"]["workloads"].pop("tfe_steps:lr-adam")
+    assert tfe["times_s"] and tfe["bill"] is None and tfe["comparisons"] > 0
+    assert tfe["channel_bytes"] == emb["tfe_steps:lr-adam"]["channel_bytes"]
+    assert tfe["rounds"] == emb["tfe_steps:lr-adam"]["rounds"] > 0
+    wire = sum(v for k, v in tfe["wire_bytes"].items() if "client" not in k)
+    assert wire >= sum(v for k, v in tfe["channel_bytes"].items() if "client" not in k), tfe
+    assert emb["tfe_steps:lr-adam"]["plaintext_times_s"]
     for name, w in res["settings"]["loopback"]["workloads"].items():
         assert w["times_s"] and w["rounds"] == w["bill"]["rounds"] > 0, name
         declared = {k: v["bytes"] for k, v in w["bill"]["links"].items() if v["bytes"]}
@@ -187,6 +199,7 @@ def test_distributed_benchmark_runs(tmp_path):
     md = (tmp_path / "distributed.md").read_text()
     assert "Loopback (four server processes) vs embedded" in md
     assert "Comparison families side by side" in md
+    assert "| LR Adam step b8 |" in md
     assert (tmp_path / "distributed.png").stat().st_size > 0
 
 

@@ -58,11 +58,14 @@ What adam_update computes instead, the same math:
   and is not computed (no comparison).
 - The public part (the coefficients, S·ε_t, F, lr) is plain TF on the
   client; the private part is the registry's: a square and two products by
-  public values per element, then for all weights at once one sqrt, one
-  comparison against F, AMSGrad's private maximum and one division.
+  public values per element, then for all weights at once sqrt(v̂) and
+  1/sqrt(v̂) from one range reduction (tp.math.sqrt_and_rsqrt), two
+  comparisons (against F, and of sqrt(v̂) against max(S·ε_t, F)), AMSGrad's
+  private maximum, and the quotient by Goldschmidt's iteration from the
+  guess 1/sqrt(v̂) gives (_quotient): no division's own range reduction.
 - Refused before anything runs (check_optimizer, check_numerics): epsilon
   <= 0 (Keras' own step is 0/0 there) or S·epsilon >= B; the fast numerics
-  mode, whose sqrt and division hold on [0.5, 50] only.
+  mode, whose sqrt and rsqrt hold on [0.5, 50] only.
 """
 from __future__ import annotations
 
@@ -131,19 +134,19 @@ def check_optimizer(optimizer) -> str:
 
 
 def check_numerics(optimizer, policy) -> None:
-    """Adam's sqrt and division in the fast numerics mode work on the stated
-    domain [0.5, 50] only, and its denominators span many octaves: refused
-    (the exact mode's domain is [2^-f, B))."""
+    """Adam's sqrt and rsqrt in the fast numerics mode work on the stated
+    domain [0.5, 50] only, and its v̂ spans many octaves: refused (the exact
+    mode's domain is [2^-f, B))."""
     if kind(optimizer) != "adam":
         return
     from tf_privpy.protocols.mpc.fixedpoint import fast_numerics
     backend = context.get_handle().backend
-    fast = [fn for fn in ("sqrt", "divide")
+    fast = [fn for fn in ("sqrt", "rsqrt")
             if fast_numerics.mode(backend, fn, policy.numerics_mode) == "fast"]
     if fast:
         raise ValueError(
             f"Adam's private {' and '.join(fast)} would run in the fast numerics mode, accurate "
-            f"on [0.5, 50] only, while its denominators sqrt(v) + epsilon span many octaves: "
+            f"on [0.5, 50] only, while its v spans many octaves: "
             f"use Policy(numerics_mode='exact') (the default) for Adam, or SGD in fast mode")
 
 
@@ -190,6 +193,30 @@ def slot_scales(optimizer, weights: Sequence[tf.Variable]) -> Dict[int, float]:
     return out
 
 
+#: Goldschmidt iterations of Adam's quotient: error (1/3)^(2^4) = 2.3e-8
+QUOTIENT_ITERATIONS = 4
+
+
+def _quotient(m, d, root, inv_root, big):
+    """m/d for Adam's denominator d = max(root + ε, F) (or root + ε), root =
+    sqrt(v̂), inv_root = 1/root (0 at v̂ = 0), big = max(ε, F) public. d lies
+    in [M, 2M], M = max(root, big), so g = (2/3)/M gives |1 − d·g| <= 1/3,
+    and 1/M is 1/big where root < big (one comparison; also at v̂ = 0, where
+    inv_root is 0), else inv_root. Then Goldschmidt (as numerics' divide):
+    y = m·g, w = d·g, and each iteration multiplies both by 2 − w, w → 1,
+    y → m/d. y stays near m/d (Adam's step over lr, about 1) and w near 1,
+    so 20 fractional bits hold them to a few ulps."""
+    small = tf.cast(root < big, d.dtype)
+    g = (inv_root + (1.0 / big - inv_root) * small) * (2.0 / 3.0)
+    y, w = m * g, d * g
+    for i in range(QUOTIENT_ITERATIONS):
+        f = 2.0 - w
+        y = y * f
+        if i + 1 < QUOTIENT_ITERATIONS:
+            w = w * f
+    return y
+
+
 def adam_update(optimizer, grads: List[Any], weights: Sequence[tf.Variable],
                 grad_factor: float = 1.0) -> None:
     """Keras 2.14's Adam / AMSGrad update of `weights`, traced as TF ops on
@@ -221,7 +248,7 @@ def adam_update(optimizer, grads: List[Any], weights: Sequence[tf.Variable],
         v.assign(v_new)
         moments.append(tf.reshape(m_new, [-1]))
         denominators.append(tf.reshape(v_new, [-1]))
-    # one sqrt, one comparison and one division for all weights at once
+    # the roots, comparisons and quotient for all weights at once
     # (as the batch_same_depth pass would: the rounds of one call, not of one
     # call per weight)
     sizes = [w.shape.num_elements() for w in weights]
@@ -237,10 +264,17 @@ def adam_update(optimizer, grads: List[Any], weights: Sequence[tf.Variable],
         for h, new in zip(hats, tf.split(v_all, sizes)):
             h.assign(tf.reshape(new, h.shape))
     dt = m_all.dtype
-    d = tf.sqrt(v_all) + tf.cast(eps, dt)
+    # sqrt(v̂) and 1/sqrt(v̂) from one range reduction (the converter pairs
+    # them: adapters.root), then m̂/d by Goldschmidt's iteration from a guess
+    # they give, instead of a division's own leading-one circuit: about half
+    # the bytes of the step's update
+    root, inv_root = tf.sqrt(v_all), tf.math.rsqrt(v_all)
+    eps = tf.cast(eps, dt)
+    d = root + eps
     if s * float(optimizer.epsilon) < floor:  # else the floor never binds
         d = tf.maximum(d, floor)
-    steps = tf.split(tf.cast(lr, dt) * m_all / d, sizes)
+    steps = tf.split(tf.cast(lr, dt) * _quotient(m_all, d, root, inv_root,
+                                                 tf.maximum(eps, floor)), sizes)
     for w, step in zip(weights, steps):
         w.assign_sub(tf.reshape(step, w.shape))
     optimizer.iterations.assign_add(1)

@@ -60,7 +60,7 @@ from tensorflow.python import pywrap_tfe
 
 from tf_privpy.protocols.mpc.runtime import cost
 from tf_privpy.protocols.mpc.api import registry
-from tf_privpy.protocols.mpc.api.adapters import Unsupported
+from tf_privpy.protocols.mpc.api.adapters import Unsupported, paired_roots
 from tf_privpy.protocols.mpc.api.value import PrivateTensor
 from tf_privpy.protocols.mpc.api.variable import PrivateVariable
 
@@ -416,7 +416,7 @@ def _evaluate_step(ts: TracedStep, env: Env, inputs: Sequence[Any],
     written: set = set()
     poisoned: set = set()
     env.consumed = _consumed(ts.graph_def) | {src(o) for o in ts.outputs}
-    env.relu_bits = {}
+    env.relu_bits, env.roots = {}, paired_roots(order)
 
     def read(ph):
         if ph not in current:

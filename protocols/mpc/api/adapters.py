@@ -12,7 +12,8 @@ plaintext) or a public numpy/tf value. Of the conversion env it uses only:
   env.public(v)     v's plaintext (a Weight's value);
   env.policy.numerics()  the numerics mode's keyword arguments;
   env.consumed      (training) the (node, output) pairs the step uses;
-  env.relu_bits     (training) id(ReLU output) -> its private bit.
+  env.relu_bits     (training) id(ReLU output) -> its private bit;
+  env.roots         (training) paired Sqrt/Rsqrt nodes (Roots).
 An adapter composes registry ops only, re-implementing nothing, and raises
 Unsupported (why, what to do) for what it cannot convert exactly. Adapters
 that can use the model owner's plaintext weights do so before they are
@@ -95,6 +96,45 @@ def unary(name: str, moded: bool = False) -> Callable:
         return [impl(name)(env.operand(ins[0]), **(numerics(env) if moded else {}))]
     fn.__name__ = f"unary_{name}"
     fn.refuses_nothing = moded  # see binary
+    return fn
+
+
+@dataclasses.dataclass
+class Roots:
+    """A training step's Sqrt and Rsqrt nodes that read one tensor (Adam's
+    update, converters/optimizers.py): `pairs` their names, `done` id(input
+    value) -> (sqrt, rsqrt) once the first of them is converted."""
+
+    pairs: frozenset
+    done: Dict[int, Any] = dataclasses.field(default_factory=dict)
+
+
+def paired_roots(nodes) -> Roots:
+    """Roots of a graph's NodeDefs: the Sqrt and Rsqrt nodes whose input
+    tensor both a Sqrt and an Rsqrt read."""
+    by_input: Dict[str, Dict[str, List[str]]] = {}
+    for n in nodes:
+        if n.op in ("Sqrt", "Rsqrt"):
+            by_input.setdefault(n.input[0], {}).setdefault(n.op, []).append(n.name)
+    return Roots(frozenset(name for ops in by_input.values() if len(ops) == 2
+                           for names in ops.values() for name in names))
+
+
+def root(name: str, want_sqrt: bool) -> Callable:
+    """The adapter of Sqrt (want_sqrt) or Rsqrt: tp.`name`(x); in a training
+    step (env.roots) whose graph takes both roots of one tensor, both come
+    from tp.math.sqrt_and_rsqrt: one range reduction (one leading-one
+    circuit per element) instead of two."""
+    def fn(env, node, ins):
+        roots = getattr(env, "roots", None)
+        if roots is None or node.name not in roots.pairs:
+            return [impl(name)(env.operand(ins[0]))]
+        key = id(ins[0])
+        if key not in roots.done:
+            roots.done[key] = impl("math.sqrt_and_rsqrt")(env.operand(ins[0]))
+        return [roots.done[key][0 if want_sqrt else 1]]
+    fn.__name__ = f"root_{name}"
+    fn.refuses_nothing = False
     return fn
 
 

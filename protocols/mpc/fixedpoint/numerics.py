@@ -162,21 +162,33 @@ def divide(backend: Backend, x: Optional[Shares], y: Shares, method: Optional[st
 
 
 # -------------------------------------------------------------- sqrt, rsqrt
-def _root_flat(ctx: Ctx, x: Shares, degree: int, want_sqrt: bool, rr: str) -> Shares:
+def _roots_flat(ctx: Ctx, x: Shares, degrees: Dict[bool, int], rr: str) -> Dict[bool, Shares]:
     """x = u·2^j, u in [1, 2) from the range reduction (z), e = 1 - (2/3)u in
     (-1/3, 1/3] (local). 1/sqrt(x) = G·(1 - e)^(-1/2), G = sqrt(2/3)·2^(-j/2);
-    sqrt(x) = G·(1 - e)^(1/2), G = sqrt(3/2)·2^(j/2); the degree-d polynomial
-    is folded into a power tree with the scale G. x <= 0 gives 0 (G = 0)."""
+    sqrt(x) = G·(1 - e)^(1/2), G = sqrt(3/2)·2^(j/2); each degree-d polynomial
+    is folded into a power tree with its scale G. x <= 0 gives 0 (G = 0).
+    `degrees`: {True: sqrt's degree, False: rsqrt's}; both from ONE range
+    reduction when both are asked for (its table gets a second column: the
+    leading-one circuit, the costly part, is shared)."""
     b = ctx.b
     plan = octave_plan(ctx)
-    if want_sqrt:
-        G, fit = Geo(math.sqrt(3 / 2) * 2.0 ** (plan.jlo / 2), math.sqrt(2.0)), "sqrt1m"
-    else:
-        G, fit = Geo(math.sqrt(2 / 3) * 2.0 ** (-plan.jlo / 2), math.sqrt(0.5)), "rsqrt1m"
-    res = reduce_range(ctx, x, plan, {"G": G}, rr, want_z=True)
+    scales = {True: ("G", Geo(math.sqrt(3 / 2) * 2.0 ** (plan.jlo / 2), math.sqrt(2.0)),
+                     "sqrt1m"),
+              False: ("H", Geo(math.sqrt(2 / 3) * 2.0 ** (-plan.jlo / 2), math.sqrt(0.5)),
+                      "rsqrt1m")}
+    res = reduce_range(ctx, x, plan, {scales[w][0]: scales[w][1] for w in degrees}, rr,
+                       want_z=True)
     e = b.public_sub(ctx.fill(x, ctx.lconst(1.0)), ctx.scale(res["z"], 2 / 3))
-    terms = power_terms(ctx, e, degree, scale=res["G"])
-    return ctx.lower(ctx.combine(terms, cheb_fit(fit, -1 / 3, 1 / 3, degree)))
+    out = {}
+    for want_sqrt, degree in degrees.items():
+        key, _, fit = scales[want_sqrt]
+        terms = power_terms(ctx, e, degree, scale=res[key])
+        out[want_sqrt] = ctx.lower(ctx.combine(terms, cheb_fit(fit, -1 / 3, 1 / 3, degree)))
+    return out
+
+
+def _root_flat(ctx: Ctx, x: Shares, degree: int, want_sqrt: bool, rr: str) -> Shares:
+    return _roots_flat(ctx, x, {want_sqrt: degree}, rr)[want_sqrt]
 
 
 def _root_settings(backend, fn, degree, range_reduction):
@@ -214,6 +226,22 @@ def sqrt(backend: Backend, x: Shares, degree: Optional[int] = None,
     if fast:
         return fast.sqrt(backend, x)
     return _sqrt(backend, x, degree=degree, range_reduction=range_reduction)
+
+
+def sqrt_rsqrt(backend: Backend, x: Shares, range_reduction: Optional[str] = None
+               ) -> Tuple[Shares, Shares]:
+    """(sqrt(x), 1/sqrt(x)) from one range reduction (one leading-one
+    circuit per element instead of two), each at its own configured degree;
+    the range reduction is sqrt's setting. Exact mode only: Adam's update
+    (converters/optimizers.py) needs both of one tensor."""
+    ctx = Ctx(backend)
+    rr = _setting(backend, "sqrt", "range_reduction", range_reduction)
+    degrees = {True: int(_setting(backend, "sqrt", "degree", None)),
+               False: int(_setting(backend, "rsqrt", "degree", None))}
+    shape = ctx.shape(x)
+    out = _roots_flat(ctx, ctx.flat(x), degrees, rr)
+    return tuple(backend.map_shares(lambda s: sh.reshape(s, shape, ctx.limbs), out[w])
+                 for w in (True, False))
 
 
 # ---------------------------------------------------------------------- log

@@ -148,6 +148,22 @@ def rsqrt(x: PrivateTensor, degree: Optional[int] = None,
                   mode=mode)
 
 
+def sqrt_and_rsqrt(x: PrivateTensor, range_reduction: Optional[str] = None):
+    """(sqrt(x), 1/sqrt(x)) of one tensor from one range reduction: one
+    leading-one circuit per element instead of two (the costly part of
+    each), the two polynomials beside each other. Exact mode only; each
+    result as tp.sqrt's and tp.math.rsqrt's (same degrees and errors).
+
+    Example:
+      >>> s, r = tp.math.sqrt_and_rsqrt(tp.share([4.0, 2.0]))
+      >>> s.reveal(), r.reveal()   # [2., 1.41421], [0.5, 0.70711]
+    """
+    x = _check(x, "tp.math.sqrt_and_rsqrt")
+    h = C.handle_of(x)
+    s, r = N.sqrt_rsqrt(h.backend, C.shares(x), range_reduction=range_reduction)
+    return C.wrap(h, s, _out_dtype(x)), C.wrap(h, r, _out_dtype(x))
+
+
 def exp(x: PrivateTensor, degree: Optional[int] = None,
         range_reduction: Optional[str] = None, mode: Optional[str] = None) -> PrivateTensor:
     """e^x = 2^t, t = x·log2 e: 2^(piece of t) from the range reduction times a

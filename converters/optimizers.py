@@ -205,7 +205,8 @@ def _quotient(m, d, root, inv_root, big):
     inv_root is 0), else inv_root. Then Goldschmidt (as numerics' divide):
     y = m·g, w = d·g, and each iteration multiplies both by 2 − w, w → 1,
     y → m/d. y stays near m/d (Adam's step over lr, about 1) and w near 1,
-    so 20 fractional bits hold them to a few ulps."""
+    so the ring's fractional bits hold them to a few ulps (their errors are
+    multiplied by lr: far below a weight's ulp)."""
     small = tf.cast(root < big, d.dtype)
     g = (inv_root + (1.0 / big - inv_root) * small) * (2.0 / 3.0)
     y, w = m * g, d * g

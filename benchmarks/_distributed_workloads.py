@@ -135,13 +135,14 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
     the family it was traced with."""
     import numpy as np
     import tensorflow as tf
-    from _report import plain_sgd_step
     rng = np.random.default_rng(0)
     out = {}
     want = chosen()
 
     def elementwise(name, fn, plain_fn, *args):
         """fn on private args inside one tf.function; plain_fn on float32."""
+        if name not in want:
+            return
         priv = [tp.share(a) for a in args]
         plain = [tf.constant(a, tf.float32) for a in args]
         pf = tf.function(plain_fn)
@@ -153,9 +154,7 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
                         scoped(family, lambda: tp.cost(fn, *priv)))
 
     if "tfe_steps" in want:
-        out.update(tfe_workloads(sizes["tfe_steps"], quick))
-    if want == ("tfe_steps",):
-        return out
+        out.update(tfe_workloads(sizes["tfe_steps"]))
     n = sizes["mul"]
     elementwise("mul", lambda a, b: tp.reveal((a * b)[:1]), lambda a, b: a * b,
                 rng.normal(0, 10, n), rng.normal(0, 10, n))
@@ -168,7 +167,17 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
     n = sizes["relu"]
     elementwise("relu", lambda a: tp.reveal(tp.nn.relu(a)[:1]), tf.nn.relu,
                 rng.uniform(-100, 100, n))
+    if "lenet5" in want or "lr_step" in want:
+        out.update(_model_workloads(sizes, quick, fams, want, rng))
+    return out
 
+
+def _model_workloads(sizes: dict, quick: bool, fams: tuple, want: tuple, rng) -> dict:
+    """LeNet-5 inference and the LR step (build_workloads' keys) of `want`."""
+    import numpy as np
+    import tensorflow as tf
+    from _report import plain_sgd_step
+    out = {}
     # MNIST digits; --quick: random images and an untrained LeNet-5 (the
     # time does not depend on the values; loading and training would dominate)
     if quick:
@@ -177,35 +186,37 @@ def build_workloads(sizes: dict, quick: bool, fams: tuple = FAMILIES) -> dict:
         xt = x
     else:
         (x, y), (xt, _) = tp.datasets.load_mnist(flatten=False)
-    b = sizes["lenet5"]
-    model = tp.models.lenet5() if quick else tp.models.train("lenet5", x, y)
-    xb = xt[:b]
-    plain_model = tf.function(lambda v: model(v, training=False))
-    for family in fams:
-        private = tp.keras.convert(model)   # its predict traces keep this family
-        out[f"lenet5:{family}"] = (
-            scoped(family, lambda p=private: p.predict(xb, reveal=True).numpy()),
-            lambda: plain_model(xb).numpy(),
-            scoped(family, lambda b=b, p=private: p.cost(b) + tp.cost(
-                tp.reveal, tp.share(np.zeros((b, 10))))))
+    if "lenet5" in want:
+        b = sizes["lenet5"]
+        model = tp.models.lenet5() if quick else tp.models.train("lenet5", x, y)
+        xb = xt[:b]
+        plain_model = tf.function(lambda v: model(v, training=False))
+        for family in fams:
+            private = tp.keras.convert(model)   # its predict traces keep this family
+            out[f"lenet5:{family}"] = (
+                scoped(family, lambda p=private: p.predict(xb, reveal=True).numpy()),
+                lambda: plain_model(xb).numpy(),
+                scoped(family, lambda b=b, p=private: p.cost(b) + tp.cost(
+                    tp.reveal, tp.share(np.zeros((b, 10))))))
 
-    # one LR step at batch 128 on MNIST 0-4 vs 5-9, as benchmarks/training.py
-    b = sizes["lr_step"]
-    xs, ys = tp.datasets.mnist_binary(x[:b].reshape(b, 784), y[:b])
-    bce = tf.keras.losses.BinaryCrossentropy()
-    tf.keras.utils.set_random_seed(0)
-    trainer = tp.keras.convert_training(tp.models.logistic_regression(784), bce,
-                                        tf.keras.optimizers.SGD(0.1))
-    plain_step = plain_sgd_step(tp.models.logistic_regression(784), bce,
-                                tf.keras.optimizers.SGD(0.1))
-    # the step returns nothing: TF's synchronous execution returns when the
-    # servers are done (the eager executor waits for every component function)
-    out["lr_step"] = (lambda: trainer.step(xs, ys), lambda: plain_step(xs, ys),
-                      lambda b=b: trainer.cost(b))
+    if "lr_step" in want:
+        # one LR step at batch 128 on MNIST 0-4 vs 5-9, as benchmarks/training.py
+        b = sizes["lr_step"]
+        xs, ys = tp.datasets.mnist_binary(x[:b].reshape(b, 784), y[:b])
+        bce = tf.keras.losses.BinaryCrossentropy()
+        tf.keras.utils.set_random_seed(0)
+        trainer = tp.keras.convert_training(tp.models.logistic_regression(784), bce,
+                                            tf.keras.optimizers.SGD(0.1))
+        plain_step = plain_sgd_step(tp.models.logistic_regression(784), bce,
+                                    tf.keras.optimizers.SGD(0.1))
+        # the step returns nothing: TF's synchronous execution returns when the
+        # servers are done (the eager executor waits for every component function)
+        out["lr_step"] = (lambda: trainer.step(xs, ys), lambda: plain_step(xs, ys),
+                          lambda b=b: trainer.cost(b))
     return out
 
 
-def tfe_workloads(batch: int, quick: bool) -> dict:
+def tfe_workloads(batch: int) -> dict:
     """One key per training row: a step of batch `batch` of the row's model
     and optimizer (benchmarks/tfe_suite.py's: same learning rates, data,
     initial weights), the plaintext Keras step, no declared bill (a step's
@@ -240,7 +251,6 @@ def tfe_workloads(batch: int, quick: bool) -> dict:
             state["step"](*state["xy"])
 
         out[f"tfe_steps:{row}"] = (run, lambda state=state: state["plain"](*state["xy"]), None)
-    del quick  # the rows' sizes are the batch's; --quick only shrinks it
     return out
 
 

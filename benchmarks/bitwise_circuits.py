@@ -7,6 +7,9 @@
                limit 0),
   bw+cmp       "bitwise" with those circuits as batched bitwise comparisons
                (protocols/mpc/bitwise/circuits.py, no limit),
+  bw+dec       "bitwise" with the defaults: the circuits as comparisons up to
+               16 per element, the leading one above that as one bit
+               decomposition (protocols/mpc/bitwise/leading_one.py),
 
 embedded, both rings, the three settings interleaved call by call in one
 run (same process, same load), best and median of --reps timed calls of a
@@ -37,8 +40,11 @@ DOMAINS = {"exp": (-20, 10), "reciprocal": (0.01, 1000), "sqrt": (0.01, 1000),
            "rsqrt": (0.01, 1000), "log": (0.01, 1000), "sigmoid": (-30, 30),
            "tanh": (-30, 30), "softmax": (-15, 15)}
 #: setting -> (comparison family, bitwise_circuits limit of both circuits:
-#: 0 keeps them garbled, a big one runs them as comparisons)
-SETTINGS = {"garbled": ("garbled", 0), "bw+gc": ("bitwise", 0), "bw+cmp": ("bitwise", 10 ** 6)}
+#: 0 keeps them garbled, a big one runs them as comparisons, the leading
+#: one's route above the limit: functions.common.bitwise_leading_one)
+SETTINGS = {"garbled": ("garbled", 0, "garbled"), "bw+gc": ("bitwise", 0, "garbled"),
+            "bw+cmp": ("bitwise", 10 ** 6, "garbled"),
+            "bw+dec": ("bitwise", 16, "decomposition")}
 
 
 def traced(fn):
@@ -67,15 +73,18 @@ def main(argv):
         # choice between traces (each tf.function keeps the one it was
         # traced with)
         choice = {"leading_one": 0, "thresholds": 0}
-        tp.init(tp.Config(ring_bits=bits, functions={"common": {"bitwise_circuits": choice}}))
+        route = {"128": "garbled", "64": "garbled"}
+        tp.init(tp.Config(ring_bits=bits, functions={"common": {
+            "bitwise_circuits": choice, "bitwise_leading_one": route}}))
         for n in map(int, F.sizes):
             for name in F.functions:
                 lo, hi = DOMAINS[name]
                 vals = rng.uniform(lo, hi, (max(n // 10, 1), 10))
                 v = tp.share(vals)
                 conc, outs, stats = {}, {}, {}
-                for s, (family, circ) in SETTINGS.items():
+                for s, (family, circ, lo_route) in SETTINGS.items():
                     choice.update(leading_one=circ, thresholds=circ)
+                    route.update({"128": lo_route, "64": lo_route})
                     f = traced(fns[name])
                     with tp.comparison(family):
                         f.get_concrete_function(v)   # traced with this setting

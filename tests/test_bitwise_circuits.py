@@ -23,8 +23,11 @@ from tf_privpy.protocols.mpc.runtime import cost
 case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
 #: the setting's reader, before `choose` replaces it
 SETTING = bw_backend.bitwise_circuit_limit
-#: limits that make every circuit run garbled / as comparisons
-LIMITS = {"garbled": 0, "comparisons": 10 ** 6}
+#: (bitwise_circuits limit, bitwise_leading_one) that make every circuit run
+#: garbled / as comparisons / the leading one as a bit decomposition (the
+#: thresholds garbled)
+CHOICES = {"garbled": (0, "garbled"), "comparisons": (10 ** 6, "garbled"),
+           "decomposition": (0, "decomposition")}
 
 
 def edge_ints(width: int, low: int):
@@ -121,11 +124,12 @@ def test_thresholds_equal_the_garbled_circuit(ring_case):
 
 @pytest.fixture
 def choose(monkeypatch):
-    """choose("garbled" or "comparisons"): the bitwise family's choice for
-    both circuits, whatever their number of comparisons."""
+    """choose("garbled", "comparisons" or "decomposition"): the bitwise
+    family's choice for both circuits, whatever their number of comparisons."""
     def set_choice(value):
-        monkeypatch.setattr(bw_backend, "bitwise_circuit_limit",
-                            lambda cfg, circuit: LIMITS[value])
+        limit, route = CHOICES[value]
+        monkeypatch.setattr(bw_backend, "bitwise_circuit_limit", lambda cfg, circuit: limit)
+        monkeypatch.setattr(bw_backend, "bitwise_leading_one", lambda cfg: route)
     return set_choice
 
 
@@ -176,7 +180,7 @@ def test_derived_functions_agree_under_both_choices(ring_case, choose, fn):
     v = v[: len(v) // 10 * 10].reshape(-1, 10)
     x = tp.share(v)
     target = TARGETS[cfg.ring_bits][fn]
-    for choice in ("garbled", "comparisons"):
+    for choice in CHOICES:
         choose(choice)
         check(run_bitwise(func, x).reveal().numpy(), ref(v), target, u, f"{fn} {choice}")
 
@@ -184,12 +188,14 @@ def test_derived_functions_agree_under_both_choices(ring_case, choose, fn):
 def test_the_setting_picks_the_protocol(ring_case, choose, monkeypatch):
     """Within bitwise_circuits' limit: one bitwise ltz (8 rounds, one
     comparison per threshold and element); above it: the garbled circuit
-    (2 rounds, one per element); the garbled family ignores it; bad values
-    and circuit names are refused."""
+    (2 rounds, one per element), the leading one by bitwise_leading_one;
+    the garbled family ignores it; bad values and circuit names are
+    refused."""
     b = tp.get_runtime().backend
     f = b.cfg.frac_bits
     x = shares_of(np.arange(-5, 5, dtype=np.int64) << f)
     pts = [-(2 << f), 0, 2 << f]
+    monkeypatch.setattr(bw_backend, "bitwise_leading_one", lambda cfg: "garbled")
     for limit, want in ((3, (protocol.BITWISE_ROUNDS, 10 * len(pts))),
                         (2, (cost.CIRCUIT_ROUNDS, 10))):
         monkeypatch.setattr(bw_backend, "bitwise_circuit_limit", lambda cfg, c, n=limit: n)

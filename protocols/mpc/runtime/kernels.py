@@ -223,6 +223,34 @@ def bw_select(own, received, v, w, ring_bits: int):
                                       ring_bits=ring_bits)
 
 
+def bw_lo_deal(key_s1, nonce_s1, key_s2, nonce_s2, n, width: int, columns, magnitude: bool,
+               ring_bits: int):
+    """The bitwise leading one's dealer T (ops/bitwise/leading_one.h): (S2's
+    product words [n, words], S2's ring shares [n, K] of the mask bits)."""
+    return _ops().tf_privpy_bw_leading_one_deal(
+        key_s1=key_s1, nonce_s1=nonce_s1, key_s2=key_s2, nonce_s2=nonce_s2, n=_int64(n),
+        width=width, columns=[int(c) for c in columns], magnitude=bool(magnitude),
+        ring_bits=ring_bits)
+
+
+def bw_lo_step(state, received, key, nonce, corrections, width: int, magnitude: bool,
+               step: int, party: int):
+    """Server `party`, step `step` of the bitwise leading one: (state, message);
+    step 0 takes the flat low words as `state`."""
+    return _ops().tf_privpy_bw_leading_one_step(
+        state=state, received=received, key=key, nonce=nonce, corrections=corrections,
+        width=width, magnitude=bool(magnitude), step=step, party=party)
+
+
+def bw_lo_finish(own, received, key, nonce, ring, width: int, columns, magnitude: bool,
+                 ring_bits: int, party: int):
+    """Server `party`: its integer shares [n, K] of the leading-one columns."""
+    return _ops().tf_privpy_bw_leading_one_finish(
+        own=own, received=received, key=key, nonce=nonce, ring=ring, width=width,
+        columns=[int(c) for c in columns], magnitude=bool(magnitude), ring_bits=ring_bits,
+        party=party)
+
+
 # ---------------------------------------------------------------- aead family
 # Wire format (ops/aead/aead.h): a plaintext of n bytes is sealed as
 # K = max(1, ceil(n / AEAD_CHUNK_BYTES)) chunks, each its own GCM invocation

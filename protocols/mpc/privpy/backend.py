@@ -73,9 +73,13 @@ class Backend(abc.ABC):
                 self.cfg.bound if bound is None else bound, tensor_name=name)
 
     def to_party(self, x, party: str) -> tf.Tensor:
-        """x on `party`'s device: as it is if it already lives there, else
-        sent by the client (public data of the program) through the channel."""
-        x = tf.convert_to_tensor(x)
+        """x on `party`'s device: as it is if it already lives there, made
+        there if it is a constant (a Python or numpy value: public, known to
+        every party's program), else sent by the client (public data of the
+        program) through the channel."""
+        if not tf.is_tensor(x):   # a constant of the program: each party makes its own
+            with tf.device(self.rt.device(party)):
+                return tf.convert_to_tensor(x)
         if party == CLIENT or _on_device(x, self.rt.device(party)):
             return x
         if C.active():

@@ -155,9 +155,8 @@ def reduce_max_last(backend: Backend, x: Shares, n: int, want_min: bool = False,
         raise ValueError("reduction over an empty axis")
     idx = None
     if with_index:
-        shape = sh.dynamic_shape(x[0], limbs)
-        pos = tf.broadcast_to(tf.range(n, dtype=tf.float64), shape)
-        idx = backend.add_public(backend.sub(x, x), pos)
+        # 0..n-1 along the last axis, broadcast on S1 (a constant S1 makes)
+        idx = backend.add_public(backend.sub(x, x), np.arange(n, dtype=np.float64))
     while n > 1:
         a, b, rest = _split_last(backend, x, n)
         d = backend.sub(a, b)

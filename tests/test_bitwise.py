@@ -216,6 +216,13 @@ def test_every_view_is_uniform_and_secret_independent(ring_case, fn):
     v0 = views(np.zeros(n), f)
     v1 = views(np.random.default_rng(5).uniform(-1000, 1000, n), f)
     assert sorted(v0) == receivers
+    assert_views_uniform_and_alike(v0, v1)
+
+
+def assert_views_uniform_and_alike(v0, v1):
+    """Each party's messages ({party: [(src, tensor)]}) in two runs on
+    different secrets: every message's bytes uniform, and distributed alike
+    in both runs (nonce headers, public counters, are skipped)."""
     for party in v0:
         assert len(v0[party]) == len(v1[party])
         for (src, m0), (_, m1) in zip(v0[party], v1[party]):
@@ -229,16 +236,21 @@ def test_every_view_is_uniform_and_secret_independent(ring_case, fn):
             assert p > ALPHA, f"{what}: distributions differ between secrets (p = {p:.2g})"
 
 
+def assert_all_differ(a, b):
+    """The same secrets twice: every message differs (a mask or a dealt
+    value reused would repeat it)."""
+    for party in a:
+        for (src, m0), (_, m1) in zip(a[party], b[party]):
+            if m0.shape.rank:
+                assert not np.array_equal(m0.numpy(), m1.numpy()), f"{src}->{party} repeated"
+
+
 @pytest.mark.parametrize("fn", sorted(VIEWED))
 def test_masks_are_fresh_on_every_run(ring_case, fn):
     """The same secrets twice: every message differs (a mask or a dealt r
     reused would repeat it)."""
     x = np.random.default_rng(2).uniform(-10, 10, 256)
-    a, b = views(x, VIEWED[fn][0]), views(x, VIEWED[fn][0])
-    for party in a:
-        for (src, m0), (_, m1) in zip(a[party], b[party]):
-            if m0.shape.rank:
-                assert not np.array_equal(m0.numpy(), m1.numpy()), f"{src}->{party} repeated"
+    assert_all_differ(views(x, VIEWED[fn][0]), views(x, VIEWED[fn][0]))
 
 
 @pytest.mark.parametrize("pair", [("S1", "T1"), ("S2", "T1")])

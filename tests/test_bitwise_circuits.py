@@ -2,9 +2,10 @@
 protocols/mpc/bitwise/circuits.py): `thresholds` and `leading_one` as one
 batched bitwise comparison give the garbled circuits' outputs bit for bit
 on edge values in both rings (magnitude or not, integer or fixed point,
-with and without a fused table), the derived functions agree under both
-choices, the setting picks the protocol, and the declared cost equals the
-channel's counters."""
+with and without a fused table; the leading one also as a bit
+decomposition), the derived functions agree under every choice, the
+setting picks the protocol, and the declared cost equals the channel's
+counters."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,6 +17,7 @@ from scipy.special import softmax
 from test_numerics import TARGETS
 from tf_privpy.protocols.mpc.bitwise import backend as bw_backend
 from tf_privpy.protocols.mpc.bitwise import circuits as BC
+from tf_privpy.protocols.mpc.bitwise import leading_one as BL
 from tf_privpy.protocols.mpc.bitwise import protocol
 from tf_privpy.protocols.mpc.privpy import leading_one as LO
 from tf_privpy.protocols.mpc.runtime import cost
@@ -68,18 +70,26 @@ def bitwise(fn):
         return ring_values(fn())
 
 
+#: the bitwise family's two ways to the leading one: batched comparisons
+#: (circuits.py) and one bit decomposition per element (leading_one.py)
+LEADING_ONE = {"comparisons": BC.leading_one, "decomposition": BL.leading_one}
+
+
+@pytest.mark.parametrize("route", sorted(LEADING_ONE))
 @pytest.mark.parametrize("magnitude", [True, False], ids=["magnitude", "plain"])
-def test_leading_one_equals_the_garbled_circuit(ring_case, magnitude):
+def test_leading_one_equals_the_garbled_circuit(ring_case, magnitude, route):
     """All W columns on edge integers (the plain circuit's domain starts at
     -2^(W-2): leading_one.default_width), then a column subset in any order
-    with a fused table of big entries, and fixed-point values."""
+    with a fused table of big entries, and fixed-point values: by
+    comparisons and by the bit decomposition, bit for bit."""
+    impl = LEADING_ONE[route]
     b = tp.get_runtime().backend
     w = LO.default_width(b.cfg)
     ints = edge_ints(w, -(1 << (w - 1)) + 1 if magnitude else -(1 << (w - 2)))
     x = shares_of(ints)
     cols = list(range(w))
     want = garbled(lambda: b.leading_one(x, cols, magnitude))
-    got = bitwise(lambda: BC.leading_one(b, x, cols, magnitude, w))
+    got = bitwise(lambda: impl(b, x, cols, magnitude, w))
     bad = ~np.all(got == want, axis=1)
     assert not bad.any(), f"differs at x = {ints[bad][:5]}"
     cols = [w - 1, 0, 5, w - 2, 17]
@@ -87,12 +97,12 @@ def test_leading_one_equals_the_garbled_circuit(ring_case, magnitude):
                                               dtype=np.int64)
     want = garbled(lambda: b.leading_one(x, cols, magnitude, table=table))
     np.testing.assert_array_equal(
-        bitwise(lambda: BC.leading_one(b, x, cols, magnitude, w, table=table)), want)
+        bitwise(lambda: impl(b, x, cols, magnitude, w, table=table)), want)
     v = np.array([0.0, 1.0, -1.0, 0.5, -0.5, 2.0 ** -b.cfg.frac_bits, b.cfg.bound - 1,
                   1 - b.cfg.bound, 3.75, -1024.0])
     px = tp.share(v)
     xs = (px.share0, px.share1)
-    np.testing.assert_array_equal(bitwise(lambda: BC.leading_one(b, xs, cols, magnitude, w)),
+    np.testing.assert_array_equal(bitwise(lambda: impl(b, xs, cols, magnitude, w)),
                                   garbled(lambda: b.leading_one(xs, cols, magnitude)))
 
 

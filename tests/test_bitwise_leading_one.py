@@ -1,7 +1,7 @@
 """The bitwise leading one (protocols/mpc/bitwise/leading_one.py,
-ops/bitwise/leading_one.h): the garbled circuit's outputs bit for bit on
-edge values in both rings (magnitude or not, every column, a fused table,
-fixed point), its declared cost equal to the channel's counters, each
+ops/bitwise/leading_one.h; its outputs equal the garbled circuit's bit for
+bit: tests/test_bitwise_circuits.py::test_leading_one_equals_the_garbled_circuit),
+chunked batches, its declared cost equal to the channel's counters, each
 party's view uniform and independent of the secrets, masks fresh, the
 dealer's streams checked, and the setting choosing it."""
 import numpy as np
@@ -12,7 +12,7 @@ from scipy import stats
 import tf_privpy as tp
 from billcheck import assert_bill_equals_counts
 from conftest import case_fixtures
-from test_bitwise import ALPHA, byte_hist
+from test_bitwise import ALPHA, assert_all_differ, assert_views_uniform_and_alike, byte_hist
 from test_bitwise_circuits import edge_ints, garbled, bitwise, shares_of
 from tf_privpy.protocols.mpc.bitwise import backend as bw_backend
 from tf_privpy.protocols.mpc.bitwise import leading_one as BL
@@ -20,34 +20,6 @@ from tf_privpy.protocols.mpc.privpy import leading_one as LO
 from tf_privpy.protocols.mpc.runtime import cost
 
 case, ring_case = case_fixtures([("privpy", 128), ("privpy", 64)])
-
-
-@pytest.mark.parametrize("magnitude", [True, False], ids=["magnitude", "plain"])
-def test_equals_the_garbled_circuit(ring_case, magnitude):
-    """All W columns on edge integers (0, ±1, ±2^j ± 1 at every position,
-    the domain's ends, random values of every size), a column subset in any
-    order with a fused table of big entries, and fixed-point values."""
-    b = tp.get_runtime().backend
-    w = LO.default_width(b.cfg)
-    ints = edge_ints(w, -(1 << (w - 1)) + 1 if magnitude else -(1 << (w - 2)))
-    x = shares_of(ints)
-    cols = list(range(w))
-    want = garbled(lambda: b.leading_one(x, cols, magnitude))
-    got = bitwise(lambda: BL.leading_one(b, x, cols, magnitude, w))
-    bad = ~np.all(got == want, axis=1)
-    assert not bad.any(), f"differs at x = {ints[bad][:5]}"
-    cols = [w - 1, 0, 5, w - 2, 17]
-    table = np.random.default_rng(5).integers(-2 ** 62, 2 ** 62, (len(cols) + 1, 3),
-                                              dtype=np.int64)
-    np.testing.assert_array_equal(
-        bitwise(lambda: BL.leading_one(b, x, cols, magnitude, w, table=table)),
-        garbled(lambda: b.leading_one(x, cols, magnitude, table=table)))
-    v = np.array([0.0, 1.0, -1.0, 0.5, -0.5, 2.0 ** -b.cfg.frac_bits, b.cfg.bound - 1,
-                  1 - b.cfg.bound, 3.75, -1024.0])
-    px = tp.share(v)
-    xs = (px.share0, px.share1)
-    np.testing.assert_array_equal(bitwise(lambda: BL.leading_one(b, xs, cols, magnitude, w)),
-                                  garbled(lambda: b.leading_one(xs, cols, magnitude)))
 
 
 def test_big_batches_go_in_chunks(ring_case, monkeypatch):
@@ -106,10 +78,6 @@ def views(ints, magnitude=True):
     return seen
 
 
-def uniform(m) -> float:
-    return stats.chisquare(byte_hist(m)).pvalue
-
-
 def test_every_view_is_uniform_and_secret_independent(ring_case):
     """What each party receives, for all-zero secrets and for random ones
     of every size: every message's bytes uniform and equally distributed
@@ -123,30 +91,17 @@ def test_every_view_is_uniform_and_secret_independent(ring_case):
     secrets = rng.integers(-(1 << (w - 2)), 1 << (w - 2), n) >> rng.integers(0, w - 2, n)
     v0, v1 = views(np.zeros(n, np.int64)), views(secrets)
     assert sorted(v0) == ["S1", "S2"]
-    for party in v0:
-        assert len(v0[party]) == len(v1[party])
-        for (src, m0), (_, m1) in zip(v0[party], v1[party]):
-            if m0.shape.rank == 0:
-                continue   # a nonce header
-            what = f"{src}->{party} {m0.shape}"
-            for m in (m0, m1):
-                assert uniform(m) > ALPHA, f"{what}: bytes are not uniform"
-            p = stats.chi2_contingency(np.stack([byte_hist(m0), byte_hist(m1)]))[1]
-            assert p > ALPHA, f"{what}: distributions differ between secrets (p = {p:.2g})"
+    assert_views_uniform_and_alike(v0, v1)
     # the deliberately broken variant: an unmasked level-0 word (x's low
     # bits, here S2's share of small secrets minus S1's random one) fails
-    assert uniform(tf.constant(secrets)) < ALPHA
+    assert stats.chisquare(byte_hist(tf.constant(secrets))).pvalue < ALPHA
 
 
 def test_masks_are_fresh_on_every_run(ring_case):
     """The same secrets twice: every message differs (a reused stream
     word or dealt mask would repeat it)."""
     ints = np.arange(256, dtype=np.int64) - 128
-    a, b = views(ints), views(ints)
-    for party in a:
-        for (src, m0), (_, m1) in zip(a[party], b[party]):
-            if m0.shape.rank:
-                assert not np.array_equal(m0.numpy(), m1.numpy()), f"{src}->{party} repeated"
+    assert_all_differ(views(ints), views(ints))
 
 
 @pytest.mark.parametrize("pair", [("S1", "T1"), ("S2", "T1")])

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "ops/bitwise/bitwise.h"
+#include "ops/bitwise/kernel_util.h"
 #include "ops/common/ring_types.h"
 #include "ops/common/tf_util.h"
 #include "ops/prg/aes_ctr.h"
@@ -27,51 +28,22 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 namespace errors = ::tensorflow::errors;
 
+using bitwise::CheckWords;
+using bitwise::ReadCount;
+using bitwise::ReadParty;
+using bitwise::Scratch;
+using bitwise::Words;
+
 namespace {
 
 // cycles per block, for TF's sharding (a transpose or a level of word ops)
 constexpr int64_t kBlockCost = 4000;
-
-Status ReadParty(OpKernelConstruction* ctx, int* party) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("party", party));
-  if (*party != 0 && *party != 1)
-    return errors::InvalidArgument("party must be 0 (S1) or 1 (S2), got ", *party);
-  return ::tensorflow::OkStatus();
-}
 
 Status ReadFracBits(OpKernelConstruction* ctx, int ring_bits, int* frac) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("frac_bits", frac));
   if (*frac < 0 || *frac > ring_bits - 2)
     return errors::InvalidArgument("frac_bits must be in [0, ", ring_bits - 2, "], got ", *frac);
   return ::tensorflow::OkStatus();
-}
-
-Status ReadCount(const Tensor& t, int64_t* n) {
-  if (t.dtype() != ::tensorflow::DT_INT64 || t.NumElements() != 1)
-    return errors::InvalidArgument("n must be an int64 scalar");
-  *n = t.flat<int64_t>()(0);
-  if (*n < 0) return errors::InvalidArgument("n must be >= 0, got ", *n);
-  return ::tensorflow::OkStatus();
-}
-
-Status CheckWords(const Tensor& t, const char* what, int64_t blocks, int64_t words) {
-  if (t.dims() != 2 || t.dim_size(0) != blocks || t.dim_size(1) != words)
-    return errors::InvalidArgument(what, " must be [", blocks, ", ", words, "], got ",
-                                   t.shape().DebugString());
-  return ::tensorflow::OkStatus();
-}
-
-// Scratch words every one of which the PRG overwrites: not zeroed first (a
-// vector's value-initialisation was a pass over up to 100+ MB per call).
-std::unique_ptr<uint64_t[]> Scratch(int64_t words) {
-  return std::unique_ptr<uint64_t[]>(new uint64_t[words > 0 ? words : 1]);
-}
-
-const uint64_t* Words(const Tensor& t) {
-  return reinterpret_cast<const uint64_t*>(t.tensor_data().data());
-}
-uint64_t* Words(Tensor* t) {
-  return reinterpret_cast<uint64_t*>(const_cast<char*>(t->tensor_data().data()));
 }
 
 class BwDealOp : public RingKernel<BwDealOp> {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/bitwise/kernel_util.h"
 #include "ops/bitwise/leading_one.h"
 #include "ops/common/ring_types.h"
 #include "ops/common/tf_util.h"
@@ -27,6 +28,11 @@ using ::tensorflow::Tensor;
 using ::tensorflow::TensorShape;
 namespace errors = ::tensorflow::errors;
 namespace lo = ::tf_privpy::bitwise::lo;
+using bitwise::CheckWords;
+using bitwise::ReadCount;
+using bitwise::ReadParty;
+using bitwise::Scratch;
+using bitwise::Words;
 
 namespace {
 
@@ -37,13 +43,6 @@ Status ReadWidth(OpKernelConstruction* ctx, int* width) {
   TF_RETURN_IF_ERROR(ctx->GetAttr("width", width));
   if (*width < 3 || *width > lo::kMaxWidth)
     return errors::InvalidArgument("width must be in [3, ", lo::kMaxWidth, "], got ", *width);
-  return ::tensorflow::OkStatus();
-}
-
-Status ReadParty(OpKernelConstruction* ctx, int* party) {
-  TF_RETURN_IF_ERROR(ctx->GetAttr("party", party));
-  if (*party != 0 && *party != 1)
-    return errors::InvalidArgument("party must be 0 (S1) or 1 (S2), got ", *party);
   return ::tensorflow::OkStatus();
 }
 
@@ -61,31 +60,6 @@ Status ReadPositions(OpKernelConstruction* ctx, int width, std::vector<int>* pos
     pos->push_back(plan.Position(c, magnitude));
   }
   return ::tensorflow::OkStatus();
-}
-
-Status ReadCount(const Tensor& t, int64_t* n) {
-  if (t.dtype() != ::tensorflow::DT_INT64 || t.NumElements() != 1)
-    return errors::InvalidArgument("n must be an int64 scalar");
-  *n = t.flat<int64_t>()(0);
-  if (*n < 0) return errors::InvalidArgument("n must be >= 0, got ", *n);
-  return ::tensorflow::OkStatus();
-}
-
-Status CheckWords(const Tensor& t, const char* what, int64_t n, int64_t words) {
-  if (t.dims() != 2 || t.dim_size(0) != n || t.dim_size(1) != words)
-    return errors::InvalidArgument(what, " must be [", n, ", ", words, "], got ",
-                                   t.shape().DebugString());
-  return ::tensorflow::OkStatus();
-}
-
-std::unique_ptr<uint64_t[]> Scratch(int64_t words) {
-  return std::unique_ptr<uint64_t[]>(new uint64_t[words > 0 ? words : 1]);
-}
-const uint64_t* Words(const Tensor& t) {
-  return reinterpret_cast<const uint64_t*>(t.tensor_data().data());
-}
-uint64_t* Words(Tensor* t) {
-  return reinterpret_cast<uint64_t*>(const_cast<char*>(t->tensor_data().data()));
 }
 
 // Runs body(c0, c1, err) over chunks of [0, n) on TF's pool; the first

@@ -2,6 +2,8 @@
 // citations: leading_one.h; kernels: leading_one_kernels.cc). One element
 // is one word: states [n, 6], messages [n, words of the step] (int64
 // holding uint64 words), the outputs [n, K] ring integers (K columns).
+#include <vector>
+
 #include "ops/bitwise/leading_one.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -23,11 +25,19 @@ namespace {
   return ::tensorflow::OkStatus();
 }
 
-// [n, K] ring integers ([n, K, 2] in the 128-bit ring).
-ShapeHandle RingMatrix(InferenceContext* c, DimensionHandle n, int k, int bits) {
-  ShapeHandle s = c->Matrix(n, k);
-  if (bits == 128) s = c->MakeShape({n, c->MakeDim(k), c->MakeDim(2)});
-  return s;
+// Output `out`: [n, K] ring integers ([n, K, 2] in the 128-bit ring), K the
+// number of requested columns; `width` read and checked on the way.
+::tensorflow::Status ColumnsOutput(InferenceContext* c, DimensionHandle n, int out,
+                                   int* width) {
+  int bits;
+  std::vector<int> cols;
+  TF_RETURN_IF_ERROR(ReadPlanWidth(c, width));
+  TF_RETURN_IF_ERROR(c->GetAttr("columns", &cols));
+  TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+  const int k = static_cast<int>(cols.size());
+  c->set_output(out, bits == 128 ? c->MakeShape({n, c->MakeDim(k), c->MakeDim(2)})
+                                 : c->Matrix(n, k));
+  return ::tensorflow::OkStatus();
 }
 
 }  // namespace
@@ -45,15 +55,11 @@ REGISTER_OP("TfPrivpy>BwLeadingOneDeal")
     .Attr("magnitude: bool")
     .Attr("ring_bits: int")
     .SetShapeFn([](InferenceContext* c) {
-      int width, bits;
-      std::vector<int> cols;
-      TF_RETURN_IF_ERROR(ReadPlanWidth(c, &width));
-      TF_RETURN_IF_ERROR(c->GetAttr("columns", &cols));
-      TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+      int width;
       DimensionHandle n;
       TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(4, &n));
+      TF_RETURN_IF_ERROR(ColumnsOutput(c, n, 1, &width));
       c->set_output(0, c->Matrix(n, lo::Plan(width).CorrTotal()));
-      c->set_output(1, RingMatrix(c, n, static_cast<int>(cols.size()), bits));
       return ::tensorflow::OkStatus();
     })
     .Doc("On the dealer T: regenerates S1's and S2's stream words for n "
@@ -108,15 +114,10 @@ REGISTER_OP("TfPrivpy>BwLeadingOneFinish")
     .Attr("ring_bits: int")
     .Attr("party: int")
     .SetShapeFn([](InferenceContext* c) {
-      int width, bits;
-      std::vector<int> cols;
-      TF_RETURN_IF_ERROR(ReadPlanWidth(c, &width));
-      TF_RETURN_IF_ERROR(c->GetAttr("columns", &cols));
-      TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+      int width;
       ShapeHandle own;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &own));
-      c->set_output(0, RingMatrix(c, c->Dim(own, 0), static_cast<int>(cols.size()), bits));
-      return ::tensorflow::OkStatus();
+      return ColumnsOutput(c, c->Dim(own, 0), 0, &width);
     })
     .Doc("On server `party`: its integer shares [n, K] of the leading-one "
          "columns from both last-step messages and its ring shares of the "

@@ -53,14 +53,10 @@ class BwDealOp : public RingKernel<BwDealOp> {
   }
   template <typename T>
   void Run(OpKernelContext* ctx) {
-    int64_t n;
-    OP_REQUIRES_OK(ctx, ReadCount(ctx->input(4), &n));
+    int64_t n = 0;
     uint8_t key[2][16];
     uint64_t nonce[2];
-    for (int p = 0; p < 2; ++p) {
-      OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2 * p), "key", key[p]));
-      OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(2 * p + 1), "nonce", &nonce[p]));
-    }
+    OP_REQUIRES_OK(ctx, bitwise::ReadDealerInputs(ctx, &n, key, nonce));
     const int64_t blocks = bitwise::Blocks(n);
     constexpr int kLimbs = RingTraits<T>::kLimbs;
     Tensor *corr, *ring;
@@ -253,7 +249,7 @@ class BwFinishOp : public RingKernel<BwFinishOp> {
   }
   template <typename T>
   void Run(OpKernelContext* ctx) {
-    int64_t n;
+    int64_t n = 0;
     OP_REQUIRES_OK(ctx, ReadCount(ctx->input(5), &n));
     const int64_t blocks = bitwise::Blocks(n);
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(0), "own", blocks, 1));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "ops/common/tf_util.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace tf_privpy {
@@ -26,6 +27,18 @@ inline ::tensorflow::Status ReadCount(const ::tensorflow::Tensor& t, int64_t* n)
     return ::tensorflow::errors::InvalidArgument("n must be an int64 scalar");
   *n = t.flat<int64_t>()(0);
   if (*n < 0) return ::tensorflow::errors::InvalidArgument("n must be >= 0, got ", *n);
+  return ::tensorflow::OkStatus();
+}
+
+// A dealer's inputs: key_s1, nonce_s1, key_s2, nonce_s2 (inputs 0-3: its
+// streams with S1 and S2) and the count n (input 4).
+inline ::tensorflow::Status ReadDealerInputs(::tensorflow::OpKernelContext* ctx, int64_t* n,
+                                             uint8_t key[2][16], uint64_t nonce[2]) {
+  TF_RETURN_IF_ERROR(ReadCount(ctx->input(4), n));
+  for (int p = 0; p < 2; ++p) {
+    TF_RETURN_IF_ERROR(ReadKey(ctx->input(2 * p), "key", key[p]));
+    TF_RETURN_IF_ERROR(ReadNonce(ctx->input(2 * p + 1), "nonce", &nonce[p]));
+  }
   return ::tensorflow::OkStatus();
 }
 

@@ -98,14 +98,10 @@ class BwLeadingOneDealOp : public RingKernel<BwLeadingOneDealOp> {
   }
   template <typename T>
   void Run(OpKernelContext* ctx) {
-    int64_t n;
-    OP_REQUIRES_OK(ctx, ReadCount(ctx->input(4), &n));
+    int64_t n = 0;
     uint8_t key[2][16];
     uint64_t nonce[2];
-    for (int p = 0; p < 2; ++p) {
-      OP_REQUIRES_OK(ctx, ReadKey(ctx->input(2 * p), "key", key[p]));
-      OP_REQUIRES_OK(ctx, ReadNonce(ctx->input(2 * p + 1), "nonce", &nonce[p]));
-    }
+    OP_REQUIRES_OK(ctx, bitwise::ReadDealerInputs(ctx, &n, key, nonce));
     const lo::Plan plan(width_);
     const int K = static_cast<int>(pos_.size()), G = plan.Segments();
     constexpr int kLimbs = RingTraits<T>::kLimbs;
@@ -165,7 +161,7 @@ class BwLeadingOneStepOp : public OpKernel {
     const lo::Plan plan(width_);
     const int step = step_, party = party_;
     const Tensor& state = ctx->input(0);
-    int64_t n;
+    int64_t n = 0;
     if (step == 0) {
       OP_REQUIRES(ctx, state.dims() == 1,
                   errors::InvalidArgument("step 0 takes the low words [n], got ",

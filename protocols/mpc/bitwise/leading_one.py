@@ -38,9 +38,10 @@ from ..runtime import shares as sh
 #: widest circuit: the sign column is bit 63 of the opened word
 MAX_WIDTH = 63
 #: elements per dealt batch: the dealer's outputs take 8·(2A + O) bytes and
-#: a ring element per column each, so bigger batches go in chunks dealt one
-#: after another (their rounds overlap)
-CHUNK = 1 << 20
+#: a ring element per column each (about 0.9 KB for sqrt's 45 columns in the
+#: 128-bit ring: 225 MB per batch of 2^18), so bigger batches go in chunks
+#: dealt one after another (their rounds overlap)
+CHUNK = 1 << 18
 SERVERS = protocol.SERVERS
 DEALER = protocol.DEALER
 

@@ -29,11 +29,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from typing import List, Sequence
 
 import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+#: the benchmark venv's python (phe + gmpy2), made by `make bench-venv`
+BENCH_PYTHON = os.path.join(os.path.dirname(HERE), ".venv-bench", "bin", "python")
 
 
 def quantize(x: np.ndarray, r: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
@@ -162,6 +167,47 @@ def phe_keys(key_file: str, bits: int):
         pub = phe.PaillierPublicKey(int(k["n"]))
         return pub, phe.PaillierPrivateKey(pub, int(k["p"]), int(k["q"]))
     return phe.generate_paillier_keypair(n_length=bits)
+
+
+class PheRunner:
+    """python-paillier in the benchmark venv (phe + gmpy2, `make bench-venv`):
+    runs a script of benchmarks/ there and returns its last line as JSON.
+    `python` '' or missing: nothing runs (`run` returns None)."""
+
+    def __init__(self, tmpdir: str, python: str = BENCH_PYTHON):
+        self.tmpdir = tmpdir
+        self.python = python if python and os.path.exists(python) else ""
+
+    def key_file(self, sk) -> str:
+        """A key made by tp.he.paillier, written for phe (its pure-Python keygen
+        takes seconds)."""
+        path = os.path.join(self.tmpdir, f"key{sk.public_key.bits}.json")
+        with open(path, "w") as f:
+            json.dump({"n": sk.public_key.n, "p": sk.p, "q": sk.q}, f)
+        return path
+
+    def run(self, script: str, args: Sequence[str]):
+        if not self.python:
+            return None
+        cmd = [self.python, os.path.join(HERE, script)] + list(args) + ["--json"] * (
+            script == "batchcrypt_phe.py")
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=1800)
+        if out.returncode != 0:
+            print(f"  (phe with gmpy2 failed: {out.stderr.strip().splitlines()[-1:]})")
+            return None
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def batchcrypt(self, key_file: str, values: int, per_value: int, procs=(1, 2)) -> List[dict]:
+        """BatchCrypt-on-phe with gmpy2 at each number of processes (none
+        without the venv), each labelled with where it ran."""
+        runs = []
+        for n in procs:
+            r = self.run("batchcrypt_phe.py", ["--key_file", key_file, "--values", str(values),
+                                               "--per_value", str(per_value), "--procs", str(n)])
+            if r:
+                r["where"] = f"bench venv (gmpy2), {n} process{'es' if n > 1 else ''}"
+                runs.append(r)
+        return runs
 
 
 def has_gmpy2() -> bool:

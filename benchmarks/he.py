@@ -23,9 +23,7 @@ pow) and in the benchmark venv `.venv-bench` (phe + gmpy2, `make
 bench-venv`), the fair comparison. The 1-minute load average is recorded
 before each section: figures taken under load say so.
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,14 +37,14 @@ from absl import app, flags  # noqa: E402
 # app.run, builds Keras Sequential models without inbound nodes (IndexError in
 # Sequential.add; reproduced without tf_privpy), so TF must be loaded at module level.
 import tf_privpy as tp  # noqa: E402
+from batchcrypt_phe import BENCH_PYTHON, PheRunner  # noqa: E402  (this folder)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 flags.DEFINE_bool("quick", False, "tiny sizes: a smoke run of every section")
 flags.DEFINE_list("sections", ["a", "b", "c", "d"], "sections to run")
 flags.DEFINE_string("out", os.path.join(HERE, "results"), "folder for he.json")
-flags.DEFINE_string("phe_python", os.path.join(ROOT, ".venv-bench", "bin", "python"),
+flags.DEFINE_string("phe_python", BENCH_PYTHON,
                     "python of a venv with phe + gmpy2 ('' or missing: skip)")
 flags.DEFINE_integer("a_values", 100_000, "values of the BatchCrypt client workload")
 flags.DEFINE_integer("a_clients", 9, "m of the BatchCrypt codec (slot padding)")
@@ -117,32 +115,6 @@ def fmt_t(s):
     return f"{s * 1e6:.1f} us"
 
 
-class PheRunner:
-    """python-paillier baselines: in this process (this venv's phe) and, when
-    the benchmark venv exists, in a subprocess whose phe has gmpy2."""
-
-    def __init__(self, tmpdir):
-        self.tmpdir = tmpdir
-        self.python = F.phe_python if F.phe_python and os.path.exists(F.phe_python) else ""
-
-    def key_file(self, sk):
-        path = os.path.join(self.tmpdir, f"key{sk.public_key.bits}.json")
-        with open(path, "w") as f:
-            json.dump({"n": sk.public_key.n, "p": sk.p, "q": sk.q}, f)
-        return path
-
-    def run(self, script, args):
-        if not self.python:
-            return None
-        cmd = [self.python, os.path.join(HERE, script)] + args + ["--json"] * (
-            script == "batchcrypt_phe.py")
-        out = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE, timeout=1800)
-        if out.returncode != 0:
-            print(f"  (phe with gmpy2 failed: {out.stderr.strip().splitlines()[-1:]})")
-            return None
-        return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 # ------------------------------------------------------------------ (a)
 def section_a(tp, res, phe):
     import numpy as np
@@ -178,13 +150,7 @@ def section_a(tp, res, phe):
     local = batchcrypt_phe.measure(kf, values=min(200, n), per_value=2)
     local["where"] = "this venv (no gmpy2)" if not local["gmpy2"] else "this venv"
     runs.append(local)
-    for procs in (1, 2):
-        r = phe.run("batchcrypt_phe.py", ["--key_file", kf, "--values", str(cfg("phe_values")),
-                                          "--per_value", str(cfg("phe_per_value")),
-                                          "--procs", str(procs)])
-        if r:
-            r["where"] = f"bench venv (gmpy2), {procs} process{'es' if procs > 1 else ''}"
-            runs.append(r)
+    runs += phe.batchcrypt(kf, cfg("phe_values"), cfg("phe_per_value"))
     best_bc = min(r["batchcrypt_us_per_value"] for r in runs)
     best_pv = min(r["per_value_us_per_value"] for r in runs)
     anchor_pv = (ANCHOR["phe_encrypt_2048_s"] + ANCHOR["phe_decrypt_2048_s"]) * 1e6
@@ -485,7 +451,7 @@ def main(argv):
     res = {"machine": _report.machine(), "quick": F.quick, "anchors": ANCHOR,
            "targets": TARGET, "load": {}, "seconds": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        phe = PheRunner(tmp)
+        phe = PheRunner(tmp, F.phe_python)
         res["phe_gmpy2_python"] = bool(phe.python)
         for sec, fn in (("a", lambda: section_a(tp, res, phe)), ("b", lambda: section_b(tp, res)),
                         ("c", lambda: section_c(tp, res, phe)),

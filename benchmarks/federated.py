@@ -35,6 +35,8 @@ import time
 
 from absl import app, flags
 
+from batchcrypt_phe import BENCH_PYTHON  # this folder
+
 flags.DEFINE_list("clients", ["3", "10", "100"], "numbers of clients")
 flags.DEFINE_list("params", ["100000", "1000000"], "values per client update")
 flags.DEFINE_list("backends", ["plaintext", "mpc", "batchcrypt"], "what to run")
@@ -45,9 +47,8 @@ flags.DEFINE_integer("phe_values", 500, "values for BatchCrypt-on-phe in this ru
                      "venv's python-paillier: benchmarks/batchcrypt_phe.py)")
 flags.DEFINE_integer("phe_gmpy2_values", 2000, "values for BatchCrypt-on-phe with gmpy2 "
                      "(the benchmark venv, `make bench-venv`; skipped without it)")
-flags.DEFINE_string("phe_python", os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), ".venv-bench", "bin", "python"),
-    "python of a venv with phe + gmpy2 ('' or missing: skip)")
+flags.DEFINE_string("phe_python", BENCH_PYTHON,
+                    "python of a venv with phe + gmpy2 ('' or missing: skip)")
 flags.DEFINE_string("reveal_to", "clients", "mpc: who receives the mean (clients: like "
                     "FedAvg and BatchCrypt, every client gets the aggregate)")
 flags.DEFINE_bool("quick", False, "3 clients, 10^4 values, 1 timed round (the smoke test)")

@@ -135,16 +135,9 @@ def leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int,
 def _batch(backend, low, n: int, cols, magnitude: bool, width: int, after):
     """One dealt batch of n elements: (S1's bits, S2's bits, the dealer's output)."""
     rt, bits = backend.rt, backend.bits
-    key, nonce, kd, nd = {}, {}, {}, {}
-    for p, party in enumerate(SERVERS):
-        key[p], nonce[p] = rt.key_material(party, DEALER, party)
-    (kd[0], nd[0]), (kd[1], nd[1]) = rt.key_materials(DEALER, [(s, DEALER) for s in SERVERS])
-    with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
-        corr, ring = kernels.bw_lo_deal(kd[0], nd[0], kd[1], nd[1], n, width, cols, magnitude,
-                                        bits)
-    (corr_s2, ring_s2), (nd_s2,) = rt.send(DEALER, "S2", corr, ring, headers=(nd[1],))
-    corr_s2 = protocol.check_dealer(rt, 1, nonce[1], nd_s2, corr_s2)
-    _, (nd_s1,) = rt.send(DEALER, "S1", headers=(nd[0],))
+    m = protocol.deal_with(rt, lambda k0, n0, k1, n1: kernels.bw_lo_deal(
+        k0, n0, k1, n1, n, width, cols, magnitude, bits), after)
+    key, nonce, corr_s2, ring_s2 = m["key"], m["nonce"], m["corrections"], m["ring"]
     empty = {p: rt.constant(party, np.zeros([0], np.int64)) for p, party in enumerate(SERVERS)}
     state, msg = {0: low[0], 1: low[1]}, {}
     for step in range(rounds(width)):
@@ -162,7 +155,7 @@ def _batch(backend, low, n: int, cols, magnitude: bool, width: int, after):
             r = ring_s2 if p == 1 else empty[p]
             z = kernels.bw_lo_finish(msg[p], recv[p], key[p], nonce[p], r, width, cols,
                                      magnitude, bits, party=p)
-            if p == 0:   # S1's stream with the dealer was in step
-                z = protocol.check_dealer(rt, 0, nonce[0], nd_s1, z)
+            if p in m["checks"]:   # this server's stream with the dealer was in step
+                z = protocol.check_dealer(rt, p, *m["checks"][p], z)
             out.append(z)
-    return out[0], out[1], corr
+    return out[0], out[1], m["dealt"]

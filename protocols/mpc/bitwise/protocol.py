@@ -23,7 +23,7 @@ bytes) from T1, plus a 16-byte nonce header per batch.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -139,18 +139,12 @@ def deal(rt, n_static: Optional[int], n_s1: Optional[tf.Tensor], bits: int, frac
          after=None, dealer_n: Optional[tf.Tensor] = None) -> Dict[str, Any]:
     """The dealer's part of one batch of n comparisons: T1 regenerates both
     servers' triple halves from its streams with them and sends S2 its
-    product shares and its ring shares of r·2^frac_bits, with T1's stream
-    nonces as headers for the servers' checks. n: `n_static` if known,
-    else `dealer_n` (an int64 scalar on the dealer, public: a graph loop's
-    layer size from the dealer's own counter), else `n_s1` (on S1, sent to
-    the dealer: one 8-byte message, a hop before the dealer can start);
-    `after`: an op on the dealer to start after. Returns the servers' (key, nonce) by party index, S2's
-    `corrections` and `ring`, the checked-nonce pairs `checks` {party
-    index: (own nonce, the dealer's)} and `dealt` (the dealer's output)."""
-    key, nonce, kd, nd = {}, {}, {}, {}
-    for p, party in enumerate(SERVERS):
-        key[p], nonce[p] = rt.key_material(party, DEALER, party)
-    (kd[0], nd[0]), (kd[1], nd[1]) = rt.key_materials(DEALER, [(s, DEALER) for s in SERVERS])
+    product shares and its ring shares of r·2^frac_bits. n: `n_static` if
+    known, else `dealer_n` (an int64 scalar on the dealer, public: a graph
+    loop's layer size from the dealer's own counter), else `n_s1` (on S1,
+    sent to the dealer: one 8-byte message, a hop before the dealer can
+    start); `after`: an op on the dealer to start after. Returns
+    `deal_with`'s dict."""
     if n_static is None and dealer_n is not None:   # the dealer knows it
         n_t = dealer_n
     elif n_static is None:   # the size is public: S1 tells the dealer
@@ -160,8 +154,26 @@ def deal(rt, n_static: Optional[int], n_s1: Optional[tf.Tensor], bits: int, frac
         (n_t,) = rt.send("S1", DEALER, headers=(n_s1,))[1]
     else:
         n_t = rt.constant(DEALER, n_static)
+    return deal_with(rt, lambda k0, n0, k1, n1: kernels.bw_deal(k0, n0, k1, n1, n_t, bits,
+                                                                frac_bits), after)
+
+
+def deal_with(rt, kernel: Callable[..., Tuple[tf.Tensor, tf.Tensor]],
+              after=None) -> Dict[str, Any]:
+    """The dealer's part of one batch of any circuit of this family (the
+    comparison's or the leading one's): `kernel(key, nonce` of T1's stream
+    with S1`, key, nonce` of its stream with S2`)` runs on T1 and returns
+    S2's product words and ring shares, which T1 sends S2 with its stream
+    nonces as headers for the servers' checks. Returns the servers' (key,
+    nonce) by party index, S2's `corrections` (checked) and `ring`, S1's
+    pending check `checks` {party index: (own nonce, the dealer's)} and
+    `dealt` (the dealer's output, to order the next batch after)."""
+    key, nonce, kd, nd = {}, {}, {}, {}
+    for p, party in enumerate(SERVERS):
+        key[p], nonce[p] = rt.key_material(party, DEALER, party)
+    (kd[0], nd[0]), (kd[1], nd[1]) = rt.key_materials(DEALER, [(s, DEALER) for s in SERVERS])
     with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
-        dealt, ring = kernels.bw_deal(kd[0], nd[0], kd[1], nd[1], n_t, bits, frac_bits)
+        dealt, ring = kernel(kd[0], nd[0], kd[1], nd[1])
     (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", dealt, ring, headers=(nd[1],))
     corr = check_dealer(rt, 1, nonce[1], nd_s2, corr)
     _, (nd_s1,) = rt.send(DEALER, "S1", headers=(nd[0],))

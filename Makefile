@@ -7,6 +7,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 CONSTRAINTS := -c requirements/constraints.txt
+# Compiler processes at a time (setup.py reads TF_PRIVPY_BUILD_JOBS; cc-tests: make -j).
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+export TF_PRIVPY_BUILD_JOBS ?= $(JOBS)
 # Quiet TensorFlow's C++ start-up logging.
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONPATH := $(CURDIR)
@@ -32,7 +35,7 @@ $(VENV)/.installed: requirements/constraints.txt requirements/base.txt requireme
 setup: $(VENV)/.installed
 
 $(LIB): $(VENV)/.installed $(OPS_SRCS) setup.py
-	TF_CPP_MIN_LOG_LEVEL=3 $(PY) setup.py -q build_ext --inplace --parallel 2
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) setup.py -q build_ext --inplace
 
 $(PROTO_STUBS) &: $(VENV)/.installed $(PROTO) tf_privpy/deploy/service/protogen.py
 	$(PY) tf_privpy/deploy/service/protogen.py
@@ -81,7 +84,7 @@ TEST_ENV = TF_PRIVPY_TEST_BAZEL_LIB=$(CURDIR)/$(BAZEL_LIB) \
 TIMED := bash tools/timed.sh
 test: build
 	@mkdir -p build && rm -f build/test-phases.txt
-	-$(TIMED) cc-tests $(MAKE) --no-print-directory cc-tests
+	-$(TIMED) cc-tests $(MAKE) --no-print-directory -j$(JOBS) cc-tests
 	$(TIMED) bazel $(MAKE) --no-print-directory bazel || rm -f $(BAZEL_LIB)
 	$(TIMED) wheel $(MAKE) --no-print-directory wheel || rm -f $(WHEEL_DIR)/.built
 	$(TIMED) chromium bash tools/ensure_chromium.sh

@@ -21,12 +21,17 @@ registry does not serve, so pip's resolver cannot satisfy
 (`make setup`: tff-deps.txt, then tff.txt with --no-deps). The extra still
 records exactly what the federated driver needs.
 
+The op library's ~60 sources compile in parallel, one g++ per core
+(TF_PRIVPY_BUILD_JOBS=N, or build_ext --parallel N, sets how many): setuptools
+parallelises across extensions only, and this is one extension.
+
 The same library is built by Bazel from BUILD/WORKSPACE (tools/bazel_build.sh).
 """
 import glob
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -96,6 +101,39 @@ def op_sources():
     return [s for s in srcs if not s.endswith(("_test.cc", "_bench.cc"))]
 
 
+def build_jobs(requested) -> int:
+    """Compiler processes at a time: build_ext's --parallel N, else
+    $TF_PRIVPY_BUILD_JOBS, else one per core."""
+    env = os.environ.get("TF_PRIVPY_BUILD_JOBS")
+    if requested not in (None, True, False):
+        return max(1, int(requested))
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise SystemExit(f"TF_PRIVPY_BUILD_JOBS must be a positive integer, got {env!r}")
+        return int(env)
+    return os.cpu_count() or 1
+
+
+def _parallel_compile(compiler, jobs):
+    """compiler.compile with its per-object g++ calls `jobs` at a time (the
+    distutils loop, run by a thread pool: each call is a subprocess)."""
+    def compile(sources, output_dir=None, macros=None, include_dirs=None, debug=0,
+                extra_preargs=None, extra_postargs=None, depends=None):
+        macros, objects, extra_postargs, pp_opts, build = compiler._setup_compile(
+            output_dir, macros, include_dirs, sources, depends, extra_postargs)
+        cc_args = compiler._get_cc_args(pp_opts, debug, extra_preargs)
+
+        def one(obj):
+            if obj in build:   # absent: up to date
+                src, ext = build[obj]
+                compiler._compile(obj, src, ext, cc_args, extra_postargs, pp_opts)
+
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(one, objects))   # list(): re-raises the first failure
+        return objects
+    return compile
+
+
 class BuildOps(build_ext):
     """Compiles ops/ with tf.sysconfig flags into tf_privpy/_tf_privpy_ops.so,
     and writes _build_info.json (the TF version the loader checks) beside it."""
@@ -129,6 +167,9 @@ class BuildOps(build_ext):
         for flag in ("-Wstrict-prototypes",):
             if flag in self.compiler.compiler_so:
                 self.compiler.compiler_so.remove(flag)
+        jobs = build_jobs(self.parallel)
+        if jobs > 1:
+            self.compiler.compile = _parallel_compile(self.compiler, jobs)
         for ext in self.extensions:
             ext.extra_compile_args = (
                 tf.sysconfig.get_compile_flags()

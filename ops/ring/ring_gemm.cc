@@ -117,6 +117,11 @@ void SkinnyM(const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
   });
 }
 
+bool Avx2Disabled() {
+  const char* v = std::getenv("TF_PRIVPY_DISABLE_AVX2");
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
 bool Avx512Disabled() {
   const char* v = std::getenv("TF_PRIVPY_DISABLE_AVX512");
   return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
@@ -150,6 +155,12 @@ void RingGemm(const T* A, int64_t lda, const T* B, int64_t ldb, T* C,
   if (in::CpuHasAvx512Ifma() && !in::Avx512Disabled()) {
     in::GemmAvx512(A, lda, B, ldb, C, ldc, M, K, N, mode, parallel_for);
     return;
+  }
+  if constexpr (sizeof(T) == 16) {
+    if (in::CpuHasAvx2() && !in::Avx2Disabled()) {
+      in::GemmAvx2(A, lda, B, ldb, C, ldc, M, K, N, mode, parallel_for);
+      return;
+    }
   }
   using Policy = typename std::conditional<
       sizeof(T) == 8, in::PortablePolicy<T, 4, 4>,

@@ -25,6 +25,12 @@ void GemmAvx512(const uint128_t* A, int64_t lda, const uint128_t* B,
                 int64_t ldb, uint128_t* C, int64_t ldc, int64_t M, int64_t K,
                 int64_t N, GemmMode mode, const ParallelFor& pf);
 bool CpuHasAvx512Ifma();
+// AVX2 kernel of the 128-bit ring (ring_gemm_avx2.cc). Call only when
+// CpuHasAvx2().
+void GemmAvx2(const uint128_t* A, int64_t lda, const uint128_t* B, int64_t ldb,
+              uint128_t* C, int64_t ldc, int64_t M, int64_t K, int64_t N,
+              GemmMode mode, const ParallelFor& pf);
+bool CpuHasAvx2();
 
 // 64-byte aligned scratch buffer owned by one shard (no shared state).
 class AlignedBuffer {

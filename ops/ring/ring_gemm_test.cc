@@ -1,7 +1,7 @@
 // Standalone test for RingGemm: compares against a naive triple loop for both
 // rings, all modes, many shapes and leading dimensions, on the AVX-512 path
-// (if the CPU has it) and the forced portable path, serially and with a
-// 2-thread ParallelFor. Build/run: make -f ops/ring/Makefile.standalone test
+// (if the CPU has it), the AVX2 path of the 128-bit ring (if it has that) and
+// the forced portable path, serially and with a 2-thread ParallelFor. Build/run: make -f ops/ring/Makefile.standalone test
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -70,7 +70,8 @@ void RunCase(const Shape& s, int pattern, uint64_t seed) {
   for (auto& x : B) x = RandomValue<T>(rng, pattern);
   for (auto& x : C0) x = RandomValue<T>(rng, 0);
 
-  const char* paths[] = {"fast", "portable", "fast-blocked", "portable-blocked"};
+  const char* paths[] = {"fast",         "avx2",         "portable",
+                         "fast-blocked", "avx2-blocked", "portable-blocked"};
   const GemmMode modes[] = {GemmMode::kSet, GemmMode::kAdd, GemmMode::kSub};
   const char* mode_names[] = {"set", "add", "sub"};
   std::vector<std::pair<std::string, ParallelFor>> fors = {
@@ -81,14 +82,21 @@ void RunCase(const Shape& s, int pattern, uint64_t seed) {
     std::vector<T> ref = C0;
     Reference(A.data(), lda, B.data(), ldb, ref.data(), ldc, s.M, s.K, s.N,
               modes[mi]);
-    // p & 1: portable kernel; p & 2: blocked driver even for skinny shapes
-    for (int p = 0; p < 4; ++p) {
-      if (p & 1) {
+    // p % 3: the best kernel, AVX-512 off (the 128-bit ring's AVX2 kernel
+    // where the CPU has AVX2), both off (portable); p >= 3: the blocked
+    // driver even for skinny shapes
+    for (int p = 0; p < 6; ++p) {
+      if (p % 3 >= 1) {
         setenv("TF_PRIVPY_DISABLE_AVX512", "1", 1);
       } else {
         unsetenv("TF_PRIVPY_DISABLE_AVX512");
       }
-      if (p & 2) {
+      if (p % 3 == 2) {
+        setenv("TF_PRIVPY_DISABLE_AVX2", "1", 1);
+      } else {
+        unsetenv("TF_PRIVPY_DISABLE_AVX2");
+      }
+      if (p >= 3) {
         setenv("TF_PRIVPY_DISABLE_SKINNY_GEMM", "1", 1);
       } else {
         unsetenv("TF_PRIVPY_DISABLE_SKINNY_GEMM");
@@ -117,6 +125,7 @@ void RunCase(const Shape& s, int pattern, uint64_t seed) {
     }
   }
   unsetenv("TF_PRIVPY_DISABLE_AVX512");
+  unsetenv("TF_PRIVPY_DISABLE_AVX2");
   unsetenv("TF_PRIVPY_DISABLE_SKINNY_GEMM");
 }
 
@@ -156,8 +165,9 @@ void RunAll() {
 }  // namespace
 
 int main() {
-  std::printf("AVX-512 IFMA path available: %s\n",
-              tf_privpy::ring_gemm_internal::CpuHasAvx512Ifma() ? "yes" : "no");
+  std::printf("AVX-512 IFMA path available: %s; AVX2 path: %s\n",
+              tf_privpy::ring_gemm_internal::CpuHasAvx512Ifma() ? "yes" : "no",
+              tf_privpy::ring_gemm_internal::CpuHasAvx2() ? "yes" : "no");
   RunAll<uint64_t>();
   RunAll<uint128_t>();
   std::printf("%d passed, %d failed\n", g_passed, g_failed);

@@ -1,5 +1,6 @@
 // RingGemm: runtime dispatch between the AVX-512 IFMA kernels
-// (ring_gemm_avx512.cc) and a portable register-blocked C++ kernel.
+// (ring_gemm_avx512.cc), the 128-bit ring's AVX2 kernel (ring_gemm_avx2.cc)
+// and a portable register-blocked C++ kernel.
 #include "ops/ring/ring_gemm.h"
 
 #include <algorithm>

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow.python.util import dispatch as tf_dispatch
+from tensorflow.python.util import tf_inspect
 
 import tf_privpy as tp
 from tf_privpy.protocols.mpc.runtime import cost
@@ -72,6 +73,32 @@ def test_every_other_dispatchable_tf_api_is_refused():
         has_params = any(n != "name" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                          for n, p in inspect.signature(api).parameters.items())
         assert api in dispatched or api in dispatch.REFUSED or not has_params, api
+
+
+def test_refusers_read_tf_dispatch_s_own_signatures():
+    """dispatch.positional_parameters reads the wrapped function's code object
+    instead of inspect.signature (import time): it must name the parameters
+    TF's dispatch indexes (tf_inspect.signature), for every dispatchable API,
+    and each refuser must be registered at each of them."""
+    sigs = tf_dispatch._TYPE_BASED_DISPATCH_SIGNATURES
+    for api in tf_dispatch.apis_with_type_based_dispatch():
+        want = [p.name for p in tf_inspect.signature(api).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        assert dispatch.positional_parameters(api) == want, api
+        if api in dispatch.REFUSED:
+            got = [n for t, ss in sigs[api].items() if t.__name__ == "refuse"
+                   for s in ss for n in s]
+            assert got == [n for n in want if n != "name"], api
+
+
+def test_a_refused_api_names_itself_and_the_tp_equivalent_at_any_position():
+    x = tp.share([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"tf.image.transpose does not accept .*tp.transpose"):
+        tf.image.transpose(x)
+    with pytest.raises(TypeError, match=r"tf.math.lgamma is not supported on PrivateTensors"):
+        tf.math.lgamma(x=x)
+    with pytest.raises(TypeError, match=r"tf.math.squared_difference"):
+        tf.math.squared_difference(tf.constant([1.0, 2.0]), x)   # the second parameter
 
 
 def test_lookup_by_tf_op_type():

@@ -342,13 +342,29 @@ def _check(op, st: _GraphState) -> None:
         return
     if op.type in ("Placeholder", "Const"):
         return  # a capture is registered after its op is made: resolved lazily
-    t_in = [i for i in op.inputs if tainted(i)]
-    for o in op.outputs:
-        st.tainted[o.name] = _taint_of(o, st)
+    # The hot path of every traced op: inputs read once, their taint from the
+    # graph's memo (made when their ops were checked), and for an ordinary op
+    # one taint for all its outputs (what _taint_of decides for each).
+    inputs, graph, memo = op.inputs, op.graph, st.tainted
+    t_in = []
+    for i in inputs:
+        known = memo.get(i.name) if i.graph is graph else None
+        if known is None:
+            known = tainted(i)
+        if known:
+            t_in.append(i)
+    dst = _channel_dst(op)
+    if op.type in CALL_OPS or getattr(op, HOLDER_ATTR, None) is not None:
+        for o in op.outputs:
+            memo[o.name] = _taint_of(o, st)
+    else:
+        taint = (False if op.type in SHAPE_OPS or dst == CLIENT
+                 else dst is not None or bool(t_in))
+        for o in op.outputs:
+            memo[o.name] = taint
     # TF colocates an op with the variable it reads: a server's variable is
     # read on the server.
-    t_in = [i for i in t_in if i.dtype != tf.resource]
-    if not t_in or _to_client(op) or any(i.dtype == tf.resource for i in op.inputs):
+    if not t_in or dst == CLIENT or any(i.dtype == tf.resource for i in inputs):
         return
     where = parties.of(_where(op))
     if where != CLIENT:

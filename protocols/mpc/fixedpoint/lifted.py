@@ -100,7 +100,7 @@ class Ctx:
         k = self.E if k is None else k
         if k == 0:
             return x
-        return self.b.mul_public(x, self.fill(x, 2.0 ** -k), c_frac_bits=k, c_bound=2.0)
+        return self.b.truncate(x, k)
 
     def lmul_many(self, pairs: Sequence[Tuple[Shares, Shares]]) -> List[Shares]:
         """Products of lifted values (one round), lifted."""

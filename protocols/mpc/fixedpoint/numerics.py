@@ -364,8 +364,8 @@ class CostTracker:
     Also counts elementwise products and comparisons.
     """
 
-    _LINEAR = ("add", "sub", "neg", "add_public", "public_sub", "mul_public", "reduce_sum",
-               "map_shares", "map_many")
+    _LINEAR = ("add", "sub", "neg", "add_public", "public_sub", "mul_public", "truncate",
+               "reduce_sum", "map_shares", "map_many")
 
     def __init__(self, backend: Backend):
         self._b = backend

@@ -360,8 +360,14 @@ class Backend(abc.ABC):
         signed sum of the shares wraps, probability about 2^(f+1-l) per
         element (2^-47 in the 64-bit ring, DESIGN §3), where a product
         c·2^f·d·2^f would fail with about |d|·2^(2f+1-l)."""
-        f = self.cfg.frac_bits
-        return self.local(lambda s, party: kernels.ring_truncate(s, self.bits, party, f), c)
+        return self.truncate(c, self.cfg.frac_bits)
+
+    def truncate(self, x: Shares, k: int) -> Shares:
+        """x / 2^k by local truncation of each share (PrivPy §5.2; fails with
+        probability about 2^(log2|x| + 1 - l) per element, DESIGN §3): one
+        kernel per share, what a product with the public 2^-k encoded with k
+        fractional bits computes in five."""
+        return self.local(lambda s, party: kernels.ring_truncate(s, self.bits, party, k), x)
 
     def mul_many(self, pairs: Sequence[Tuple[Shares, Shares]],
                  truncate: bool = True) -> List[Shares]:

@@ -382,25 +382,6 @@ class Backend(abc.ABC):
                 raise ValueError("mul_many needs pairs of equal, fully known shapes")
         if len(pairs) == 1:
             return [self.mul(*pairs[0], truncate=truncate)]
-        if all(s == shapes[0] for s in shapes):
-            # one Pack per operand and one Unpack per party, not a Reshape per
-            # pair and a concat/split (trace time: ops made, not bytes moved)
-            def stacked(xs):
-                out = []
-                for i in range(2):
-                    with self.on(i):
-                        out.append(tf.stack([x[i] for x in xs], axis=0))
-                C.propagate([t for x in xs for t in x], out)
-                return out[0], out[1]
-
-            z = self.mul(stacked([x for x, _ in pairs]), stacked([y for _, y in pairs]),
-                         truncate=truncate)
-            out = []
-            for i in range(2):
-                with self.on(i):
-                    out.append(tf.unstack(z[i], num=len(pairs), axis=0))
-            C.propagate(z, out[0] + out[1])
-            return list(zip(out[0], out[1]))
         sizes = [s.num_elements() for s in shapes]
         tail = [2] if self.limbs == 2 else []
         # shapes, sizes and axes as constants made once per graph and server

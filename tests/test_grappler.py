@@ -86,11 +86,46 @@ def test_every_case_family_under_grappler(ring):
         seen["options"] = tf_context.context().function_call_options.config_proto_serialized
         return _graph_ops(*xs)
 
-    _check(tf.function(body)(*shared), _plain(*args), *args, cfg)
+    f = tf.function(body)
+    _check(f(*shared), _plain(*args), *args, cfg)
+    # no Pack of one repeated tensor (test_pack_of_a_repeated_tensor): the
+    # selects' dealt bit, stacked once per operand, was one (IdentityN:1)
+    assert _repeated_packs(f.get_concrete_function(*shared).graph) == []
     # the process's options: Grappler on (tp.function's calls have it off:
     # test_tp_function_calls_without_grappler)
     rewrite = config_pb2.ConfigProto.FromString(seen["options"]).graph_options.rewrite_options
     assert not rewrite.disable_meta_optimizer
+
+
+def _repeated_packs(graph):
+    return [op.name for op in graph.get_operations()
+            if op.type == "Pack" and len(op.inputs) > 1
+            and all(t is op.inputs[0] for t in op.inputs)]
+
+
+def test_pack_of_a_repeated_tensor():
+    """TF 2.14's Grappler rewrites Pack(b, b) into a Tile of b's producer's
+    output 0 (the arithmetic optimizer's ReplacePackWithTileReshape drops
+    the output index): under a plain tf.function tf.stack([b, b]) with
+    b = tf.unstack(x)[1] gives [x[0], x[0]]. shares.pack, which every
+    stack of shares goes through, tiles a repeated tensor instead. Broken
+    variant: the bitwise selects stacking their dealt bit with tf.stack
+    (before this test) left 6 such Packs in test_every_case_family's graph;
+    mul_many's stacked pairs with tf.stack made tp.math.reciprocal wrong
+    on every element in the 64-bit ring."""
+    from tf_privpy.protocols.mpc.runtime import shares as sh
+
+    @tf.function
+    def f(x):
+        b = tf.unstack(x)[1]
+        return sh.pack([b, b]), sh.pack([b, b, b], 1), sh.pack([b, x[0]])
+
+    x = tf.constant([[1, 2], [3, 4]], tf.int64)
+    two, three, mixed = (v.numpy().tolist() for v in f(x))
+    assert two == [[3, 4], [3, 4]]
+    assert three == [[3, 3, 3], [4, 4, 4]]
+    assert mixed == [[3, 4], [1, 2]]
+    assert _repeated_packs(f.get_concrete_function(x).graph) == []
 
 
 def test_tp_function_calls_without_grappler(ring_case):

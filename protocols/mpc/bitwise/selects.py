@@ -76,7 +76,7 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     # trace costs per op: no tiling, slicing or size arithmetic); one
     # operand (a ReLU) stays flat [n(, 2)]: no Pack or Unpack.
     vf = [zf if x[0] is z[0] and x[1] is z[1] else backend.local(flat, x) for x in vs]
-    v = vf[0] if k == 1 else backend.map_many(tf.stack, vf)
+    v = vf[0] if k == 1 else backend.map_many(sh.pack, vf)
     with tf.device(rt.device("S1")):
         # low is flat: its size is n (a Python int when the trace knows it)
         n_s1 = n_static if n_static is not None else tf.size(low[0], out_type=tf.int64)
@@ -95,7 +95,7 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
         empty = const(0, np.zeros([0] + tail), tf.int64)
         r1 = kernels.bw_finish(nothing, nothing, m["key"][0], m["nonce"][0], empty, n_r,
                                bits, 0, party=0)
-    r = (r1, m["ring"]) if k == 1 else backend.map_many(lambda p: tf.stack(p * k),
+    r = (r1, m["ring"]) if k == 1 else backend.map_many(lambda p: sh.pack(p * k),
                                                           [(r1, m["ring"])])
     w = backend.mul_messages(r, v, truncate=False)
 

@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from . import kernels, keying
+from . import shares as sh
 from ...config import Config
 from ...loader import load_library
 from .channel import Channels, check_stream
@@ -195,7 +196,7 @@ class Runtime:
                 # protocol call is counted by two graph ops, not six
                 delta = tf.constant([int(v) for v in static], tf.int64)
             else:
-                delta = tf.stack([tf.cast(v, tf.int64) for v in values])
+                delta = sh.pack([tf.cast(v, tf.int64) for v in values])  # see sh.pack
             self._protocol_counters.assign_add(delta, read_value=False)
 
     def protocol_counts(self) -> Dict[str, int]:

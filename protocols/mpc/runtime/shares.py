@@ -100,8 +100,27 @@ def concat(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
     return tf.concat(list(shares), norm_axis(axis, _rank(shares[0], limbs)))
 
 
+def pack(tensors: Sequence[tf.Tensor], axis: int = 0) -> tf.Tensor:
+    """tf.stack along a storage axis (>= 0), safe under Grappler.
+
+    Why: TF 2.14's arithmetic optimizer (ReplacePackWithTileReshape) turns a
+    Pack of ONE tensor repeated into a Tile of its producer's output 0: it
+    drops the output index, so under a plain tf.function with Grappler on,
+    tf.stack([b, b]) with b = tf.unstack(x)[1] gives x[0] twice (a channel
+    message's second tensor, IdentityN:1, is such a b). It fires when the
+    producer's output 0 has a fully known shape: a wrong result by shape
+    inference's luck. A repeated tensor is tiled here instead (ExpandDims
+    has one output, so no index can be lost); tests/test_grappler.py checks
+    that no traced graph keeps such a Pack."""
+    ts = list(tensors)
+    if len(ts) > 1 and all(t is ts[0] for t in ts):
+        e = tf.expand_dims(ts[0], axis)
+        return tf.tile(e, [len(ts) if d == axis else 1 for d in range(e.shape.rank)])
+    return tf.stack(ts, axis)
+
+
 def stack(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
-    return tf.stack(list(shares), norm_axis(axis, _rank(shares[0], limbs) + 1))
+    return pack(shares, norm_axis(axis, _rank(shares[0], limbs) + 1))
 
 
 def tile(s: tf.Tensor, multiples: Sequence[int], limbs: int) -> tf.Tensor:

@@ -158,6 +158,31 @@ void Finish(int party, const uint64_t* own, const uint64_t* recv, const T* R, co
   }
 }
 
+// Finish fused with a public integer table [k + 1, j] (row-major): party
+// p's shares [n, j] of bits @ table[:k] + table[k] for elements [i0, i1),
+// the bits as Finish makes them, never stored. Why: the range reductions
+// multiply the K leading-one columns by such a table at once
+// (fixedpoint/range_reduction.py); a separate ring matmul wrote and read
+// back K ring words per element for j of 3-5 outputs. Exact: the ring
+// reduces the products as the matmul did.
+template <typename T>
+void FinishTable(int party, const uint64_t* own, const uint64_t* recv, const T* R, const int* pos,
+                 int k, const int64_t* table, int j, T* out, int64_t i0, int64_t i1) {
+  const T add = party == 0 ? T(1) : T(0);
+  for (int64_t i = i0; i < i1; ++i) {
+    const uint64_t m = own[i] ^ recv[i];
+    T* o = out + i * j;
+    for (int c = 0; c < j; ++c) o[c] = party == 0 ? static_cast<T>(table[k * j + c]) : T(0);
+    for (int b = 0; b < k; ++b) {
+      const T s = T(0) - static_cast<T>((m >> pos[b]) & 1);
+      const T r = R[(i - i0) * k + b];
+      const T bit = ((r ^ s) - s) + (s & add);
+      const int64_t* row = table + b * j;
+      for (int c = 0; c < j; ++c) o[c] += bit * static_cast<T>(row[c]);
+    }
+  }
+}
+
 }  // namespace lo
 }  // namespace bitwise
 }  // namespace tf_privpy

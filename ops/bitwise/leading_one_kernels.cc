@@ -216,6 +216,14 @@ class BwLeadingOneFinishOp : public RingKernel<BwLeadingOneFinishOp> {
     OP_REQUIRES_OK(ctx, ReadWidth(ctx, &width_));
     OP_REQUIRES_OK(ctx, ReadPositions(ctx, width_, &pos_));
     OP_REQUIRES_OK(ctx, ReadParty(ctx, &party_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table", &table_));
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("table_columns", &table_cols_));
+    const size_t k = pos_.size();
+    const size_t j = table_cols_ > 0 ? static_cast<size_t>(table_cols_) : 0;
+    OP_REQUIRES(ctx, table_cols_ >= 0 && table_.size() == (j > 0 ? (k + 1) * j : 0),
+                errors::InvalidArgument("table must be [K + 1, table_columns] = [", k + 1, ", ",
+                                        table_cols_, "] row-major (or empty with "
+                                        "table_columns 0), got ", table_.size(), " values"));
   }
   template <typename T>
   void Run(OpKernelContext* ctx) {
@@ -224,13 +232,22 @@ class BwLeadingOneFinishOp : public RingKernel<BwLeadingOneFinishOp> {
                 errors::InvalidArgument("own must be [n, 1], got ", own.shape().DebugString()));
     const int64_t n = own.dim_size(0);
     const int K = static_cast<int>(pos_.size());
+    const int J = table_cols_ > 0 ? table_cols_ : K;
     OP_REQUIRES_OK(ctx, CheckWords(own, "own", n, 1));
     OP_REQUIRES_OK(ctx, CheckWords(ctx->input(1), "the received message", n, 1));
     Tensor* out;
-    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(TensorShape({n, K})), &out));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, StorageShape<T>(TensorShape({n, J})), &out));
     const uint64_t *mine = Words(own), *recv = Words(ctx->input(1));
     T* z = RingData<T>(out);
     const int party = party_;
+    const int64_t* tab = table_.data();
+    // the bits alone, or fused with the table (lo::FinishTable)
+    auto finish = [&](const T* r, int64_t i0, int64_t i1) {
+      if (table_cols_ > 0)
+        lo::FinishTable<T>(party, mine, recv, r, pos_.data(), K, tab, J, z, i0, i1);
+      else
+        lo::Finish<T>(party, mine, recv, r, pos_.data(), K, z, i0, i1);
+    };
     if (party == 1) {
       const Tensor& ring = ctx->input(4);
       TensorShape shape;
@@ -239,8 +256,8 @@ class BwLeadingOneFinishOp : public RingKernel<BwLeadingOneFinishOp> {
                   errors::InvalidArgument("the dealer's ring shares must be [", n, ", ", K,
                                           "], got ", shape.DebugString()));
       const T* R = RingData<T>(ring);
-      TfParallelFor(ctx)(n, 4 * K, [&](int64_t i0, int64_t i1) {
-        lo::Finish<T>(party, mine, recv, R + i0 * K, pos_.data(), K, z, i0, i1);
+      TfParallelFor(ctx)(n, 4 * K * (1 + J * (table_cols_ > 0)), [&](int64_t i0, int64_t i1) {
+        finish(R + i0 * K, i0, i1);
       });
       return;
     }
@@ -251,20 +268,21 @@ class BwLeadingOneFinishOp : public RingKernel<BwLeadingOneFinishOp> {
     constexpr int kLimbs = RingTraits<T>::kLimbs;
     const lo::Plan plan(width_);
     const int64_t ring_start = plan.OwnOffset(0, plan.Segments(), n);
-    Chunks(ctx, n, (4 + 2 * kLimbs) * K, [&](int64_t c0, int64_t c1, std::string* err) {
+    const int64_t cost = (4 + 2 * kLimbs) * K * (1 + J * (table_cols_ > 0));
+    Chunks(ctx, n, cost, [&](int64_t c0, int64_t c1, std::string* err) {
       const auto buf = Scratch((c1 - c0) * K * kLimbs);
       if (!Fill(key, nonce, ring_start + c0 * K * kLimbs, (c1 - c0) * K * kLimbs, buf.get(),
                 err))
         return false;
-      lo::Finish<T>(party, mine, recv, reinterpret_cast<const T*>(buf.get()), pos_.data(), K, z,
-                    c0, c1);
+      finish(reinterpret_cast<const T*>(buf.get()), c0, c1);
       return true;
     });
   }
 
  private:
-  int width_, party_;
+  int width_, party_, table_cols_ = 0;
   std::vector<int> pos_;
+  std::vector<int64_t> table_;
 };
 
 }  // namespace

@@ -113,15 +113,27 @@ REGISTER_OP("TfPrivpy>BwLeadingOneFinish")
     .Attr("magnitude: bool")
     .Attr("ring_bits: int")
     .Attr("party: int")
+    .Attr("table: list(int) = []")
+    .Attr("table_columns: int = 0")
     .SetShapeFn([](InferenceContext* c) {
-      int width;
+      int width, j, bits;
       ShapeHandle own;
       TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 2, &own));
-      return ColumnsOutput(c, c->Dim(own, 0), 0, &width);
+      TF_RETURN_IF_ERROR(ColumnsOutput(c, c->Dim(own, 0), 0, &width));
+      TF_RETURN_IF_ERROR(c->GetAttr("table_columns", &j));
+      if (j == 0) return ::tensorflow::OkStatus();
+      TF_RETURN_IF_ERROR(c->GetAttr("ring_bits", &bits));
+      const DimensionHandle n = c->Dim(own, 0);
+      c->set_output(0, bits == 128 ? c->MakeShape({n, c->MakeDim(j), c->MakeDim(2)})
+                                   : c->Matrix(n, j));
+      return ::tensorflow::OkStatus();
     })
     .Doc("On server `party`: its integer shares [n, K] of the leading-one "
          "columns from both last-step messages and its ring shares of the "
          "mask's bits (S1: from its stream with T; S2: the dealer's `ring`, "
-         "an empty tensor on S1).");
+         "an empty tensor on S1). With `table_columns` J > 0, `table` is a "
+         "public integer table [K + 1, J] (row-major) and the output is the "
+         "shares [n, J] of bits @ table[:K] + table[K], the bits never "
+         "stored (lo::FinishTable).");
 
 }  // namespace tf_privpy

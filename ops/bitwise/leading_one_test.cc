@@ -3,7 +3,8 @@
 // words, exchanging messages as the protocol does; every column's revealed
 // bit must equal the reference's for every width 3..63, with and without the
 // magnitude, in both rings, at 0, -1, the powers of two and their
-// neighbours, the width's edges and random values.
+// neighbours, the width's edges and random values; and the fused finish
+// (FinishTable) against the reference bits times a random table.
 //   make -f ops/bitwise/Makefile.standalone test
 #include <cstdio>
 #include <random>
@@ -105,6 +106,30 @@ void Run(int W, bool magnitude, const std::vector<uint64_t>& xs, std::mt19937_64
   ::tf_privpy::testing::Check(bad == 0, "bitwise leading one, W=" + std::to_string(W) +
                                             (magnitude ? " magnitude" : " plain") + " (" +
                                             std::to_string(RingTraits<T>::kBits) + "-bit)");
+  // FinishTable: the same messages and ring shares times a public table
+  // [K + 1, J] of signed values up to 2^62 (the range reductions' grid
+  // coefficients are int64), against the plain bits times the table mod 2^l
+  const int J = 1 + static_cast<int>(rng() % 5);
+  std::vector<int64_t> table((K + 1) * J);
+  for (auto& t : table) t = static_cast<int64_t>(rng()) >> (1 + rng() % 62);
+  std::vector<T> fused[2] = {std::vector<T>(n * J), std::vector<T>(n * J)};
+  FinishTable<T>(0, msg[0].data(), msg[1].data(), ring1.data(), pos.data(), K, table.data(), J,
+                 fused[0].data(), 0, n);
+  FinishTable<T>(1, msg[1].data(), msg[0].data(), ring2.data(), pos.data(), K, table.data(), J,
+                 fused[1].data(), 0, n);
+  int bad_table = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int c = 0; c < J; ++c) {
+      T want = static_cast<T>(table[K * J + c]);
+      for (int b = 0; b < K; ++b)
+        want += static_cast<T>(Reference(low[0][i], low[1][i], W, magnitude, cols[b])) *
+                static_cast<T>(table[b * J + c]);
+      if (fused[0][i * J + c] + fused[1][i * J + c] != want) ++bad_table;
+    }
+  ::tf_privpy::testing::Check(bad_table == 0, "fused leading one x table, W=" +
+                                                  std::to_string(W) + " J=" + std::to_string(J) +
+                                                  " (" + std::to_string(RingTraits<T>::kBits) +
+                                                  "-bit)");
 }
 
 std::vector<uint64_t> Values(int W, std::mt19937_64& rng) {

@@ -28,7 +28,6 @@ import numpy as np
 import tensorflow as tf
 
 from . import protocol
-from .circuits import combine
 from ..privpy import circuits as gc
 from ..privpy import leading_one as lo
 from ..runtime import cost as C
@@ -104,7 +103,8 @@ def leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int,
     """`Backend.leading_one` by one bit decomposition per element: integer
     bit shares [N, K] of the circuit's columns for a flat x [N] (the garbled
     circuit's outputs bit for bit: x mod 2^W is what both read), or with
-    `table` [K + 1, J] the fused bits @ table[:K] + table[K]. N must be
+    `table` [K + 1, J] the fused bits @ table[:K] + table[K], computed in
+    the last kernel (BwLeadingOneFinish) without storing the bits. N must be
     known statically."""
     cols = lo.check_columns(columns, width)
     table = gc.check_table(table, len(cols))
@@ -119,21 +119,19 @@ def leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int,
     outs, after = [], None
     for b in range(0, max(n, 1), CHUNK):
         part = low if n <= CHUNK else backend.map_shares(lambda s, b=b: s[b:b + CHUNK], low)
-        outs.append(_batch(backend, part, int(part[0].shape[0]), cols, magnitude, width, after))
+        outs.append(_batch(backend, part, int(part[0].shape[0]), cols, magnitude, width, after,
+                           table))
         after = outs[-1][2]
-    bits = outs[0][:2] if len(outs) == 1 else \
+    z = outs[0][:2] if len(outs) == 1 else \
         backend.map_many(lambda p: tf.concat(p, 0), [o[:2] for o in outs])
     with tf.device(backend.rt.device("S1")):
-        backend.rt.count(rounds=C.advance(list(low), rounds(width), bits), comparisons=n)
-    if table is None:
-        return bits
-    k = len(cols)
-    return combine(backend, bits, [[int(t) for t in row] for row in table[:k]],
-                   [int(t) for t in table[k]])
+        backend.rt.count(rounds=C.advance(list(low), rounds(width), z), comparisons=n)
+    return z
 
 
-def _batch(backend, low, n: int, cols, magnitude: bool, width: int, after):
-    """One dealt batch of n elements: (S1's bits, S2's bits, the dealer's output)."""
+def _batch(backend, low, n: int, cols, magnitude: bool, width: int, after, table=None):
+    """One dealt batch of n elements: (S1's bits, S2's bits, the dealer's
+    output); with `table`, the bits times it, fused into the last kernel."""
     rt, bits = backend.rt, backend.bits
     m = protocol.deal_with(rt, lambda k0, n0, k1, n1: kernels.bw_lo_deal(
         k0, n0, k1, n1, n, width, cols, magnitude, bits), after)
@@ -154,7 +152,7 @@ def _batch(backend, low, n: int, cols, magnitude: bool, width: int, after):
         with tf.device(rt.device(party)):
             r = ring_s2 if p == 1 else empty[p]
             z = kernels.bw_lo_finish(msg[p], recv[p], key[p], nonce[p], r, width, cols,
-                                     magnitude, bits, party=p)
+                                     magnitude, bits, party=p, table=table)
             if p in m["checks"]:   # this server's stream with the dealer was in step
                 z = protocol.check_dealer(rt, p, *m["checks"][p], z)
             out.append(z)

@@ -243,12 +243,17 @@ def bw_lo_step(state, received, key, nonce, corrections, width: int, magnitude: 
 
 
 def bw_lo_finish(own, received, key, nonce, ring, width: int, columns, magnitude: bool,
-                 ring_bits: int, party: int):
-    """Server `party`: its integer shares [n, K] of the leading-one columns."""
+                 ring_bits: int, party: int, table=None):
+    """Server `party`: its integer shares [n, K] of the leading-one columns;
+    with `table`, a public int64 [K + 1, J], its shares [n, J] of
+    bits @ table[:K] + table[K] (fused: the bits are never stored)."""
+    fused = {} if table is None else dict(
+        table=[int(v) for v in np.asarray(table, np.int64).ravel()],
+        table_columns=int(np.shape(table)[1]))
     return _ops().tf_privpy_bw_leading_one_finish(
         own=own, received=received, key=key, nonce=nonce, ring=ring, width=width,
         columns=[int(c) for c in columns], magnitude=bool(magnitude), ring_bits=ring_bits,
-        party=party)
+        party=party, **fused)
 
 
 # ---------------------------------------------------------------- aead family

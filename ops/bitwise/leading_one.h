@@ -141,6 +141,15 @@ void DealRing(const uint64_t* r1, const uint64_t* r2, const T* ring1, const int*
   }
 }
 
+// Party p's share of bit `pos` of m from its ring share r of the dealt bit:
+// m_b (party 0, add = 1) + (1 - 2 m_b)·r, branch-free (s = -m_b: m_b = 1
+// gives 1 - r for party 0 and -r for party 1, m_b = 0 gives r).
+template <typename T>
+inline T BitShare(uint64_t m, int pos, T r, T add) {
+  const T s = T(0) - static_cast<T>((m >> pos) & 1);
+  return ((r ^ s) - s) + (s & add);
+}
+
 // Party p's integer shares [n, K] of the requested bits for elements
 // [i0, i1), from both final messages (M = own ^ recv) and its ring shares
 // R of the r bits (R of element i0 onwards): m (party 0) + (1 - 2m)·R.
@@ -150,11 +159,7 @@ void Finish(int party, const uint64_t* own, const uint64_t* recv, const T* R, co
   const T add = party == 0 ? T(1) : T(0);
   for (int64_t i = i0; i < i1; ++i) {
     const uint64_t m = own[i] ^ recv[i];
-    for (int c = 0; c < k; ++c) {
-      const T s = T(0) - static_cast<T>((m >> pos[c]) & 1);
-      const T r = R[(i - i0) * k + c];
-      out[i * k + c] = ((r ^ s) - s) + (s & add);   // m = 1: 1 - R (party 0), -R; else R
-    }
+    for (int c = 0; c < k; ++c) out[i * k + c] = BitShare(m, pos[c], R[(i - i0) * k + c], add);
   }
 }
 
@@ -163,22 +168,30 @@ void Finish(int party, const uint64_t* own, const uint64_t* recv, const T* R, co
 // the bits as Finish makes them, never stored. Why: the range reductions
 // multiply the K leading-one columns by such a table at once
 // (fixedpoint/range_reduction.py); a separate ring matmul wrote and read
-// back K ring words per element for j of 3-5 outputs. Exact: the ring
-// reduces the products as the matmul did.
+// back K ring words per element for a few (j) outputs. The sums stay in
+// registers, kTableBlock columns at a time (j is 2-5 in the derived
+// functions; a wider table takes more passes over the bits). Exact: the
+// ring reduces the products as the matmul did.
+constexpr int kTableBlock = 8;
+
 template <typename T>
 void FinishTable(int party, const uint64_t* own, const uint64_t* recv, const T* R, const int* pos,
                  int k, const int64_t* table, int j, T* out, int64_t i0, int64_t i1) {
   const T add = party == 0 ? T(1) : T(0);
   for (int64_t i = i0; i < i1; ++i) {
     const uint64_t m = own[i] ^ recv[i];
-    T* o = out + i * j;
-    for (int c = 0; c < j; ++c) o[c] = party == 0 ? static_cast<T>(table[k * j + c]) : T(0);
-    for (int b = 0; b < k; ++b) {
-      const T s = T(0) - static_cast<T>((m >> pos[b]) & 1);
-      const T r = R[(i - i0) * k + b];
-      const T bit = ((r ^ s) - s) + (s & add);
-      const int64_t* row = table + b * j;
-      for (int c = 0; c < j; ++c) o[c] += bit * static_cast<T>(row[c]);
+    const T* r = R + (i - i0) * k;
+    for (int c0 = 0; c0 < j; c0 += kTableBlock) {
+      const int w = j - c0 < kTableBlock ? j - c0 : kTableBlock;
+      T acc[kTableBlock];
+      for (int c = 0; c < w; ++c) acc[c] = party == 0 ? static_cast<T>(table[k * j + c0 + c]) : T(0);
+      for (int b = 0; b < k; ++b) {
+        const T bit = BitShare(m, pos[b], r[b], add);
+        const int64_t* row = table + b * j + c0;
+        for (int c = 0; c < w; ++c) acc[c] += bit * static_cast<T>(row[c]);
+      }
+      T* o = out + i * j + c0;
+      for (int c = 0; c < w; ++c) o[c] = acc[c];
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 
 #include "ops/ring/ring_gemm.h"
@@ -116,22 +117,43 @@ void GemmDriver(const typename P::T* A, int64_t lda, const typename P::T* B,
   const int64_t kc_blocks = CeilDiv(K, P::kKC);
   const int64_t kc_max = CeilDiv(K, kc_blocks);  // balanced k-blocks
   const int64_t units = mb * nb;
-  const double unit_cost = static_cast<double>(mc) * nc * K * P::kCyclesPerMac;
+  // Few output tiles over a long contraction (a convolution's filter
+  // gradient: 25 x 5 outputs, each a sum of 10^5 products) leave a thread
+  // idle and the other streaming everything: split K as well, each slice
+  // summing into a buffer of its own (kSet), the slices added into C at the
+  // end. Only when C is small (the tiles could not be split), so the
+  // buffers are too; slices of >= kMinSliceBlocks k-blocks keep the
+  // re-packing amortised.
+  constexpr int64_t kMinSliceBlocks = 4;
+  const int64_t slices =
+      units >= want_units ? 1
+                          : std::max<int64_t>(1, std::min(CeilDiv(want_units, units),
+                                                          kc_blocks / kMinSliceBlocks));
+  std::unique_ptr<T[]> part(slices > 1 ? new T[slices * M * N] : nullptr);
+  const double unit_cost =
+      static_cast<double>(mc) * nc * CeilDiv(K, slices) * P::kCyclesPerMac;
   const int64_t cost =
       unit_cost > 1e15 ? int64_t(1e15) : int64_t(unit_cost) + 1;
 
-  pf(units, cost, [&](int64_t begin, int64_t end) {
+  pf(units * slices, cost, [&](int64_t begin, int64_t end) {
     AlignedBuffer abuf(static_cast<size_t>(mc / P::kMR) * kc_max * P::kAPanelK);
     AlignedBuffer bbuf(static_cast<size_t>(nc / P::kNR) * kc_max * P::kBPanelK);
     uint64_t* ap = abuf.get();
     uint64_t* bp = bbuf.get();
-    for (int64_t u = begin; u < end; ++u) {
+    for (int64_t w = begin; w < end; ++w) {
+      const int64_t u = w / slices, s = w % slices;
       const int64_t i0 = (u / nb) * mc, j0 = (u % nb) * nc;
       const int64_t m = std::min(mc, M - i0), n = std::min(nc, N - j0);
-      for (int64_t p0 = 0; p0 < K; p0 += kc_max) {
-        const int64_t kc = std::min(kc_max, K - p0);
+      // slice s: k-blocks [s·kc_blocks/slices, (s+1)·kc_blocks/slices)
+      const int64_t k_begin = std::min(K, (s * kc_blocks / slices) * kc_max);
+      const int64_t k_end = std::min(K, ((s + 1) * kc_blocks / slices) * kc_max);
+      T* out = slices > 1 ? part.get() + s * M * N : C;
+      const int64_t ldo = slices > 1 ? N : ldc;
+      const GemmMode first = slices > 1 ? GemmMode::kSet : mode;
+      for (int64_t p0 = k_begin; p0 < k_end; p0 += kc_max) {
+        const int64_t kc = std::min(kc_max, k_end - p0);
         const GemmMode md =
-            p0 == 0 ? mode : (mode == GemmMode::kSub ? mode : GemmMode::kAdd);
+            p0 == k_begin ? first : (first == GemmMode::kSub ? first : GemmMode::kAdd);
         P::PackB(B + p0 * ldb + j0, ldb, kc, n, bp);
         P::PackA(A + i0 * lda + p0, lda, m, kc, ap);
         // B micro-panel stays in L1 while all A micro-panels stream past.
@@ -141,12 +163,25 @@ void GemmDriver(const typename P::T* A, int64_t lda, const typename P::T* B,
           for (int64_t ir = 0; ir < m; ir += P::kMR) {
             const int mm = static_cast<int>(std::min<int64_t>(P::kMR, m - ir));
             P::Micro(kc, ap + (ir / P::kMR) * kc * P::kAPanelK, bpanel,
-                     C + (i0 + ir) * ldc + j0 + jr, ldc, mm, nn, md);
+                     out + (i0 + ir) * ldo + j0 + jr, ldo, mm, nn, md);
           }
         }
       }
+      if (slices > 1 && k_begin >= k_end) {  // an empty slice still sets its tile
+        for (int64_t i = 0; i < m; ++i)
+          std::fill(out + (i0 + i) * ldo + j0, out + (i0 + i) * ldo + j0 + n, T(0));
+      }
     }
   });
+  if (slices > 1) {
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t j = 0; j < N; ++j) {
+        T v = T(0);
+        for (int64_t s = 0; s < slices; ++s) v += part[s * M * N + i * N + j];
+        ApplyMode(C + i * ldc + j, v, mode);
+      }
+    }
+  }
 }
 
 }  // namespace ring_gemm_internal

@@ -143,7 +143,11 @@ void RunAll() {
       // skinny: matrix-vector (N <= 2) and vector-matrix (M <= 2) products
       {128, 784, 1, 0, 0, 0}, {784, 128, 1, 3, 2, 1}, {1, 784, 128, 0, 0, 0},
       {2, 300, 259, 1, 2, 3}, {300, 17, 2, 2, 0, 1}, {1, 1000, 513, 0, 0, 0},
-      {3, 50, 600, 0, 0, 0}, {600, 50, 3, 0, 0, 0}};
+      {3, 50, 600, 0, 0, 0}, {600, 50, 3, 0, 0, 0},
+      // few outputs over a long contraction (a filter gradient): K split
+      // across threads, the slices' sums added into C
+      {25, 5000, 5, 0, 0, 0}, {25, 4000, 5, 2, 1, 3}, {70, 3000, 9, 1, 1, 1},
+      {3, 2500, 40, 0, 2, 0}};
   std::mt19937_64 rng(12345);
   for (int i = 0; i < 30; ++i) {
     shapes.push_back({int64_t(rng() % 70), int64_t(rng() % 300),
@@ -156,7 +160,8 @@ void RunAll() {
   for (const Shape& s :
        {Shape{9, 1000, 17, 0, 0, 0}, Shape{16, 256, 8, 0, 0, 0},
         Shape{8, 257, 8, 1, 0, 0}, Shape{3, 5, 3, 0, 0, 0},
-        Shape{40, 1000, 1, 0, 0, 0}, Shape{2, 1000, 300, 0, 1, 0}}) {
+        Shape{40, 1000, 1, 0, 0, 0}, Shape{2, 1000, 300, 0, 1, 0},
+        Shape{6, 3000, 7, 0, 0, 0}}) {
     RunCase<T>(s, 1, seed++);
     RunCase<T>(s, 2, seed++);
   }

@@ -252,8 +252,9 @@ def conv2d_backprop_input(env, node, ins):
 def conv2d_backprop_filter(env, node, ins):
     """dW[i, j, c, o] = Σ_n,h,w x_pad[n, s·h+i, s·w+j, c]·dy[n, h, w, o]: a
     VALID conv2d of x_pad (cropped to the windows' reach) as [C, H, W, N]
-    with the stride-dilated dy as the filter [Ho', Wo', N, O], transposed
-    back to [kh, kw, C, O]: one private product."""
+    with dy as the filter [Ho, Wo, N, O], transposed back to
+    [kh, kw, C, O]: one private product. A strided one goes through
+    _strided_filter_grad instead of dilating dy."""
     strides = _conv_strides(node, "Conv2DBackpropFilter")
     x, dy = env.operand(ins[0]), env.operand(ins[2])
     fshape = static(env, ins[1], "filter sizes").tolist()
@@ -262,13 +263,48 @@ def conv2d_backprop_filter(env, node, ins):
     if any(any(p) for p in pads):
         x = impl("pad")(x, [[0, 0]] + pads + [[0, 0]])
     out_hw = _out_hw(in_hw, fshape[:2], strides, pads)
+    if strides != [1, 1]:
+        return [_strided_filter_grad(x, dy, fshape[:2], strides, out_hw)]
     reach = [(o - 1) * s + k for o, s, k in zip(out_hw, strides, fshape[:2])]
     if reach != x.shape.as_list()[1:3]:
         x = impl("getitem")(x, (slice(None), slice(0, reach[0]), slice(0, reach[1])))
     xt = impl("transpose")(x, [3, 1, 2, 0])
-    dyt = impl("transpose")(_dilate(dy, strides), [1, 2, 0, 3])
+    dyt = impl("transpose")(dy, [1, 2, 0, 3])
     out = impl("nn.conv2d")(xt, dyt, strides=[1, 1], padding="VALID", data_format="NHWC")
     return [impl("transpose")(out, [1, 2, 0, 3])]
+
+
+def _strided_filter_grad(x, dy, k_hw: List[int], strides: List[int], out_hw: List[int]):
+    """The filter gradient of a strided convolution without dilating dy: tap
+    i = s·i' + a reads x_pad[s·(h + i') + a], i.e. entry h + i' of the
+    phase image x_pad[a::s] (the polyphase decomposition of a strided
+    convolution), so each of the sh·sw phases is a
+    stride-1 filter gradient over ceil(k/s) taps. The phases ride in the
+    image axis of one VALID conv2d, [sh·sw·C, Hp, Wp, N] with dy [Ho, Wo,
+    N, O] as the filter: one private product whose contraction is dy's
+    Ho·Wo·N entries instead of the dilated dy's ((Ho−1)·s+1)·((Wo−1)·s+1)·N,
+    three quarters of them zeros at stride 2 (network D: 11.7 → 4.5 million
+    products, dy's messages 3.7x smaller). Taps past the filter (s·i' + a
+    >= k) are computed on the zero padding and dropped. Pad, reshape,
+    transpose and slice: local and exact on shares."""
+    (sh, sw), (kh, kw) = strides, k_hw
+    qh, qw = -(-kh // sh), -(-kw // sw)
+    hp, wp = out_hw[0] + qh - 1, out_hw[1] + qw - 1
+    n, h, w, c = x.shape.as_list()
+    if h < sh * hp or w < sw * wp:
+        x = impl("pad")(x, [[0, 0], [0, max(0, sh * hp - h)], [0, max(0, sw * wp - w)], [0, 0]])
+    if h > sh * hp or w > sw * wp:
+        x = impl("getitem")(x, (slice(None), slice(0, sh * hp), slice(0, sw * wp)))
+    phases = impl("transpose")(impl("reshape")(x, [n, hp, sh, wp, sw, c]), [2, 4, 5, 1, 3, 0])
+    phases = impl("reshape")(phases, [sh * sw * c, hp, wp, n])
+    dyt = impl("transpose")(dy, [1, 2, 0, 3])
+    out = impl("nn.conv2d")(phases, dyt, strides=[1, 1], padding="VALID", data_format="NHWC")
+    o = out.shape.as_list()[-1]
+    taps = impl("transpose")(impl("reshape")(out, [sh, sw, c, qh, qw, o]), [3, 0, 4, 1, 2, 5])
+    taps = impl("reshape")(taps, [qh * sh, qw * sw, c, o])
+    if qh * sh != kh or qw * sw != kw:
+        taps = impl("getitem")(taps, (slice(0, kh), slice(0, kw)))
+    return taps
 
 
 def max_pool_grad(env, node, ins):

@@ -110,6 +110,39 @@ def test_multi_chunk_messages_of_every_shape(sealed):
         np.testing.assert_array_equal(ch.send1("T2", "S2", b).numpy(), b)
 
 
+@pytest.mark.parametrize("sizes", [
+    [8192, 2, 1],            # a product's message and its two nonce headers: a view, one split
+    [8192, 3, 4096],         # a view, then parts that are not all after it: slices
+    [2, 8192, 1],            # a big part after an unaligned start: copied (split)
+    [4096, 4096, 8, 5],      # two views, then the headers
+    [100, 7, 4000],          # all small: one split
+])
+def test_opened_parts_are_views_where_aligned(sealed, sizes):
+    """A large part of an opened message whose ends sit on 64-byte
+    boundaries is a dim-0 slice of the opened words (a view: TF's aligned
+    slice copies nothing), never a SplitV (which copies every byte); every
+    part equals its words either way."""
+    from tf_privpy.protocols.mpc.runtime import sealing
+    words = np.arange(sum(sizes), dtype=np.int64) * 7 - 3
+    f = tf.function(lambda w: sealing._parts(w, sizes))
+    got = f(tf.constant(words))
+    want = np.split(words, np.cumsum(sizes)[:-1])
+    assert len(got) == len(sizes)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+    graph = f.get_concrete_function(tf.TensorSpec([sum(sizes)], tf.int64)).graph
+    starts = np.cumsum([0] + sizes[:-1])
+    views = [int(n) for a, n in zip(starts, sizes)
+             if n >= sealing._VIEW_WORDS and a % 8 == 0 and (a + n) % 8 == 0]
+    split_sizes = [list(op.inputs[1].op.get_attr("value").int64_val)
+                   or list(tf.make_ndarray(op.inputs[1].op.get_attr("value")))
+                   for op in graph.get_operations() if op.type == "SplitV"]
+    # no split carries a view's part (a split copies it)
+    assert not any(v in [int(x) for x in s] for s in split_sizes for v in views), split_sizes
+    slices = [op for op in graph.get_operations() if op.type == "StridedSlice"]
+    assert len(slices) >= len(views)
+
+
 def test_strings_are_refused(sealed):
     with pytest.raises(TypeError, match="seals numeric and bool tensors only"):
         sealed.channels.send1("S1", "T1", tf.constant(["a"]))

@@ -7,8 +7,8 @@ held-out ones. The rows are the suite's own (its run_row, learning rates and
 batches), in the library's default 128-bit ring.
 
 Network A's Adam row (about 0.5 s a step since the leading one's bit
-decomposition: 612 MB a step) and network D's SGD row (about 0.25 s) are
-trained here too. Left to `benchmarks/tfe_suite.py` (--train_models; --full
+decomposition: 612 MB a step) and network D's SGD row (about 0.11 s since
+the polyphase filter gradient) are trained here too. Left to `benchmarks/tfe_suite.py` (--train_models; --full
 every row): network A under AMSgrad (Adam's update and one private maximum
 per weight), networks B and C (1-2.4 s a step under SGD, 1.2-5 s under Adam
 and AMSgrad: 200 steps of C are 8-17 minutes) and D under Adam and AMSgrad;

@@ -205,37 +205,21 @@ def _out_hw(in_hw: List[int], k_hw: List[int], strides: List[int], pads) -> List
     return [(n + p[0] + p[1] - k) // s + 1 for n, k, s, p in zip(in_hw, k_hw, strides, pads)]
 
 
-def _dilate(dy, strides: List[int]):
-    """dy [N, Ho, Wo, O] with s - 1 zeros between neighbours along each
-    strided axis ([N, (Ho-1)·sh + 1, (Wo-1)·sw + 1, O]): the gradients of a
-    strided convolution are those of a stride-1 one at the dilated
-    positions (Dumoulin & Visin 2016, §4.5). Pad, reshape and slice: local
-    and exact on shares, no product."""
-    for axis, s in ((1, strides[0]), (2, strides[1])):
-        if s == 1:
-            continue
-        shape = dy.shape.as_list()
-        n = shape[axis]
-        split = shape[:axis + 1] + [1] + shape[axis + 1:]
-        pads = [[0, 0]] * (axis + 1) + [[0, s - 1]] + [[0, 0]] * (len(shape) - axis - 1)
-        spread = impl("pad")(impl("reshape")(dy, split), pads)
-        merged = impl("reshape")(spread, shape[:axis] + [n * s] + shape[axis + 1:])
-        keep = tuple([slice(None)] * axis + [slice(0, (n - 1) * s + 1)])
-        dy = impl("getitem")(merged, keep)
-    return dy
-
-
 def conv2d_backprop_input(env, node, ins):
-    """dx = conv2d(dy dilated by the stride and padded by (k − 1 − forward
-    pad), plus the rows no window reached, the filter flipped in space with
-    in/out channels swapped), VALID: one private product, the registry's
-    conv2d."""
+    """dx = conv2d(dy padded by (k − 1 − forward pad), plus the rows no
+    window reached, the filter flipped in space with in/out channels
+    swapped), VALID: one private product, the registry's conv2d. A strided
+    one goes through _strided_input_grad (a stride-1 one of the
+    stride-dilated dy would multiply its zeros, Dumoulin & Visin 2016,
+    §4.5)."""
     strides = _conv_strides(node, "Conv2DBackpropInput")
     in_shape = static(env, ins[0], "input sizes").tolist()
     w, dy = env.operand(ins[1]), env.operand(ins[2])
     kh, kw = w.shape.as_list()[:2]
     pads = _forward_pads(node, in_shape[1:3], [kh, kw], strides)
     out_hw = _out_hw(in_shape[1:3], [kh, kw], strides, pads)
+    if strides != [1, 1]:
+        return [_strided_input_grad(w, dy, in_shape[1:3], strides, pads)]
     # padded rows past the last window's reach get no gradient
     rest = [n + p[0] + p[1] - ((o - 1) * s + k)
             for n, p, o, s, k in zip(in_shape[1:3], pads, out_hw, strides, (kh, kw))]
@@ -243,10 +227,44 @@ def conv2d_backprop_input(env, node, ins):
                        for k, p, r in zip((kh, kw), pads, rest)] + [[0, 0]]
     flipped = impl("transpose")(impl("getitem")(w, (slice(None, None, -1),
                                                     slice(None, None, -1))), [0, 1, 3, 2])
-    dy = _dilate(dy, strides)
     padded = impl("pad")(dy, back) if any(any(p) for p in back) else dy
     return [impl("nn.conv2d")(padded, flipped, strides=[1, 1], padding="VALID",
                               data_format="NHWC")]
+
+
+def _strided_input_grad(w, dy, in_hw: List[int], strides: List[int], pads):
+    """The input gradient of a strided convolution without dilating dy:
+    padded row Y = s·m + a gets Σ_i' dy[m − i']·W[s·i' + a], a stride-1
+    full correlation of dy with the phase filter W[a::s] (the polyphase
+    decomposition, as _strided_filter_grad). The sh·sw phase filters,
+    zero-padded to ceil(k/s) taps, flipped, in/out channels swapped, are
+    the output channels of one VALID conv2d of dy padded by ceil(k/s) − 1:
+    one private product over ceil(k/s)² taps of dy instead of k² taps of a
+    dy three quarters zeros at stride 2 (its messages about 4x smaller);
+    the phases are then interleaved into rows s·m + a and cropped to the
+    input (rows no window reached get zeros). Pad, reshape, transpose and
+    slice: local and exact on shares."""
+    (sh, sw) = strides
+    kh, kw, c, o = w.shape.as_list()
+    qh, qw = -(-kh // sh), -(-kw // sw)
+    if qh * sh != kh or qw * sw != kw:
+        w = impl("pad")(w, [[0, qh * sh - kh], [0, qw * sw - kw], [0, 0], [0, 0]])
+    f = impl("transpose")(impl("reshape")(w, [qh, sh, qw, sw, c, o]), [0, 2, 5, 1, 3, 4])
+    f = impl("reshape")(f, [qh, qw, o, sh * sw * c])
+    f = impl("getitem")(f, (slice(None, None, -1), slice(None, None, -1)))
+    n, ho, wo, _ = dy.shape.as_list()
+    if qh > 1 or qw > 1:
+        dy = impl("pad")(dy, [[0, 0], [qh - 1, qh - 1], [qw - 1, qw - 1], [0, 0]])
+    out = impl("nn.conv2d")(dy, f, strides=[1, 1], padding="VALID", data_format="NHWC")
+    mh, mw = ho + qh - 1, wo + qw - 1
+    full = impl("transpose")(impl("reshape")(out, [n, mh, mw, sh, sw, c]), [0, 1, 3, 2, 4, 5])
+    full = impl("reshape")(full, [n, mh * sh, mw * sw, c])
+    (top, _), (left, _) = pads
+    short = [max(0, top + in_hw[0] - mh * sh), max(0, left + in_hw[1] - mw * sw)]
+    if any(short):
+        full = impl("pad")(full, [[0, 0], [0, short[0]], [0, short[1]], [0, 0]])
+    return impl("getitem")(full, (slice(None), slice(top, top + in_hw[0]),
+                                  slice(left, left + in_hw[1])))
 
 
 def conv2d_backprop_filter(env, node, ins):

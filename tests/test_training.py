@@ -399,6 +399,25 @@ def test_strided_conv_training_step(ring, rng, padding):
     assert rrmse(trainer.weights(), ref.get_weights()) <= (1e-5 if ring == 128 else 1e-3)
 
 
+def test_strided_conv_step_is_placed(ring):
+    """The polyphase gradients' local ops (pad, reshape, transpose, slice of
+    the phases) run on the servers that hold the shares: the traced step of
+    a model whose strided convolution needs both gradients has no op that
+    reads a share off a server and no value crossing outside the channel.
+    (A variant that passes the filter gradient's phases through tf.identity
+    under the client's device scope fails here, at the trace-time placement
+    guard.)"""
+    model = seeded(lambda: tf.keras.Sequential([
+        L.InputLayer((9, 8, 2)), L.Conv2D(2, 1, activation="relu"),
+        L.Conv2D(3, 3, strides=2, padding="same"), L.Flatten(), L.Dense(2)]))
+    trainer = tp.keras.convert_training(model, tf.keras.losses.MeanSquaredError(),
+                                        tf.keras.optimizers.SGD(LR))
+    ops = {n.op for n in trainer.traced_step(3).graph_def.node}
+    assert {"Conv2DBackpropInput", "Conv2DBackpropFilter"} <= ops
+    bad = graphcheck.graph_violations(trainer.concrete(3), tp.servers(), {})
+    assert not bad, "\n".join(bad[:20])
+
+
 # ------------------------------------------------------ placement, state
 def test_the_converted_step_is_placed(momentum_trainer, ring):
     _, trainer = momentum_trainer

@@ -1,9 +1,9 @@
 """Conv2DBackpropInput and Conv2DBackpropFilter on private operands against
 TF's own, over strides, kernel sizes and paddings: the strided ones go
 through the polyphase adapters (grad_adapters._strided_input_grad and
-_strided_filter_grad: no dilated dy), the stride-1 ones through the plain
-conv2d. Each within its op-table row's tolerance (1e-5 in the default
-128-bit ring: the products of one conv2d, each truncated once), plus what
+_filter_grad: no dilated dy), the stride-1 ones through one plain conv2d.
+Each within its op-table row's tolerance (1e-5 in the default 128-bit
+ring: the products of one conv2d, each truncated once), plus what
 revealing in float32 rounds away, as tests/test_op_table.py."""
 import numpy as np
 import pytest

@@ -111,8 +111,8 @@ def test_multi_chunk_messages_of_every_shape(sealed):
 
 
 @pytest.mark.parametrize("sizes", [
-    [8192, 2, 1],            # a product's message and its two nonce headers: a view, one split
-    [8192, 3, 4096],         # a view, then parts that are not all after it: slices
+    [8192, 2, 1],            # a product's message and its two nonce headers: a view, two slices
+    [8192, 3, 4096],         # views around an unaligned part: slices
     [2, 8192, 1],            # a big part after an unaligned start: copied (split)
     [4096, 4096, 8, 5],      # two views, then the headers
     [100, 7, 4000],          # all small: one split

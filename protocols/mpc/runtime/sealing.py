@@ -202,27 +202,15 @@ _ALIGN_WORDS = 8
 
 
 def _parts(words: tf.Tensor, sizes: Sequence[int]) -> List[tf.Tensor]:
-    """The opened words cut into parts of `sizes` (Python ints): large
-    aligned parts as views (_VIEW_WORDS), the others by one split of the
-    words after the last view when they all lie there (a payload's headers),
-    else a slice each."""
-    starts = list(np.cumsum([0] + list(sizes[:-1])))
-    view = [n >= _VIEW_WORDS and a % _ALIGN_WORDS == 0 and (a + n) % _ALIGN_WORDS == 0
-            for a, n in zip(starts, sizes)]
-    if not any(view):
+    """The opened words cut into parts of `sizes` (Python ints): one split
+    when no part is large and aligned (_VIEW_WORDS), else a slice each, the
+    large aligned ones views."""
+    starts = np.cumsum([0] + list(sizes[:-1])).tolist()
+    if not any(n >= _VIEW_WORDS and a % _ALIGN_WORDS == 0 and (a + n) % _ALIGN_WORDS == 0
+               for a, n in zip(starts, sizes)):
         # one split for all the parts, not a slice (and its three constants) each
         return tf.split(words, list(sizes))
-    parts: List = [words[a:a + n] if v else None for a, n, v in zip(starts, sizes, view)]
-    rest = [i for i, v in enumerate(view) if not v]
-    last_view = max(i for i, v in enumerate(view) if v)
-    if len(rest) > 1 and rest == list(range(last_view + 1, len(sizes))):
-        tail = tf.split(words[starts[rest[0]]:], [sizes[i] for i in rest])
-        for i, t in zip(rest, tail):
-            parts[i] = t
-    else:
-        for i in rest:
-            parts[i] = words[starts[i]:starts[i] + sizes[i]]
-    return parts
+    return [words[a:a + n] for a, n in zip(starts, sizes)]
 
 
 def _open_static(link: Link, message: tf.Tensor, like: Sequence[tf.Tensor]) -> List[tf.Tensor]:

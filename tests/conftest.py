@@ -32,12 +32,11 @@ def _file_rank(items) -> tuple:
     (test_vit.py's ViT training and 2,000 private digits, about 5 min on one
     core, test_training.py's network A, about 4 min with its other tests),
     then files with `slow` tests, then the rest; within each, more tests
-    first (xdist's own order). With `make test`'s two workers, a file each at
-    a time, the longest files start at once and the many short ones fill both
-    workers' ends: measured on CI's durations, the last worker finishes
-    within 5 s of the other instead of a long file running alone at the end
-    (the long runs used to be a pytest step of their own, whose 250 s ended
-    with one worker idle for 25 s)."""
+    first (xdist's own order). With `make test`'s three workers, a file each
+    at a time, the longest files start at once and the many short ones fill
+    the workers' ends, instead of a long file running alone at the end (the
+    long runs used to be a pytest step of their own, whose 250 s ended with
+    one worker idle for 25 s)."""
     marks = {m.name for item in items for m in item.iter_markers()}
     return ("long" not in marks, "slow" not in marks, -len(items))
 

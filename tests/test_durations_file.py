@@ -1,7 +1,9 @@
 """`--durations-file` (tests/durations.py, what `make test` passes): under
 xdist's two workers, as `make test` runs, the file lists every test of the
 run with its phases and outcome, slowest first, and the .txt beside it sums
-them. Runs a scratch suite of three tests in a subprocess (a few seconds)."""
+them, and each test's CPU seconds (its own process's and its waited-for
+children's). Runs a scratch suite of five tests in a subprocess (a few
+seconds)."""
 import json
 import os
 import subprocess
@@ -10,8 +12,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 SCRATCH = '''
+import subprocess
+import sys
 import time
 import pytest
+
+BURN = "import time\\nend = time.process_time() + 0.3\\nwhile time.process_time() < end: pass"
 
 @pytest.fixture
 def slow_setup():
@@ -25,6 +31,12 @@ def test_slow_setup(slow_setup):
 
 def test_fails():
     assert False
+
+def test_burns():
+    exec(BURN)
+
+def test_child_burns():
+    subprocess.run([sys.executable, "-c", BURN], check=True)
 '''
 
 
@@ -40,14 +52,20 @@ def test_every_test_with_its_phases_under_xdist(tmp_path):
     assert f"every test's durations: {out}" in r.stdout
     res = json.loads(out.read_text())
     rows = {row["test"].split("::")[-1]: row for row in res["durations"]}
-    assert sorted(rows) == ["test_fails", "test_sleeps", "test_slow_setup"]
-    assert res["tests"] == 3 and res["wall_s"] > 0
+    assert sorted(rows) == ["test_burns", "test_child_burns", "test_fails", "test_sleeps",
+                            "test_slow_setup"]
+    assert res["tests"] == 5 and res["wall_s"] > 0
     assert rows["test_sleeps"]["call"] >= 0.5 and rows["test_slow_setup"]["setup"] >= 0.3
     assert rows["test_fails"]["outcome"] == "failed" and rows["test_sleeps"]["outcome"] == "passed"
+    # CPU: a busy loop counts here or in a waited-for child; a sleep does not
+    assert rows["test_burns"]["cpu"] >= 0.3 and rows["test_child_burns"]["cpu"] >= 0.3
+    assert rows["test_sleeps"]["cpu"] < 0.25 and rows["test_slow_setup"]["cpu"] < 0.25
+    assert res["sum_s"]["cpu"] >= 0.6
     assert {row["worker"] for row in rows.values()} <= {"gw0", "gw1"}
     totals = [row["total"] for row in res["durations"]]
     assert totals == sorted(totals, reverse=True)
     txt = (tmp_path / "build" / "d.txt").read_text().splitlines()
-    assert txt[0].startswith("3 tests") and txt[3].endswith("test_scratch.py::test_sleeps")
+    assert txt[0].startswith("5 tests") and txt[3].endswith("test_scratch.py::test_sleeps")
+    assert " CPU " in txt[0] and txt[2].split()[4] == "cpu"
     assert txt[1].startswith("of which 0 marked long")
     assert any(line.endswith("[failed]") for line in txt)

@@ -11,10 +11,10 @@ subprocesses), from the test's start to its last phase's report. A child
 not waited for in its own test (a server a module fixture started, a Popen
 that subprocess reaps at the next Popen) counts in the test that reaps it,
 so single rows can exceed their wall time (one reaped after the last test
-counts nowhere). On a
-machine of C cores, the summed CPU seconds over C is the wall time no number
-of workers can beat: it says whether a run was short of work for its cores
-(wall above that floor) or had too much work (at it)."""
+counts nowhere). On a machine of C cores, the summed CPU seconds over C is
+the wall time no number of workers can beat: it says whether a run was
+short of work for its cores (wall above that floor) or had too much work
+(at it)."""
 from __future__ import annotations
 
 import json

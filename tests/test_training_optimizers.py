@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import tf_privpy as tp
-from tolerances_training import OPTIMIZER_RRMSE_TOL
+from tolerances_training import OPTIMIZER_RRMSE_TOL, RELU_KINK_MARGIN
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "benchmarks"))
@@ -55,15 +55,46 @@ def _batches(steps=STEPS, n=8):
     return out
 
 
-def _keras(model, make, batches, loss):
-    """Keras' own training in float64 from the model's weights."""
+def _float64(model):
     ref = tf.keras.models.clone_model(model, clone_function=lambda layer: layer.__class__
                                       .from_config({**layer.get_config(), "dtype": "float64"}))
     ref.set_weights([w.astype(np.float64) for w in model.get_weights()])
+    return ref
+
+
+def _keras(model, make, batches, loss):
+    """Keras' own training in float64 from the model's weights."""
+    ref = _float64(model)
     step = _report.plain_sgd_step(ref, loss, make())   # the benchmarks' baseline step
     for x, y in batches:
         step(tf.constant(x, tf.float64), tf.constant(y, tf.float64))
     return ref.get_weights()
+
+
+def _batches_clear_of_kinks(model, make, loss, steps=STEPS, n=8):
+    """(batches, float64 Keras' trained weights): _batches' task, drawn
+    along Keras' own training so that no hidden pre-activation of any step
+    comes within RELU_KINK_MARGIN of 0, the ReLU's kink, where the private
+    step's error may flip the derivative of one sample (tests/
+    tolerances_training.py); what this test measures is the optimizers'
+    numerics, not that discontinuity."""
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(6, 3))
+    ref = _float64(model)
+    step = _report.plain_sgd_step(ref, loss, make())
+    batches = []
+    for _ in range(steps):
+        kernel, bias = ref.layers[0].get_weights()
+        x = np.zeros((0, 6), np.float32)
+        while len(x) < n:
+            c = rng.uniform(-1, 1, (n, 6)).astype(np.float32)
+            z = c.astype(np.float64) @ kernel + bias
+            x = np.concatenate([x, c[np.abs(z).min(1) >= RELU_KINK_MARGIN]])
+        x = x[:n]
+        y = np.eye(3, dtype=np.float32)[(x @ w).argmax(-1)]
+        batches.append((x, y))
+        step(tf.constant(x, tf.float64), tf.constant(y, tf.float64))
+    return batches, ref.get_weights()
 
 
 def rrmse(got, want) -> float:
@@ -77,8 +108,7 @@ def rrmse(got, want) -> float:
 def test_100_steps_match_keras(ring, name):
     model = _model()
     loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
-    batches = _batches()
-    want = _keras(model, OPTIMIZERS[name], batches, loss)
+    batches, want = _batches_clear_of_kinks(model, OPTIMIZERS[name], loss)
     trainer = tp.keras.convert_training(model, loss, OPTIMIZERS[name]())
     for x, y in batches:
         trainer.step(x, y)
@@ -91,7 +121,7 @@ def test_100_steps_match_keras(ring, name):
         # AMSGrad is not Adam here: they differ by more than 3 tol, so a
         # private AMSGrad that ran Adam (within tol of Keras' Adam, its own
         # case) would be more than 2 tol from Keras' AMSGrad and fail above.
-        # (10 tol failed in the 64-bit ring: 9.3e-3 apart, tol 2.5e-3.)
+        # (Keras' two trainings are 1.3e-2 apart here: 18 tol at 64 bits.)
         plain_adam = _keras(model, lambda: O.Adam(0.01, beta_2=0.99), batches, loss)
         assert rrmse(plain_adam, want) > 3 * tol
     # the slots are private tp.Variables (Keras 2.14's SGD keeps a momentum

@@ -31,7 +31,7 @@ from tf_privpy.protocols.mpc.fixedpoint import numerics as N
 from tf_privpy.protocols.mpc.fixedpoint import series as S
 from tf_privpy.protocols.mpc.runtime import cost as C
 from tf_privpy.protocols.mpc.fixedpoint import range_reduction as R
-from tolerances import ulp
+from tolerances import ulp, wrapped_points_allowed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
@@ -83,7 +83,10 @@ TARGETS = {
 }
 
 
-def check(got, want, target, what=""):
+def check(got, want, target, what="", wraps=False):
+    """Every point within target; `wraps`: a whole-domain check, where the
+    64-bit ring may wrap a few points (tolerances.wrapped_points_allowed:
+    none in the 128-bit ring)."""
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     assert got.shape == want.shape
     err = np.abs(got - want)
@@ -91,9 +94,32 @@ def check(got, want, target, what=""):
         bad = err > target[1]
     else:
         bad = (err > target[1] * np.abs(want)) & (err > target[2] * ulp(frac()))
-    assert not bad.any(), (f"{what}: {bad.sum()} points off target {target}; worst at "
-                           f"x-index {np.argmax(err)}: err {err.max():.3g}, got "
-                           f"{got.ravel()[np.argmax(err)]}, want {want.ravel()[np.argmax(err)]}")
+    allowed = wrapped_points_allowed(bad.size, tp.get_runtime().config.ring_bits) if wraps else 0
+    if bad.any() and bad.sum() <= allowed:
+        print(f"\n{what}: {bad.sum()} of {bad.size} points wrapped (at most {allowed} allowed "
+              f"in this ring): errors {err[bad]}")
+    assert bad.sum() <= allowed, (
+        f"{what}: {bad.sum()} points off target {target} ({allowed} allowed); worst at "
+        f"x-index {np.argmax(err)}: err {err.max():.3g}, got "
+        f"{got.ravel()[np.argmax(err)]}, want {want.ravel()[np.argmax(err)]}")
+
+
+def test_check_allows_only_the_documented_wraps(rt):
+    """check()'s allowance for whole-domain checks: in the 64-bit ring 3
+    wrapped points of 3,001 pass (P(more) < 1e-6 at RING64_WRAP_RATE) and a
+    4th fails; in the 128-bit ring one fails; without `wraps` one fails."""
+    want = np.linspace(1.0, 2.0, 3001)
+    for n_bad in (1, 3, 4):
+        got = want.copy()
+        got[:n_bad * 700:700] += 2.0 ** 32        # a wrapped truncation's error
+        if n_bad <= wrapped_points_allowed(want.size, rt):
+            check(got, want, TARGETS[rt]["exp"], "wrapped", wraps=True)
+        else:
+            with pytest.raises(AssertionError, match="points off target"):
+                check(got, want, TARGETS[rt]["exp"], "wrapped", wraps=True)
+        with pytest.raises(AssertionError, match="points off target"):
+            check(got, want, TARGETS[rt]["exp"], "wrapped")
+    assert wrapped_points_allowed(want.size, 64) == 3 and wrapped_points_allowed(want.size, 128) == 0
 
 
 DOMAIN_CASES = [
@@ -114,7 +140,7 @@ DOMAIN_CASES = [
                               enumerate(DOMAIN_CASES)])
 def test_domain_targets(rt, name, fn, ref, xs):
     x = on_grid(xs())
-    check(fn(share(x)).reveal(), ref(x), TARGETS[rt][name], name)
+    check(fn(share(x)).reveal(), ref(x), TARGETS[rt][name], name, wraps=True)
 
 
 def test_sqrt_and_rsqrt_from_one_range_reduction(rt):
@@ -124,8 +150,9 @@ def test_sqrt_and_rsqrt_from_one_range_reduction(rt):
     x = on_grid(np.concatenate([np.geomspace(1e-3, 1e4, 1001), [0.0, -2.0]]))
     s, r = M.sqrt_and_rsqrt(share(x))
     pos = x > 0
-    check(s.reveal().numpy()[pos], np.sqrt(x[pos]), TARGETS[rt]["sqrt"], "sqrt")
-    check(r.reveal().numpy()[pos], 1 / np.sqrt(x[pos]), TARGETS[rt]["rsqrt"], "rsqrt")
+    check(s.reveal().numpy()[pos], np.sqrt(x[pos]), TARGETS[rt]["sqrt"], "sqrt", wraps=True)
+    check(r.reveal().numpy()[pos], 1 / np.sqrt(x[pos]), TARGETS[rt]["rsqrt"], "rsqrt",
+          wraps=True)
     np.testing.assert_array_equal(s.reveal().numpy()[~pos], 0)
     np.testing.assert_array_equal(r.reveal().numpy()[~pos], 0)
     v = share(x[:100])
@@ -140,7 +167,8 @@ def test_sqrt_and_rsqrt_from_one_range_reduction(rt):
 def test_divide_private(rt, rng):
     x = on_grid(rng.uniform(-10, 10, 2000))
     y = on_grid(np.geomspace(0.01, 100, 2000) * rng.choice([-1.0, 1.0], 2000))
-    check(M.divide(share(x), share(y)).reveal(), x / y, TARGETS[rt]["divide"], "divide")
+    check(M.divide(share(x), share(y)).reveal(), x / y, TARGETS[rt]["divide"], "divide",
+          wraps=True)
     # public numerator, public divisor
     check(M.divide(3.0, share(y[:50])).reveal(), 3.0 / y[:50], TARGETS[rt]["divide"])
     check(M.divide(share(x[:50]), 4.0).reveal(), x[:50] / 4.0, ("abs", 2 * ulp(frac())))
@@ -152,7 +180,7 @@ def test_softmax_range_30(rt, rng, fn, ref, name):
     x = on_grid(rng.uniform(-15, 15, (300, 10)))
     x[:, 0] = 15.0  # inputs spanning the full range 30
     x[:, 1] = -15.0
-    check(fn(share(x)).reveal(), ref(x), TARGETS[rt][name], name)
+    check(fn(share(x)).reveal(), ref(x), TARGETS[rt][name], name, wraps=True)
 
 
 def test_softmax_axes_and_shapes(rt128, rng, mode):
@@ -368,7 +396,7 @@ def test_domain_targets_both_range_reductions(rt_rr, name, fn, ref, xs):
     """Every method meets the targets (the defaults are also tested above,
     on both backends); a third of the grid of test_domain_targets."""
     x = on_grid(xs()[::3])
-    check(fn(share(x)).reveal(), ref(x), TARGETS[rt_rr][name], name)
+    check(fn(share(x)).reveal(), ref(x), TARGETS[rt_rr][name], name, wraps=True)
 
 
 def test_piece_boundaries(rt_rr):

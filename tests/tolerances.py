@@ -16,6 +16,36 @@ import numpy as np
 TRUNC_ULPS = 2  # at most 2 ulps lost by one local truncation
 
 
+#: The 64-bit ring (fast mode, f = 16) keeps no 2^-40 failure bound (DESIGN
+#: §3 documents its rate instead): a local truncation of a product of l_x
+#: bits fails with probability about 2^(l_x + 1 - 64), and then the value
+#: is off by about 2^(64 - 2f) = 2^32 times whatever multiplies it later. The
+#: derived functions keep their products below 2^47 (outputs up to B = 2^15
+#: at 2f bits), so 2^-16 per element bounds it. Measured: exp on its domain,
+#: 2 wrapped elements in 1.8 million (one off by exactly 2^32).
+RING64_WRAP_RATE = 2.0 ** -16
+
+
+def wrapped_points_allowed(n: int, ring_bits: int, false_alarm: float = 1e-6) -> int:
+    """How many of n checked outputs may be wrapped in this ring: 0 in the
+    128-bit ring (at most 2^-41 per element), and in the 64-bit ring the
+    least k with P(more than k wraps) < false_alarm when each of the n
+    elements wraps with probability RING64_WRAP_RATE (Poisson tail): 3 for
+    n = 3,001. A check that allows them still fails on a systematic error,
+    which takes more points than that, and the 128-bit ring runs the same
+    code with none allowed."""
+    if ring_bits != 64:
+        return 0
+    lam = n * RING64_WRAP_RATE
+    k, term = 0, np.exp(-lam)
+    cdf = term
+    while 1.0 - cdf >= false_alarm:
+        k += 1
+        term *= lam / k
+        cdf += term
+    return k
+
+
 def ulp(frac_bits: int) -> float:
     return 2.0 ** -frac_bits
 

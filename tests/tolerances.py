@@ -21,8 +21,9 @@ TRUNC_ULPS = 2  # at most 2 ulps lost by one local truncation
 #: bits fails with probability about 2^(l_x + 1 - 64), and then the value
 #: is off by about 2^(64 - 2f) = 2^32 times whatever multiplies it later. The
 #: derived functions keep their products below 2^47 (outputs up to B = 2^15
-#: at 2f bits), so 2^-16 per element bounds it. Measured: exp on its domain,
-#: 2 wrapped elements in 1.8 million (one off by exactly 2^32).
+#: at 2f bits): at most 2^-16 per truncation, and near B only. Measured on
+#: exp's whole domain: 2 wrapped elements in 1.8 million (2^-19.8; one off
+#: by exactly 2^32), so 2^-16 per element leaves a margin of 14x.
 RING64_WRAP_RATE = 2.0 ** -16
 
 
@@ -31,8 +32,8 @@ def wrapped_points_allowed(n: int, ring_bits: int, false_alarm: float = 1e-6) ->
     128-bit ring (at most 2^-41 per element), and in the 64-bit ring the
     least k with P(more than k wraps) < false_alarm when each of the n
     elements wraps with probability RING64_WRAP_RATE (Poisson tail): 3 for
-    n = 3,001. A check that allows them still fails on a systematic error,
-    which takes more points than that, and the 128-bit ring runs the same
+    n = 3,001. A check that allows them still fails on a systematic error
+    that hits more points than that, and the 128-bit ring runs the same
     code with none allowed."""
     if ring_bits != 64:
         return 0

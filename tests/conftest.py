@@ -2,6 +2,7 @@
 TensorFlow, because logical devices must be configured before TF initializes
 its devices; fixtures then re-init with the config each test needs."""
 import dataclasses
+import gc
 import os
 from typing import List, Optional, Sequence, Tuple
 
@@ -17,6 +18,15 @@ from tf_privpy import runtime as tp_runtime  # noqa: E402
 import durations  # noqa: E402
 
 tp.init()
+
+#: Python's cyclic collector at its default thresholds (700, 10, 10) ran
+#: about 6,000 times in three test files here and took 8.6 of their 91
+#: CPU-s: tracing makes a few hundred objects per graph op, and each full
+#: pass walks the worker's whole heap of graphs. At these thresholds it ran
+#: 38 times (1.6 CPU-s, the files 85 CPU-s, peak RSS 1.94 against 1.90 GB).
+#: The suite's processes only: the library leaves the user's collector alone.
+GC_THRESHOLDS = (50_000, 20, 20)
+gc.set_threshold(*GC_THRESHOLDS)
 
 
 def pytest_addoption(parser):

@@ -17,6 +17,8 @@ The trace-time guard (placement.py) refuses a graph that would put a share
 on the client, naming the op: test_guard_refuses_a_misplaced_op.
 """
 
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -222,6 +224,69 @@ def test_tp_cond_private_predicate(ring):
         assert got == [], got
     with pytest.raises(ValueError, match="tp.where"):
         tp.cond(a < b, lambda: a, lambda: b)  # not a scalar
+
+
+def _scaled(x, t):
+    """A branch written outside the traced function, with a Python `if` on a
+    public tensor: only AutoGraph makes it a graph."""
+    k = 1.0
+    if t > 0.0:
+        k = 3.0
+    return x * k
+
+
+def test_tp_cond_branches_are_converted_like_tf_conds():
+    """AutoGraph leaves the library as written (next test), but a user's
+    branch is converted as tf.cond's would be (a lambda written inside the
+    traced function is converted with it; a function from elsewhere is not):
+    _scaled's `if` becomes a public tf.cond. Broken variant (control_flow.cond
+    without its tf_convert): OperatorNotAllowedInGraphError, "using a
+    tf.Tensor as a Python bool is not allowed"."""
+    a = tp.share(A)
+    fn = tf.function(lambda x, t: tp.cond(t > -1.0, functools.partial(_scaled, x, t),
+                                          lambda: x))
+    f = tp.get_runtime().config.frac_bits
+    for t, k in ((1.0, 3.0), (-0.5, 1.0)):
+        np.testing.assert_allclose(fn(a, tf.constant(t)).reveal().numpy(), A * k, rtol=0,
+                                   atol=np.max(public_mul_tol(A, k, f)))
+
+
+def _library_conversions(monkeypatch, fn, *args) -> list:
+    """The tf_privpy functions AutoGraph converted while tracing fn."""
+    from tensorflow.python.autograph.impl import api as autograph_api
+    from tensorflow.python.autograph.impl import conversion
+    from tensorflow.python.autograph.pyct import cache
+    # AutoGraph remembers what it let through unconverted: start afresh
+    monkeypatch.setattr(conversion, "_ALLOWLIST_CACHE", cache.UnboundInstanceCache())
+    seen, convert = [], autograph_api._convert_actual
+
+    def spy(entity, program_ctx):
+        seen.append(getattr(entity, "__module__", "") or "")
+        return convert(entity, program_ctx)
+    monkeypatch.setattr(autograph_api, "_convert_actual", spy)
+    tf.function(fn).get_concrete_function(*args)
+    return sorted({m for m in seen if m.split(".")[0] == "tf_privpy"})
+
+
+def test_autograph_leaves_the_library_unconverted(monkeypatch):
+    """A user's tf.function (AutoGraph on) calling the library's functions
+    (tp ops are do_not_convert already): AutoGraph converts the user's
+    function and none of tf_privpy's
+    (runtime/calling.py's exclude_from_autograph: the first trace of
+    sqrt_and_rsqrt took 14.5 CPU-s converted against 0.3). The same trace
+    without the rule converts the library's functions: the check can fail."""
+    from tensorflow.python.autograph.core import config as autograph_config
+
+    from tf_privpy.protocols.mpc.api.ops import array_ops
+
+    def user(v):   # a library function, as tests and the library's own steps call them
+        return tp.nn.relu(array_ops.transpose(array_ops.reshape(v, [2, 4])) * v[:2]).reveal()
+
+    v = tp.share(np.linspace(0.5, 4.0, 8))
+    assert _library_conversions(monkeypatch, user, v) == []
+    rules = tuple(r for r in autograph_config.CONVERSION_RULES if not r.matches("tf_privpy"))
+    monkeypatch.setattr(autograph_config, "CONVERSION_RULES", rules)
+    assert _library_conversions(monkeypatch, lambda w: user(w), v) != []
 
 
 # --------------------------------------------------- sequences, datasets

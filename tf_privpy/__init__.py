@@ -19,6 +19,7 @@ _loader.load_library()
 
 from tf_privpy.protocols.mpc.api import registry as _registry  # noqa: E402
 from tf_privpy.protocols.mpc.api import dispatch as _dispatch  # noqa: E402
+from tf_privpy.protocols.mpc.runtime import calling as _calling  # noqa: E402
 from tf_privpy.protocols.mpc.runtime import placement as _placement  # noqa: E402
 
 # Every op function (tp.matmul, tp.exp, ...) comes from the op registry.
@@ -72,6 +73,8 @@ def __getattr__(name):
 
 
 _dispatch.register()
+# tf_privpy is graph code: AutoGraph converting it only cost tracing time.
+_calling.exclude_from_autograph()
 # A small share captured by a tf.function must not be copied to the driver.
 _placement.capture_shares_by_reference()
 

@@ -59,8 +59,8 @@ def cond(pred, true_fn: Callable, false_fn: Callable, name: Optional[str] = None
       >>> y = tp.cond(flag, lambda: a * b, lambda: a + b)
       >>> z = tp.cond(a < b, lambda: b - a, lambda: a - b)   # private pred
     """
-    # AutoGraph leaves the library unconverted (runtime/calling.py); the
-    # user's branches get what tf.cond gives them: converted when the caller is
+    # AutoGraph leaves the library unconverted (runtime/calling.py): convert
+    # the user's branches as tf.cond does, when the caller is being converted
     known = _static_bool(pred)
     status = tf.__internal__.autograph.control_status_ctx()
     true_fn, false_fn = (tf.__internal__.autograph.tf_convert(f, status)

@@ -41,16 +41,20 @@ def exclude_from_autograph() -> None:
     for tensorflow, keras and numpy (its CONVERSION_RULES). Called once by
     `import tf_privpy`; idempotent.
 
-    Why: a user's tf.function (AutoGraph on, TF's default) that calls a tp
-    op or method had AutoGraph convert every library function on the way
-    down (parse, transform, compile) and route each call inside them through
-    `converted_call`: the first trace of sqrt_and_rsqrt of 100 values took
-    14.5 CPU-s against 1.9 for the same trace once converted, 128 functions
-    transformed (2-core AMD EPYC). The library is graph code already: its
-    loops over tensors are tf.while_loop and its branches on private values
-    are refused (control_flow.py), so converting it changes nothing but the
-    time. A user's own function is still converted, and a tp op it passes
-    to tf.function directly is converted at the top level only."""
+    Why: a tf.function (AutoGraph on, TF's default) calling the library's
+    functions (the tp ops were do_not_convert already; the library's own
+    helpers, its traced steps, tp.cost's fn, the tests) had AutoGraph
+    transform every function on the way down (parse, rewrite, compile) and
+    route each call in them through `converted_call`: the first trace of
+    math_fns.sqrt_and_rsqrt of 100 values took 14.5 CPU-s (128 functions
+    transformed), 0.34 with this rule (2-core AMD EPYC). The library is
+    graph code already: its loops over tensors are tf.while_loop and its
+    branches on private values are refused, so converting it changed only
+    the time. This rule replaces per-function do_not_convert decorators on
+    internal helpers; the tp ops keep theirs, which also covers a tp op
+    passed to tf.function itself (AutoGraph converts the top-level function
+    whatever its module). A user's own function is still converted, and
+    tp.cond converts the user's branches as tf.cond does."""
     rules = autograph_config.CONVERSION_RULES
     if not any(isinstance(r, autograph_config.DoNotConvert) and r.matches(PACKAGE)
                for r in rules):

@@ -327,7 +327,6 @@ def _dated(c: dict, t) -> bool:
     return hit is not None and hit[0] is t
 
 
-@tf.autograph.experimental.do_not_convert
 def _walk(c: dict, t) -> int:
     """The depth of a tensor no protocol call or Backend.local dated (a share
     reshaped, split or offset by a public constant where it is made): the

@@ -319,7 +319,6 @@ def argmin(input, axis: int = 0, output_type=tf.int64, name: Optional[str] = Non
 # static shapes, but inside a user's tf.function AutoGraph converted every
 # function it calls (each layer's comparison, multiplication and channel
 # sends), about two thirds of the 2^16 sort's trace time (issue 15).
-@tf.autograph.experimental.do_not_convert
 def _sort(x: PrivateTensor, axis: int, descending: bool, with_index: bool):
     h, s, n, inv = _axis_last(x, axis, "tp.sort")
     limbs = h.config.limbs

@@ -15,6 +15,8 @@ import threading
 
 import tensorflow as tf
 
+from . import op_builder
+
 LIB_NAME = "_tf_privpy_ops.so"
 # The range of TensorFlow versions the library is built for (setup.py).
 TF_MIN, TF_MAX = (2, 14, 0), (2, 15, 0)
@@ -24,6 +26,7 @@ _REBUILD = ("Rebuild it against the TensorFlow you run: `make build` in a source
 
 _lock = threading.Lock()
 _lib = None
+_graph_ops = None   # op_builder.GraphOps over _lib
 
 
 class OpLibraryError(ImportError):
@@ -87,5 +90,12 @@ def load_library():
 
 
 def ops():
-    """The generated op module (loads the library on first use)."""
-    return load_library()
+    """The library's ops (loads it on first use): the generated op module's
+    functions, built straight into the graph while tracing (op_builder.py)."""
+    global _graph_ops
+    if _graph_ops is None:
+        lib = load_library()
+        with _lock:
+            if _graph_ops is None:
+                _graph_ops = op_builder.GraphOps(lib)
+    return _graph_ops

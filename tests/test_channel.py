@@ -180,14 +180,17 @@ def test_tp_cost_traces_without_running_and_equals_a_run(case):
 
 
 def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(ring_case):
-    """Channels.counted_at_end (what PrivateModel.predict traces under): one
-    counter update per link instead of two ops per message (and one for the
-    protocol counters instead of two ops per protocol call), and the same
-    totals after a run as without it; a send inside a while loop's body
-    (another graph) is still counted where it happens, once per iteration.
+    """Channels.counted_at_end: one counter update per link instead of a
+    CountMessage op per message (and one update of the protocol counters
+    instead of two ops per protocol call). PrivateModel.predict traces under
+    one block; every tp op traced elsewhere opens its own
+    (opdef.accepting_variables), nested blocks on one graph adding nothing of
+    their own. After a run the totals equal the per-message counts of the
+    same computation run eagerly; a send inside a while loop's body (another
+    graph) is still counted where it happens, once per iteration.
     Broken variant tried while writing this: deferring the loop body's sends
     too counts them once (S1->T1: 3 messages instead of 5), and the
-    comparison with the per-message counters fails."""
+    comparison with the eager counts fails."""
     rt = tp.get_runtime().runtime
     plain = np.arange(6.0).reshape(2, 3) / 4
     x = tp.share(plain)
@@ -201,13 +204,13 @@ def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(rin
             return tf.while_loop(lambda i, v: i < 3, step, (tf.constant(0), z))[1]
 
     runs = {}
-    for deferred in (True, False):
-        f = tf.function(lambda a, d=deferred: body(a, d))
-        graph = f.get_concrete_function(x).graph
-        # counter updates: AssignAddVariableOp per link (deferred), else
-        # CountMessage per message
-        runs[deferred] = sum(op.type in ("AssignAddVariableOp", "TfPrivpy>CountMessage")
-                             for op in graph.get_operations())
+    for deferred in (True, False, "eager"):
+        f = ((lambda a: body(a, False)) if deferred == "eager"
+             else tf.function(lambda a, d=deferred: body(a, d)))
+        if deferred != "eager":
+            ops = f.get_concrete_function(x).graph.get_operations()
+            runs[deferred] = sum(op.type == "AssignAddVariableOp" for op in ops)
+            assert not any(op.type == "TfPrivpy>CountMessage" for op in ops)
         f(x)
         with tp.stats() as counted:
             out = f(x)
@@ -215,12 +218,13 @@ def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(rin
         runs[deferred, "links"] = counted.links
         runs[deferred, "protocol"] = (counted.rounds, counted.multiplications,
                                       counted.comparisons)
-    assert runs[True, "links"] == runs[False, "links"]
-    # the runtime's protocol counters (Channels.add_at_end) add up the same
-    assert runs[True, "protocol"] == runs[False, "protocol"]
+    for deferred in (True, False):
+        assert runs[deferred, "links"] == runs["eager", "links"]
+        # the runtime's protocol counters (Channels.add_at_end) add up the same
+        assert runs[deferred, "protocol"] == runs["eager", "protocol"]
     assert runs[True, "protocol"][1] > 0
     assert runs[True, "links"][("S1", "T1")][0] == 5   # 2 outside the loop + 3 iterations
-    # outside the loop: one update per link used (6 of them) instead of one per message
+    # one block for the function: fewer updates than a block per op
     assert runs[True] < runs[False]
 
 

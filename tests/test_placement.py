@@ -23,8 +23,12 @@ def test_multiplication_placement(ring, kind):
     x, y = tp.share(np.ones(shapes[0])), tp.share(np.ones(shapes[1]))
     fns = {"mul": lambda a, b: a * b, "matmul": lambda a, b: a @ b,
            "conv2d": lambda a, b: tp.nn.conv2d(a, b, 1, "SAME")}
-    placed = {}
+    placed, counted = {}, {}
     for op in graph_ops(fns[kind], x, y):
+        if op.type == "AssignAddVariableOp" and op.name.startswith("tp_channel_"):
+            # a link's counter update: "tp_channel_S1_to_T1_counts/..."
+            counted.setdefault(op.name.split("/")[0][len("tp_channel_"):-len("_counts")],
+                               []).append(device_of(op, servers))
         if op.type.startswith("TfPrivpy>"):
             party = op.get_attr("party") if op.type in ("TfPrivpy>MulMask",
                                                         "TfPrivpy>MulFinish") else None
@@ -42,9 +46,12 @@ def test_multiplication_placement(ring, kind):
         # each assistant checks the S1-S2 nonce and its own stream's nonce
         # in the headers it received before it unmasks (channel.check_stream)
         ("TfPrivpy>CheckEqual", None): ["T1", "T1", "T2", "T2"],
-        # each of the six messages is counted on its receiver
-        ("TfPrivpy>CountMessage", None): ["S1", "S2", "T1", "T1", "T2", "T2"],
     }
+    # each of the six messages (each on a link of its own) is counted on its
+    # receiver, by one counter update per link when the op's trace ends
+    # (Channels.counted_at_end); no CountMessage op per message
+    assert counted == {"S1_to_T1": ["T1"], "S2_to_T1": ["T1"], "S1_to_T2": ["T2"],
+                       "S2_to_T2": ["T2"], "T1_to_S2": ["S2"], "T2_to_S1": ["S1"]}
 
 
 def test_share_and_reveal_placement(ring):

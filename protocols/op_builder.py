@@ -21,9 +21,8 @@ tape recording, tfdbg's op callbacks.
 from __future__ import annotations
 
 import collections
-import functools
 import re
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
@@ -192,12 +191,7 @@ def _builder(plan: _Plan, wrapper: Callable) -> Callable:
     return build
 
 
-@functools.lru_cache(maxsize=None)
-def _tf_plan(op_type: str) -> _Plan:
-    return _Plan(op_type)
-
-
 def raw_op(op_type: str) -> Callable:
     """`tf.raw_ops.<op_type>` (a TF op: "IdentityN"), built as GraphOps
     builds the library's ops while tracing; the raw op itself otherwise."""
-    return _builder(_tf_plan(op_type), getattr(tf.raw_ops, op_type))
+    return _builder(_Plan(op_type), getattr(tf.raw_ops, op_type))

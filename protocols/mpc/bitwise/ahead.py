@@ -17,6 +17,7 @@ import tensorflow as tf
 from ..runtime import cost as C
 from ..runtime import kernels
 from . import protocol
+from ..runtime.devscope import device_scope
 
 ALREADY_USED = ("these comparisons were prepared for ONE comparison and were already used "
                 "(reusing dealt triples would reuse masks): call tp.prepare_comparisons again "
@@ -36,19 +37,19 @@ class Predealt:
         rt = self._rt = backend.rt
         n = shape.num_elements()
         with tf.init_scope():   # dealt once, eagerly, whatever traces use it
-            with tf.device(rt.device("S1")):
+            with device_scope(rt.device("S1")):
                 n_s1 = tf.constant(n, tf.int64)
             m = protocol.deal(rt, n, n_s1, backend.bits, 0)
             own, theirs = m["checks"][0]
-            with tf.device(rt.device("S1")):   # S1's stream check, now
+            with device_scope(rt.device("S1")):   # S1's stream check, now
                 nonce_s1 = protocol.check_dealer(rt, 0, own, theirs, m["nonce"][0])
             self._nonce, self._fresh = {}, {}
             for p, party in enumerate(protocol.SERVERS):
-                with tf.device(rt.device(party)):
+                with device_scope(rt.device(party)):
                     value = nonce_s1 if p == 0 else m["nonce"][1]
                     self._nonce[p] = tf.Variable(value, trainable=False)
                     self._fresh[p] = tf.Variable(True, trainable=False)
-            with tf.device(rt.device("S2")):
+            with device_scope(rt.device("S2")):
                 self._corrections = tf.Variable(m["corrections"], trainable=False)
                 self._ring = tf.Variable(m["ring"], trainable=False)
 
@@ -65,12 +66,12 @@ class Predealt:
         rt = self._rt
         key, nonce, after = {}, {}, []
         for p, party in enumerate(protocol.SERVERS):
-            with tf.device(rt.device(party)), tf.control_dependencies(after):
+            with device_scope(rt.device(party)), tf.control_dependencies(after):
                 nonce[p] = kernels.take_once(self._fresh[p], self._nonce[p], ALREADY_USED)
                 after = [nonce[p]]
                 with tf.control_dependencies(after):
                     key[p] = rt.key(party, protocol.DEALER, party)
-        with tf.device(rt.device("S2")), tf.control_dependencies(after):
+        with device_scope(rt.device("S2")), tf.control_dependencies(after):
             corrections, ring = self._corrections.read_value(), self._ring.read_value()
         return dict(key=key, nonce=nonce, corrections=corrections, ring=ring)
 

@@ -33,6 +33,7 @@ from ..privpy import leading_one as lo
 from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
+from ..runtime.devscope import device_scope
 
 #: widest circuit: the sign column is bit 63 of the opened word
 MAX_WIDTH = 63
@@ -124,7 +125,7 @@ def leading_one(backend, x, columns: Sequence[int], magnitude: bool, width: int,
         after = outs[-1][2]
     z = outs[0][:2] if len(outs) == 1 else \
         backend.map_many(lambda p: tf.concat(p, 0), [o[:2] for o in outs])
-    with tf.device(backend.rt.device("S1")):
+    with device_scope(backend.rt.device("S1")):
         backend.rt.count(rounds=C.advance(list(low), rounds(width), z), comparisons=n)
     return z
 
@@ -142,14 +143,14 @@ def _batch(backend, low, n: int, cols, magnitude: bool, width: int, after, table
         recv = empty if step == 0 else \
             {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
         for p, party in enumerate(SERVERS):
-            with tf.device(rt.device(party)):
+            with device_scope(rt.device(party)):
                 extra = corr_s2 if p == 1 and step > 0 else empty[p]
                 state[p], msg[p] = kernels.bw_lo_step(state[p], recv[p], key[p], nonce[p],
                                                       extra, width, magnitude, step, party=p)
     recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
     out = []
     for p, party in enumerate(SERVERS):
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             r = ring_s2 if p == 1 else empty[p]
             z = kernels.bw_lo_finish(msg[p], recv[p], key[p], nonce[p], r, width, cols,
                                      magnitude, bits, party=p, table=table)

@@ -31,6 +31,7 @@ import tensorflow as tf
 from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
+from ..runtime.devscope import device_scope
 
 #: the dealer of the Beaver triples (any assistant; T1 by the design's default)
 DEALER = "T1"
@@ -104,7 +105,7 @@ def ltz(backend, x, frac_bits: int, predealt=None, dealer_n: Optional[tf.Tensor]
         if C.active() and n_static is not None:   # else the caller declares (ltz_bill)
             C.declare(ltz_cost(n_static, backend.bits))
         out = _chunked(backend, low, n_static, frac_bits, dealer_n)
-    with tf.device(rt.device("S1")):   # the chunks' rounds overlap: one count
+    with device_scope(rt.device("S1")):   # the chunks' rounds overlap: one count
         n = n_static if n_static is not None else tf.shape(low[0], out_type=tf.int64)[0]
         rt.count(rounds=C.advance(list(low), BITWISE_ROUNDS, out), comparisons=n)
     return backend.local(lambda s, shp, party: sh.reshape(s, shp, limbs), out, shape)
@@ -172,7 +173,7 @@ def deal_with(rt, kernel: Callable[..., Tuple[tf.Tensor, tf.Tensor]],
     for p, party in enumerate(SERVERS):
         key[p], nonce[p] = rt.key_material(party, DEALER, party)
     (kd[0], nd[0]), (kd[1], nd[1]) = rt.key_materials(DEALER, [(s, DEALER) for s in SERVERS])
-    with tf.device(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
+    with device_scope(rt.device(DEALER)), tf.control_dependencies([] if after is None else [after]):
         dealt, ring = kernel(kd[0], nd[0], kd[1], nd[1])
     (corr, ring), (nd_s2,) = rt.send(DEALER, "S2", dealt, ring, headers=(nd[1],))
     corr = check_dealer(rt, 1, nonce[1], nd_s2, corr)
@@ -199,7 +200,7 @@ def online(backend, low, m: Dict[str, Any], frac_bits: int):
     msg, recv, n = rounds(backend, low, m)
     out = []
     for p, party in enumerate(SERVERS):
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             r = ring if p == 1 else tf.zeros([0] if bits == 64 else [0, 2], tf.int64)
             z = kernels.bw_finish(msg[p], recv[p], key[p], nonce[p], r, n[p], bits, frac_bits,
                                   party=p)
@@ -220,14 +221,14 @@ def rounds(backend, low, m: Dict[str, Any], sizes: bool = True):
     key, nonce, corr = m["key"], m["nonce"], m["corrections"]
     state, msg, n = {}, {}, {}
     for p, party in enumerate(SERVERS):
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             n[p] = tf.size(low[p], out_type=tf.int64) if sizes else None   # low is flat
             state[p], msg[p] = kernels.bw_input(low[p], key[p], nonce[p], party=p)
     none = rt.constant("S1", np.zeros([0]))   # S1 has no dealer message: an empty tensor
     for step in range(1, len(MESSAGE_WORDS)):
         recv = {1 - p: rt.send1(party, SERVERS[1 - p], msg[p]) for p, party in enumerate(SERVERS)}
         for p, party in enumerate(SERVERS):
-            with tf.device(rt.device(party)):
+            with device_scope(rt.device(party)):
                 extra = corr if p == 1 else none
                 state[p], msg[p] = kernels.bw_step(state[p], recv[p], key[p], nonce[p], extra,
                                                    step=step, party=p)
@@ -240,7 +241,7 @@ def _batch(backend, low, n_static: Optional[int], frac_bits: int, after=None, de
     dealer starting after `after` (the previous chunk's, on the dealer)."""
     n_s1 = None
     if n_static is None and dealer_n is None:
-        with tf.device(backend.rt.device("S1")):
+        with device_scope(backend.rt.device("S1")):
             n_s1 = tf.shape(low[0], out_type=tf.int64)[0]
     m = deal(backend.rt, n_static, n_s1, backend.bits, frac_bits, after, dealer_n)
     return online(backend, low, m, frac_bits) + (m["dealt"],)

@@ -40,6 +40,7 @@ from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
 from . import protocol
+from ..runtime.devscope import device_scope
 
 
 def ltz_mul_cost(n: int, k: int, ring_bits: int, size_unknown: bool = False) -> C.Cost:
@@ -77,7 +78,7 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     # operand (a ReLU) stays flat [n(, 2)]: no Pack or Unpack.
     vf = [zf if x[0] is z[0] and x[1] is z[1] else backend.local(flat, x) for x in vs]
     v = vf[0] if k == 1 else backend.map_many(sh.pack, vf)
-    with tf.device(rt.device("S1")):
+    with device_scope(rt.device("S1")):
         # low is flat: its size is n (a Python int when the trace knows it)
         n_s1 = n_static if n_static is not None else tf.size(low[0], out_type=tf.int64)
     m = protocol.deal(rt, n_static, None if n_static is not None or dealer_n is not None
@@ -86,7 +87,7 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     # [r] (integer bit): S1's ring shares follow its stream words with the
     # dealer; BwFinish with nothing opened (m = 0) returns exactly them.
     # S2's are the dealer's `ring`.
-    with tf.device(rt.device("S1")):
+    with device_scope(rt.device("S1")):
         blocks = (n_s1 + protocol.BLOCK - 1) // protocol.BLOCK
         if n_static is not None:
             nothing, n_r = const(0, np.zeros([blocks, 1]), tf.int64), const(0, n_s1, tf.int64)
@@ -102,7 +103,7 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     msg, recv, _ = protocol.rounds(backend, low, m, sizes=False)
     out = []
     for p, party in enumerate(protocol.SERVERS):
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             # m·v + (1 - 2m)·[r·v]: v - [r·v] where m = msb ^ r (both step-7
             # words) is 1, [r·v] where it is 0, in one kernel on this server
             y = kernels.bw_select(msg[p], recv[p], v[p], w[p], bits)
@@ -110,7 +111,7 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
                 own, theirs = m["checks"][p]
                 y = protocol.check_dealer(rt, p, own, theirs, y)
             out.append(y)
-    with tf.device(rt.device("S1")):
+    with device_scope(rt.device("S1")):
         rt.count(rounds=C.advance(list(low) + list(v), protocol.BITWISE_ROUNDS, out),
                  comparisons=n_s1, multiplications=n_s1 * k)
     if C.active() and n_static is not None:   # else the caller declares (ltz_mul_bill)

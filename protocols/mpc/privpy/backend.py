@@ -27,6 +27,7 @@ from . import thresholds as th
 from .assist import PAIRS, SERVERS, send_to_assistant
 from .garbled import Pregarbled
 from ..runtime.runtime import CLIENT, Runtime, canonical_device
+from ..runtime.devscope import device_scope
 
 Shares = sh.Shares
 
@@ -47,7 +48,7 @@ class Backend(abc.ABC):
     # ------------------------------------------------------------ helpers
     def on(self, i: int):
         """Device scope of the holder of share i."""
-        return tf.device(self.rt.device(self.holders[i]))
+        return device_scope(self.rt.device(self.holders[i]))
 
     def local(self, fn, *shares_args: Shares) -> Shares:
         """Applies fn share-wise: fn(s_i of each arg..., party=i) on holder i."""
@@ -65,7 +66,7 @@ class Backend(abc.ABC):
         A tensor that lives elsewhere (a public operand made by the client's
         program) reaches `party` through the client's channel first."""
         x = self.to_party(x, party)
-        with tf.device(self.rt.device(party)):
+        with device_scope(self.rt.device(party)):
             if x.dtype not in (tf.float32, tf.float64, tf.int32, tf.int64):
                 x = tf.cast(x, tf.float64)
             return kernels.ring_encode(
@@ -78,7 +79,7 @@ class Backend(abc.ABC):
         every party's program), else sent by the client (public data of the
         program) through the channel."""
         if not tf.is_tensor(x):   # a constant of the program: each party makes its own
-            with tf.device(self.rt.device(party)):
+            with device_scope(self.rt.device(party)):
                 return tf.convert_to_tensor(x)
         if party == CLIENT or _on_device(x, self.rt.device(party)):
             return x
@@ -87,7 +88,7 @@ class Backend(abc.ABC):
         return self.rt.send1(CLIENT, party, x)
 
     def decode(self, v: tf.Tensor, to: str = CLIENT) -> tf.Tensor:
-        with tf.device(self.rt.device(to)):
+        with device_scope(self.rt.device(to)):
             return kernels.ring_decode(v, self.bits, self.cfg.frac_bits)
 
     # ------------------------------------------------------ share / reveal
@@ -102,7 +103,7 @@ class Backend(abc.ABC):
             C.declare(C.reveal_cost(sh.logical_shape(s[0], self.limbs), self.bits, to))
         s0 = self.rt.send1(self.holders[0], to, s[0])
         s1 = self.rt.send1(self.holders[1], to, s[1])
-        with tf.device(self.rt.device(to)):
+        with device_scope(self.rt.device(to)):
             out = kernels.ring_add(s0, s1, self.bits)
         self.rt.count(rounds=C.advance(s, C.REVEAL_ROUNDS, [out]))
         return out
@@ -436,7 +437,7 @@ class PrivPyBackend(Backend):
             C.declare(C.share_cost(sh.logical_shape(encoded, self.limbs), self.bits, owner))
         # PrivPy §3: the owner splits with fresh randomness on its own device;
         # only the two shares leave it, each through its channel.
-        with tf.device(self.rt.device(owner)):
+        with device_scope(self.rt.device(owner)):
             s0, s1 = kernels.share_split(encoded, self.bits)
         out = self.rt.send1(owner, "S1", s0), self.rt.send1(owner, "S2", s1)
         self.rt.count(rounds=C.advance([encoded], C.SHARE_ROUNDS, out))
@@ -445,7 +446,7 @@ class PrivPyBackend(Backend):
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
             padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
         z = self.mul_messages(x, y, kind, strides, padding, truncate)
-        with tf.device(self.rt.device("S1")):
+        with device_scope(self.rt.device("S1")):
             n = z[0].shape.num_elements()  # static when traced shapes are known
             self.rt.count(rounds=C.advance(list(x) + list(y), C.MUL_ROUNDS, z),
                           multiplications=(n // self.limbs if n is not None else
@@ -470,7 +471,7 @@ class PrivPyBackend(Backend):
         for p, (party, t) in enumerate(PAIRS):
             (k12[p], n12[p]), (kt_own[p], nt_own[p]) = rt.key_materials(
                 party, [("S1", "S2"), (party, t)])
-            with tf.device(rt.device(party)):
+            with device_scope(rt.device(party)):
                 masked[p] = kernels.mul_mask(x[p], y[p], k12[p], n12[p], bits, party=p)
         # T1 gets a = x0 + rx0 (from S1), b = y1 + ry1 (from S2);
         # T2 gets a' = x1 + rx1 (from S2), b' = y0 + ry0 (from S1).
@@ -480,7 +481,7 @@ class PrivPyBackend(Backend):
             # kt: T1 shares its mask u with S1, T2 with S2
             left, right, kt, nt = send_to_assistant(rt, own, masked[own][0], masked[other][1],
                                                     n12, nt_own[own])
-            with tf.device(rt.device(t)):
+            with device_scope(rt.device(t)):
                 msg = kernels.mul_assist(left, right, kt, nt, bits, **geo)
             if kind == "mul" and msg.shape.rank is None:
                 # the kernel's shape function gives up on unknown dims (a
@@ -489,7 +490,7 @@ class PrivPyBackend(Backend):
             msgs[other] = rt.send1(t, SERVERS[other], msg)  # T1 -> S2, T2 -> S1
         z = []
         for p, party in enumerate(SERVERS):
-            with tf.device(rt.device(party)):
+            with device_scope(rt.device(party)):
                 z.append(kernels.mul_finish(x[p], y[p], masked[p][0], msgs[p], k12[p], n12[p],
                                             kt_own[p], nt_own[p], bits, party=p, frac_bits=f,
                                             **geo))
@@ -539,16 +540,16 @@ class PlaintextBackend(Backend):
     holders = ("client", "client")
 
     def share(self, encoded: tf.Tensor, owner: str = CLIENT) -> Shares:
-        with tf.device(self.rt.device(CLIENT)):
+        with device_scope(self.rt.device(CLIENT)):
             return tf.identity(encoded), tf.zeros_like(encoded)
 
     def reveal(self, s: Shares, to: str = CLIENT) -> tf.Tensor:
-        with tf.device(self.rt.device(CLIENT)):
+        with device_scope(self.rt.device(CLIENT)):
             return kernels.ring_add(s[0], s[1], self.bits)
 
     def mul(self, x: Shares, y: Shares, kind: str = "mul", strides=(1, 1),
             padding=(0, 0, 0, 0), truncate: bool = True) -> Shares:
-        with tf.device(self.rt.device(CLIENT)):
+        with device_scope(self.rt.device(CLIENT)):
             a = kernels.ring_add(x[0], x[1], self.bits)
             b = kernels.ring_add(y[0], y[1], self.bits)
             z = kernels.ring_bilinear(a, b, self.bits, kind, strides, padding,
@@ -559,7 +560,7 @@ class PlaintextBackend(Backend):
     def ltz(self, x: Shares, pregarbled=None, integer: bool = False) -> Shares:
         if pregarbled is not None:
             raise ValueError("pregarbled comparators belong to the privpy backend")
-        with tf.device(self.rt.device(CLIENT)):
+        with device_scope(self.rt.device(CLIENT)):
             v = kernels.ring_decode(kernels.ring_add(x[0], x[1], self.bits), self.bits, 0)
             bit = tf.cast(v < 0, tf.int64)
             z = kernels.ring_encode(bit, self.bits, 0 if integer else self.cfg.frac_bits, 2.0)

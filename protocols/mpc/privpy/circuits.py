@@ -29,6 +29,7 @@ from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
 from .assist import PAIRS, SERVERS, send_to_assistant
+from ..runtime.devscope import device_scope
 
 #: AND gates of one garbled comparator (ops/gc/garble.h)
 COMPARATOR_GATES = 64
@@ -139,10 +140,10 @@ def garble_and_ship(rt, garble: Callable, nonce: tf.Tensor, n: tf.Tensor,
     instead of slicing one batch saves copying the tables (2-4 KB per
     element). Returns {T: (tables, decode, nonce, first)} on T."""
     at_t = {}
-    with tf.device(rt.device("S1")):
+    with device_scope(rt.device("S1")):
         parts = halves(n)
     for t, (first, count) in zip(("T1", "T2"), parts):
-        with tf.device(rt.device("S1")), tf.control_dependencies(
+        with device_scope(rt.device("S1")), tf.control_dependencies(
                 [after] if after is not None else []):
             tab, dec = garble(first, count)
         (tab_t, dec_t), (nonce_t, first_t) = rt.send("S1", t, tab, dec, headers=(nonce, first))
@@ -193,7 +194,7 @@ def _batch(backend, low, circuit: Circuit, frac_bits: int, after, table=None,
     rt, bits = backend.rt, backend.bits
     n, part = {}, {}
     for p, party in enumerate(SERVERS):
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             n[p] = tf.shape(low[p], out_type=tf.int64)[0]
             part[p] = halves(n[p])                 # (first, count) of T1's and T2's parts
     if pregarbled is None:
@@ -208,7 +209,7 @@ def _batch(backend, low, circuit: Circuit, frac_bits: int, after, table=None,
     taken = [] if pregarbled is None else [nonce[0], nonce[1]]
     labels, mask = {}, {}
     for p, party in enumerate(SERVERS):
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             v = circuit.values(p, low[p])
             # T1's and T2's parts encoded apart: no copy of [n, W, 2] labels
             labels[p] = [circuit.labels(p, key[p], nonce[p], v[first:first + count], n[p], first)
@@ -226,12 +227,12 @@ def _batch(backend, low, circuit: Circuit, frac_bits: int, after, table=None,
                                                  labels[other][own], nonce, ns, after=taken)
         by_server = {own: mine, other: theirs}
         tables_t, decode_t, nonce_t, first_t = at_t[t]
-        with tf.device(rt.device(t)):
+        with device_scope(rt.device(t)):
             b = circuit.evaluate(tables_t, decode_t, by_server[0], by_server[1], nonce_t,
                                  first_t)
             m = kernels.bit_share_assist(b, kt, nt, bits, frac_bits)
         msg[other] = rt.send1(t, SERVERS[other], m)
-        with tf.device(rt.device(server)):
+        with device_scope(rt.device(server)):
             count = part[own][own][1]
             shape = tf.reshape(count, [1]) if circuit.outputs is None else \
                 tf.stack([count, tf.constant(circuit.outputs, tf.int64)])   # outputs: public
@@ -239,14 +240,14 @@ def _batch(backend, low, circuit: Circuit, frac_bits: int, after, table=None,
     out = []
     for p, party in enumerate(SERVERS):
         first, second = (own_share[0], msg[0]) if p == 0 else (msg[1], own_share[1])
-        with tf.device(rt.device(party)):
+        with device_scope(rt.device(party)):
             if table is not None:                  # checked by the caller (check_table)
                 out.append(kernels.bit_unmask_table([first, second], mask[p],
                                                     tf.constant(table), bits, party=p))
                 continue
             out.append(kernels.bit_unmask(tf.concat([first, second], 0), mask[p], bits,
                                           frac_bits, party=p))
-    with tf.device(rt.device("S1")):
+    with device_scope(rt.device("S1")):
         rt.count(rounds=C.advance(list(low) + ([] if after is None else [after]),
                                   C.CIRCUIT_ROUNDS, out), comparisons=n[0])
     return out[0], out[1]

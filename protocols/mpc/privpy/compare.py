@@ -31,6 +31,7 @@ from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
 from .backend import Backend, Shares
+from ..runtime.devscope import device_scope
 
 
 def ltz_many(backend: Backend, xs: Sequence[Shares], integer: bool = False) -> List[Shares]:
@@ -558,7 +559,7 @@ def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int, 
                         ia.append(la), ib.append(lb), inv.append(li), m.append(lm)
             given = {}
             for name, c in zip(others, i[2:]):
-                with tf.device(backend.rt.device(name)):
+                with device_scope(backend.rt.device(name)):
                     given[name] = tf.gather(sizes, c + u)
             with C.paused(), backend.batch_sizes(given):
                 if p == n:
@@ -596,4 +597,4 @@ def _layer_loop(backend: Backend, x: Shares, idx, n: int, steps, per_iter: int, 
 def _on(backend: Backend, party: int, others: Tuple[str, ...]):
     """Device scope of loop counter `party`: the share holders' (0, 1),
     then those of `others` (names)."""
-    return backend.on(party) if party < 2 else tf.device(backend.rt.device(others[party - 2]))
+    return backend.on(party) if party < 2 else device_scope(backend.rt.device(others[party - 2]))

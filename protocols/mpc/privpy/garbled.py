@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from . import circuits
 from ..runtime import kernels
+from ..runtime.devscope import device_scope
 
 ALREADY_USED = ("tf_privpy: these pregarbled comparators were already used; garble new ones "
                 "(tp.garble_comparisons) for every comparison")
@@ -34,11 +35,11 @@ class Pregarbled:
                 nonce[0], tf.constant(n, tf.int64))
             self._nonce, self._fresh, self._at_t = {}, {}, {}
             for p, party in enumerate(("S1", "S2")):
-                with tf.device(rt.device(party)):
+                with device_scope(rt.device(party)):
                     self._nonce[p] = tf.Variable(nonce[p], trainable=False)
                     self._fresh[p] = tf.Variable(True, trainable=False)
             for t in ("T1", "T2"):
-                with tf.device(rt.device(t)):
+                with device_scope(rt.device(t)):
                     self._at_t[t] = tuple(tf.Variable(v, trainable=False) for v in shipped[t])
         self._rt = rt
 
@@ -58,13 +59,13 @@ class Pregarbled:
             # concurrent runs, only the one S1 let through reaches S2, so
             # exactly one succeeds instead of each winning one server and
             # both failing.
-            with tf.device(rt.device(party)), tf.control_dependencies(after):
+            with device_scope(rt.device(party)), tf.control_dependencies(after):
                 nonce[p] = kernels.take_once(self._fresh[p], self._nonce[p], ALREADY_USED)
                 after = [nonce[p]]
                 with tf.control_dependencies(after):
                     key[p] = rt.key("S1", "S2", party)
         at_t = {}
         for t, vs in self._at_t.items():
-            with tf.device(rt.device(t)):  # each assistant reads its own tables
+            with device_scope(rt.device(t)):  # each assistant reads its own tables
                 at_t[t] = tuple(v.read_value() for v in vs)
         return key, nonce, at_t

@@ -30,6 +30,7 @@ from . import circuits
 from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
+from ..runtime.devscope import device_scope
 
 
 def default_width(cfg) -> int:
@@ -94,7 +95,7 @@ def plaintext_leading_one(backend, x, columns: Sequence[int], magnitude: bool, w
     """The same outputs in the clear on the client (the plaintext backend,
     a test oracle): integer bits [N, len(columns)] in share 0."""
     cols = check_columns(columns, width)
-    with tf.device(backend.rt.device("client")):
+    with device_scope(backend.rt.device("client")):
         xw = plain_low_signed(backend, x, width)
         keep = tf.constant((1 << (width - 1)) - 1, tf.int64)
         if magnitude:       # one's complement: x XOR sign (arithmetic shift)

@@ -24,6 +24,7 @@ from . import circuits
 from ..runtime import cost as C
 from ..runtime import kernels
 from .leading_one import plain_low_signed
+from ..runtime.devscope import device_scope
 
 #: AND gates of one garbled comparator: the circuit is used only where it is
 #: smaller than the comparators it replaces
@@ -85,7 +86,7 @@ def plaintext_thresholds(backend, x, points: Sequence[int], width: int, integer:
     """The same outputs in the clear on the client (the plaintext backend, a
     test oracle): [x < θ_k] of x mod 2^W read as a signed W-bit integer."""
     _spec(points, width)                    # same validity as the circuit
-    with tf.device(backend.rt.device("client")):
+    with device_scope(backend.rt.device("client")):
         xw = plain_low_signed(backend, x, width)
         th = tf.constant([int(p) for p in points], tf.int64)
         bits = tf.cast(xw[:, None] < th[None, :], tf.int64)

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from . import kernels, sealing
 from ...op_builder import raw_op
+from .devscope import device_scope
 
 Observer = Callable[[str, str, Sequence[tf.Tensor]], None]
 #: (src, dst, tensors on the wire) -> the tensors delivered instead
@@ -77,7 +78,7 @@ class Channels:
         with tf.init_scope():
             for src, dst in (pairs if pairs is not None
                              else itertools.permutations(self.devices, 2)):
-                with tf.device(self.devices[dst]):
+                with device_scope(self.devices[dst]):
                     # [messages, bytes] received by dst from src
                     self._counters[(src, dst)] = tf.Variable(
                         tf.zeros([2], tf.int64), trainable=False,
@@ -97,9 +98,9 @@ class Channels:
         tensors = [tf.convert_to_tensor(t) for t in list(payload) + list(headers)]
         link = self._links.get((src, dst))
         if link is not None:
-            with tf.device(self.devices[src]), tf.name_scope(f"tp_seal_{src}_to_{dst}"):
+            with device_scope(self.devices[src]), tf.name_scope(f"tp_seal_{src}_to_{dst}"):
                 message = sealing.seal(link, tensors)
-        with tf.device(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}"):
+        with device_scope(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}"):
             wire = _identity_n(input=tensors if link is None else [message])
             for intercept in list(self._interceptors):
                 wire = intercept(src, dst, list(wire))
@@ -181,12 +182,12 @@ class Channels:
         finally:
             self._deferred.stack = stack
         for (src, dst), (m, b) in sorted(pending.items()):
-            with tf.device(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}_counts"):
+            with device_scope(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}_counts"):
                 self._counters[(src, dst)].assign_add(tf.constant([m, b], tf.int64),
                                                       read_value=False)
         for var, device, totals in adds.values():
             if any(totals):
-                with tf.device(device):
+                with device_scope(device):
                     var.assign_add(tf.constant(totals, tf.int64), read_value=False)
 
     def secure(self, link: sealing.Link) -> None:

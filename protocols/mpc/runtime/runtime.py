@@ -29,6 +29,7 @@ from . import shares as sh
 from ...config import Config
 from ...loader import load_library
 from .channel import Channels, check_stream
+from .devscope import device_scope
 
 PARTIES = ("S1", "S2", "T1", "T2")
 CLIENT = "client"
@@ -72,7 +73,7 @@ class Runtime:
             pair for c in extra for h in ("S1", "S2") for pair in ((c, h), (h, c))]
         self.channels = Channels({p: self.devices[p] for p in core + extra}, pairs)
         with tf.init_scope():  # variables and keys are created eagerly, once
-            with tf.device(self.devices["S1"]):
+            with device_scope(self.devices["S1"]):
                 self._protocol_counters = tf.Variable(
                     tf.zeros([len(PROTOCOL_COUNTERS)], tf.int64), trainable=False,
                     name="tp_protocol_counters")
@@ -90,7 +91,7 @@ class Runtime:
             for a, b in self._keys:
                 self._counters[(a, b)] = {}
                 for p in (a, b):
-                    with tf.device(self.devices[p]):
+                    with device_scope(self.devices[p]):
                         self._counters[(a, b)][p] = tf.Variable(
                             tf.constant(0, tf.int64), trainable=False,
                             name=f"tp_nonce_{a}{b}_at_{p}")
@@ -114,7 +115,7 @@ class Runtime:
         device, dtype and value; eagerly it is a plain constant."""
         device = self.devices[party]
         if tf.executing_eagerly():
-            with tf.device(device):
+            with device_scope(device):
                 return tf.constant(value, dtype)
         graph = tf.compat.v1.get_default_graph()
         cache = self._graph_constants.setdefault(graph, {})
@@ -122,7 +123,7 @@ class Runtime:
         key = (device, dtype, a.shape, a.tobytes())
         c = cache.get(key)
         if c is None:
-            with tf.control_dependencies(None), tf.device(device):
+            with tf.control_dependencies(None), device_scope(device):
                 c = cache[key] = tf.constant(a, dtype)
         return c
 
@@ -136,7 +137,7 @@ class Runtime:
     def key(self, a: str, b: str, at: str) -> tf.Tensor:
         """The a-b pair key as held by party `at` (one of a, b)."""
         v = self._keys[self._pair(a, b)][at]
-        with tf.device(self.devices[at]):
+        with device_scope(self.devices[at]):
             return v.read_value()
 
     def nonce(self, a: str, b: str, at: str) -> tf.Tensor:
@@ -150,7 +151,7 @@ class Runtime:
     def key_material(self, a: str, b: str, at: str) -> Tuple[tf.Tensor, tf.Tensor]:
         """(key, fresh nonce) of the a-b stream on party `at`, in one op."""
         pair = self._pair(a, b)
-        with tf.device(self.devices[at]):
+        with device_scope(self.devices[at]):
             return kernels.stream_next(self._keys[pair][at], self._counters[pair][at])
 
     def key_materials(self, at: str, pairs: Sequence[Tuple[str, str]]
@@ -160,7 +161,7 @@ class Runtime:
         if len(pairs) == 1:
             return [self.key_material(pairs[0][0], pairs[0][1], at)]
         ps = [self._pair(a, b) for a, b in pairs]
-        with tf.device(self.devices[at]):
+        with device_scope(self.devices[at]):
             return kernels.stream_next_many([self._keys[p][at] for p in ps],
                                             [self._counters[p][at] for p in ps])
 
@@ -179,7 +180,7 @@ class Runtime:
                      received_nonce: tf.Tensor, sender: str, x: tf.Tensor) -> tf.Tensor:
         """x, checked on party `at`: its nonce of the a-b stream must equal the
         one `sender` put in a message header (channel.check_stream)."""
-        with tf.device(self.devices[at]):
+        with device_scope(self.devices[at]):
             return check_stream(self._pair(a, b), at, own_nonce, received_nonce, sender, x)
 
     def count(self, rounds=0, multiplications=0, comparisons=0) -> None:
@@ -190,7 +191,7 @@ class Runtime:
         if all(v is not None for v in static) and self.channels.add_at_end(
                 self._protocol_counters, self.devices["S1"], static):
             return   # once for the whole graph, as its messages (Channels.counted_at_end)
-        with tf.device(self.devices["S1"]):
+        with device_scope(self.devices["S1"]):
             if all(v is not None for v in static):
                 # known while tracing (the usual case): one constant, so a
                 # protocol call is counted by two graph ops, not six

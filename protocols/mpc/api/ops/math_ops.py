@@ -16,6 +16,7 @@ from . import _common as C
 from . import array_ops
 from ..value import PrivateTensor
 from ...runtime import shares as sh
+from ...runtime.devscope import device_scope
 
 TensorLike = Union[PrivateTensor, tf.Tensor, np.ndarray, float, int]
 
@@ -61,7 +62,7 @@ def share(x, name: Optional[str] = None, bits: bool = False,
     if owner not in h.runtime.devices or not owner.startswith("client"):
         raise ValueError(f"tp.share(owner={owner!r}): the owner must be a data owner of the "
                          f"runtime ('client', or 'client1', ... with tp.init(num_clients=N))")
-    with tf.device(h.runtime.device(owner)):
+    with device_scope(h.runtime.device(owner)):
         if bits:
             # unscaled (f = 0); the bound 2 refuses anything of magnitude >= 2
             encoded = _encode_checked(h, t, label, owner, frac_bits=0, bound=2.0)
@@ -107,7 +108,7 @@ def reveal(p: PrivateTensor, to: Optional[str] = None) -> tf.Tensor:
         raise ValueError(f"tp.reveal(to={to!r}): reveal to 'client' or a data owner "
                          "'client1', ... of tp.init(num_clients=N)")
     ring = h.backend.reveal(C.shares(p), to) if to != "client" else h.backend.reveal(C.shares(p))
-    with tf.device(h.runtime.device(to)):
+    with device_scope(h.runtime.device(to)):
         x = h.backend.decode(ring, to) if to != "client" else h.backend.decode(ring)
         if p.dtype == tf.bool:
             return x > 0.5

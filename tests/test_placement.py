@@ -187,3 +187,36 @@ def test_the_check_catches_a_copy_that_bypasses_the_channel():
     shares = graphcheck.share_inputs(concrete, 1)
     bad = graphcheck.graph_violations(concrete, servers, shares)
     assert any("crosses S1 -> S2" in b for b in bad), bad
+
+
+def _device_scope_places(scope) -> dict:
+    """Where `scope(S1)` puts an op built in a trace and one run eagerly
+    under tf.init_scope inside the same trace (the default graph is still
+    the function's there)."""
+    s1 = tp.servers()["S1"]
+    seen = {}
+
+    def f():
+        with tf.init_scope():
+            with scope(s1):
+                seen["eager"] = (tf.constant([1], tf.int64) + 1).device
+        with scope(s1):
+            out = tf.constant([1], tf.int64) + 1
+        seen["graph"] = out.op.device
+        return out
+    tf.function(f, autograph=False).get_concrete_function()
+    return {k: placement.canon(v) for k, v in seen.items()}
+
+
+def test_device_scope_places_traced_and_init_scope_ops():
+    """runtime/devscope.device_scope, the protocols' tf.device: the graph's
+    own scope while tracing, tf.device when executing eagerly, also under
+    tf.init_scope inside a trace. Broken variant, in the test: a scope that
+    only sets the graph's device leaves the eager op on the client."""
+    from tensorflow.python.framework import ops
+    from tf_privpy.protocols.mpc.runtime.devscope import device_scope
+    s1 = placement.canon(tp.servers()["S1"])
+    assert _device_scope_places(device_scope) == {"eager": s1, "graph": s1}
+    assert _device_scope_places(tf.device) == {"eager": s1, "graph": s1}
+    graph_only = _device_scope_places(lambda d: ops.get_default_graph().device(d))
+    assert graph_only["graph"] == s1 and graph_only["eager"] != s1, graph_only

@@ -228,6 +228,34 @@ def test_counted_at_end_counts_a_graph_once_per_link_and_loops_per_iteration(rin
     assert runs[True] < runs[False]
 
 
+def test_a_block_whose_body_raised_still_counts_its_messages(ring_case):
+    """Channels.counted_at_end adds its counts also when its body raised: a
+    caller that catches the error goes on tracing, and the messages sent
+    before it stay in the graph and run. Broken variant tried while writing
+    this: adding the counts after the block instead of in its `finally`
+    left the multiplication's messages uncounted (no link counted)."""
+    rt = tp.get_runtime().runtime
+    x = tp.share(np.arange(4.0).reshape(2, 2))
+
+    def f(a):
+        z = None
+        try:
+            with rt.channels.counted_at_end():
+                z = a * a
+                raise ValueError("caught below")
+        except ValueError:
+            pass
+        return z
+
+    traced = tf.function(f)
+    traced(x)
+    with tp.stats() as counted:
+        traced(x)
+    with tp.stats() as eager:
+        f(x)
+    assert counted.links and counted.links == eager.links
+
+
 def test_private_call_runs_without_grappler_and_restores_the_options(ring_case):
     """runtime/calling.private_call: the thread's call options inside have
     the meta optimizer off, the same config every call (TF keys an

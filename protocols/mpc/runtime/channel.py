@@ -165,7 +165,8 @@ class Channels:
         a run adds the same totals either way. A run that fails part-way
         counts its messages either way too (the update is not ordered after
         them), which no reader relies on: a failed run's stats are not
-        reported.
+        reported. A block whose body raised while tracing still adds its
+        counts (the messages sent before the error stay in the graph).
         """
         stack = getattr(self._deferred, "stack", ())
         graph = tf.compat.v1.get_default_graph()
@@ -180,15 +181,19 @@ class Channels:
         try:
             yield
         finally:
+            # also when the block's body raised: a caller that catches the
+            # error goes on tracing, and the messages already sent stay in
+            # its graph, so they are counted like any other
             self._deferred.stack = stack
-        for (src, dst), (m, b) in sorted(pending.items()):
-            with device_scope(self.devices[dst]), tf.name_scope(f"{SCOPE}_{src}_to_{dst}_counts"):
-                self._counters[(src, dst)].assign_add(tf.constant([m, b], tf.int64),
-                                                      read_value=False)
-        for var, device, totals in adds.values():
-            if any(totals):
-                with device_scope(device):
-                    var.assign_add(tf.constant(totals, tf.int64), read_value=False)
+            for (src, dst), (m, b) in sorted(pending.items()):
+                with device_scope(self.devices[dst]), \
+                        tf.name_scope(f"{SCOPE}_{src}_to_{dst}_counts"):
+                    self._counters[(src, dst)].assign_add(tf.constant([m, b], tf.int64),
+                                                          read_value=False)
+            for var, device, totals in adds.values():
+                if any(totals):
+                    with device_scope(device):
+                        var.assign_add(tf.constant(totals, tf.int64), read_value=False)
 
     def secure(self, link: sealing.Link) -> None:
         """From now on, messages on link.name ("S1->T1") are sealed."""

@@ -146,18 +146,18 @@ class GraphOps:
         self._types: Dict[str, str] = {
             "tf_privpy_" + _snake(a[len(_RAW_PREFIX):]): _PREFIX + a[len(_RAW_PREFIX):]
             for a in dir(module) if a.startswith(_RAW_PREFIX)}
-        self._fns: Dict[str, Callable] = {}
 
     def op_names(self) -> List[str]:
         """The Python names of the library's ops."""
         return sorted(self._types)
 
     def __getattr__(self, name: str):
+        # called for a name not yet looked up: the op is made once and kept
+        # as an instance attribute, so later lookups skip this method
         if name.startswith("_"):
             raise AttributeError(name)
-        fn = self._fns.get(name)
-        if fn is None:
-            fn = self._fns[name] = self._make(name)
+        fn = self._make(name)
+        setattr(self, name, fn)
         return fn
 
     def _make(self, name: str) -> Callable:

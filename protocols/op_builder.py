@@ -100,8 +100,10 @@ class _Plan:
         if any(getattr(t, "graph", None) is not graph for t in flat):
             # a tensor of an outer graph (a variable's handle): captured in
             # the op's name scope, by its argument's name, as the wrapper's
-            # conversion captures it ("TfPrivpy>StreamNext_3/key")
-            name = graph.unique_name(name) + "/"
+            # conversion captures it ("TfPrivpy>StreamNext_3/key"); a name
+            # ending in "/" is that scope already (std_ops)
+            if not name.endswith("/"):
+                name = graph.unique_name(name) + "/"
             with graph.name_scope(name):
                 flat = [t if getattr(t, "graph", None) is graph else graph.capture(t, name=n)
                         for t, n in zip(flat, arg_names)]

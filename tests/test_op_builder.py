@@ -11,7 +11,7 @@ from google.protobuf import text_format
 
 import tf_privpy as tp
 from conftest import session_ring_fixture
-from tf_privpy.protocols import loader, op_builder
+from tf_privpy.protocols import loader, op_builder, std_ops
 from tf_privpy.protocols.mpc.runtime import channel
 
 ring = session_ring_fixture()
@@ -67,6 +67,7 @@ def test_traced_protocols_make_the_same_graph_as_the_wrappers(ring, monkeypatch)
     fast = _trace(args)
     monkeypatch.setattr(loader, "_graph_ops", loader.load_library())
     monkeypatch.setattr(channel, "_identity_n", tf.raw_ops.IdentityN)
+    monkeypatch.setattr(std_ops, "FAST", False)
     slow = _trace(args)
     assert fast[0].count("node {") > 500, "the workload should exercise the protocols"
     assert fast[0].count('op: "TfPrivpy>') > 200
@@ -110,3 +111,62 @@ def test_an_unknown_argument_is_refused():
         x = tf.constant([[1]], tf.int64)
         with pytest.raises(TypeError, match="unexpected keyword argument 'ringbits'"):
             graph_ops.tf_privpy_ring_add(x=x, y=x, ring_bits=64, ringbits=64)
+
+
+#: each std_ops function beside the TF function it stands for, on a
+#: [2, 3, 2] int64 tensor x (and an int32 tensor i: indices or a shape),
+#: with Python-int arguments and with tensor arguments
+_STD_CASES = [
+    ("reshape", lambda x, i: std_ops.reshape(x, [3, -1]), lambda x, i: tf.reshape(x, [3, -1])),
+    ("reshape_tensor", lambda x, i: std_ops.reshape(x, i), lambda x, i: tf.reshape(x, i)),
+    ("broadcast_to", lambda x, i: std_ops.broadcast_to(x[:1], [4, 3, 2]),
+     lambda x, i: tf.broadcast_to(x[:1], [4, 3, 2])),
+    ("transpose", lambda x, i: std_ops.transpose(x, [1, 0, 2]),
+     lambda x, i: tf.transpose(x, [1, 0, 2])),
+    ("gather_list", lambda x, i: std_ops.gather(x, [1, 0, 1], 1),
+     lambda x, i: tf.gather(x, [1, 0, 1], axis=1)),
+    ("gather_tensor", lambda x, i: std_ops.gather(x, i, 0), lambda x, i: tf.gather(x, i, axis=0)),
+    ("concat", lambda x, i: std_ops.concat([x, x], 1), lambda x, i: tf.concat([x, x], 1)),
+    ("concat_one", lambda x, i: std_ops.concat([x], 1), lambda x, i: tf.concat([x], 1)),
+    ("stack", lambda x, i: std_ops.stack([x, x + 1], 0), lambda x, i: tf.stack([x, x + 1], 0)),
+    ("stack_axis", lambda x, i: std_ops.stack([x, x], 2), lambda x, i: tf.stack([x, x], 2)),
+    ("unstack", lambda x, i: std_ops.unstack(x, 2, -1), lambda x, i: tf.unstack(x, num=2, axis=-1)),
+    ("tile", lambda x, i: std_ops.tile(x, [1, 2, 1]), lambda x, i: tf.tile(x, [1, 2, 1])),
+    ("expand_dims", lambda x, i: std_ops.expand_dims(x, -1), lambda x, i: tf.expand_dims(x, -1)),
+    ("slice", lambda x, i: std_ops.slice(x, [1, 0, 0], [1, -1, -1]),
+     lambda x, i: tf.slice(x, [1, 0, 0], [1, -1, -1])),
+    ("int64_shape", lambda x, i: std_ops.reshape(x, tf.cast(i, tf.int64)),
+     lambda x, i: tf.reshape(x, tf.cast(i, tf.int64))),
+]
+
+
+@pytest.mark.parametrize("name,fast,slow", _STD_CASES, ids=[c[0] for c in _STD_CASES])
+def test_std_ops_make_the_nodes_of_the_tf_functions(name, fast, slow, monkeypatch):
+    """Each traced std_ops function gives the graph (node names, attributes,
+    constants) and the values the TF function gives. Broken variant, checked
+    when this was written: the constant named "<scope>/shape_x" made every
+    case with a constant argument fail."""
+    x = tf.constant(np.arange(12).reshape(2, 3, 2), tf.int64)
+    i = tf.constant([1, 0], tf.int32) if name.startswith("gather") else tf.constant([3, 4])
+
+    def run(fn):
+        f = tf.function(lambda x, i: fn(x, i), autograph=False)
+        return _canonical(f.get_concrete_function(x, i).graph.as_graph_def()), f(x, i)
+    got, got_value = run(fast)
+    monkeypatch.setattr(std_ops, "FAST", False)
+    want, want_value = run(slow)
+    assert got == want
+    tf.nest.map_structure(np.testing.assert_array_equal, got_value, want_value)
+
+
+def test_std_ops_run_eagerly_and_convert_what_is_not_a_graph_tensor():
+    x = tf.constant([[1, 2], [3, 4]], tf.int64)
+    np.testing.assert_array_equal(std_ops.reshape(x, [-1]).numpy(), [1, 2, 3, 4])
+    np.testing.assert_array_equal(std_ops.transpose(x, [1, 0]).numpy(), [[1, 3], [2, 4]])
+
+    @tf.function(autograph=False)
+    def traced():
+        # a NumPy argument and a shape beyond int32 go to TF's functions
+        y = std_ops.gather(tf.constant([[1, 2], [3, 4]], tf.int64), np.array([1]), 0)
+        return std_ops.reshape(y, np.array([2], np.int64))
+    np.testing.assert_array_equal(traced().numpy(), [3, 4])

@@ -36,6 +36,7 @@ from typing import List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from ... import std_ops
 from ..runtime import cost as C
 from ..runtime import kernels
 from ..runtime import shares as sh
@@ -67,10 +68,10 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
     shape = backend.local(lambda s, party: sh.dynamic_shape(s, limbs), z)
     # z flat [n(, 2)], its low limb (sh.low64) by one Unpack; an operand
     # that is z itself (ReLU, |x|) reuses the flat z
-    flat = lambda x, party: tf.reshape(x, const(party, [-1] + tail))  # noqa: E731
+    flat = lambda x, party: std_ops.reshape(x, const(party, [-1] + tail))  # noqa: E731
     zf = backend.local(flat, z)
     low = zf if limbs == 1 else backend.local(
-        lambda s, party: tf.unstack(s, num=2, axis=-1)[0], zf)
+        lambda s, party: std_ops.unstack(s, num=2, axis=-1)[0], zf)
     n_static: Optional[int] = low[0].shape[0]
     # The k operands stacked [k, n(, 2)], not concatenated: the opened bits
     # [n] broadcast over them and one Unpack splits the result back (the
@@ -123,11 +124,11 @@ def ltz_mul(backend, z, vs: Sequence, dealer_n: Optional[tf.Tensor] = None) -> L
         parts = []
         for p in range(2):
             with backend.on(p):
-                parts.append(tf.unstack(out[p], num=k))
+                parts.append(std_ops.unstack(out[p], num=k, axis=0))
         C.propagate(out, parts[0] + parts[1])
 
     def back(y, shp, party):
         if isinstance(shp, list):
-            return tf.reshape(y, const(party, shp + tail))
+            return std_ops.reshape(y, const(party, shp + tail))
         return sh.reshape(y, shp, limbs)
     return [backend.local(back, (parts[0][i], parts[1][i]), shape) for i in range(k)]

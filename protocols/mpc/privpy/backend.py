@@ -18,6 +18,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from ... import std_ops
 from . import circuits
 from ..runtime import cost as C
 from ..runtime import kernels
@@ -392,7 +393,7 @@ class Backend(abc.ABC):
             out = []
             for i in range(2):
                 with self.on(i):
-                    out.append(tf.unstack(z[i], num=len(pairs), axis=0))
+                    out.append(std_ops.unstack(z[i], num=len(pairs), axis=0))
             C.propagate(z, out[0] + out[1])
             return list(zip(out[0], out[1]))
         sizes = [s.num_elements() for s in shapes]
@@ -404,7 +405,7 @@ class Backend(abc.ABC):
             out = []
             for i in range(2):
                 with self.on(i):
-                    out.append(tf.concat([tf.reshape(x[i], const(i, [-1] + tail)) for x in xs],
+                    out.append(std_ops.concat([std_ops.reshape(x[i], const(i, [-1] + tail)) for x in xs],
                                          const(i, 0)))
             C.propagate([t for x in xs for t in x], out)
             return out[0], out[1]
@@ -415,7 +416,7 @@ class Backend(abc.ABC):
         out = []
         for i in range(2):
             with self.on(i):
-                out.append([tf.reshape(p, const(i, s.as_list() + tail)) for p, s in
+                out.append([std_ops.reshape(p, const(i, s.as_list() + tail)) for p, s in
                             zip(tf.split(z[i], const(i, sizes), axis=const(i, 0)), shapes)])
         C.propagate(z, out[0] + out[1])
         return list(zip(out[0], out[1]))

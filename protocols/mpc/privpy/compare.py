@@ -27,9 +27,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from ..runtime import cost as C
-from ..runtime import kernels
-from ..runtime import shares as sh
+from ... import std_ops
+from ..runtime import cost as C, kernels, shares as sh
 from .backend import Backend, Shares
 from ..runtime.devscope import device_scope
 
@@ -309,18 +308,18 @@ def _exchange_blocks(backend: Backend, x: Shares, idx, kj, n: int, descending: b
 
     def split(s, party):
         g = geo[party]
-        first, middle, last = tf.split(tf.reshape(s, g["blk"]), g["parts"], num=3,
+        first, middle, last = tf.split(std_ops.reshape(s, g["blk"]), g["parts"], num=3,
                                        axis=g["axis"])
-        lo, hi = tf.unstack(tf.reshape(middle, g["mid"]), num=2, axis=3)
+        lo, hi = std_ops.unstack(std_ops.reshape(middle, g["mid"]), num=2, axis=3)
         return lo, hi, (first, last)
 
     def join(lo, hi, s, ends, party):
         g = geo[party]
-        mid = tf.reshape(tf.stack([lo, hi], 3), g["joined"])
-        whole = tf.concat([ends[0], mid, ends[1]], g["axis"])
+        mid = std_ops.reshape(std_ops.stack([lo, hi], 3), g["joined"])
+        whole = std_ops.concat([ends[0], mid, ends[1]], g["axis"])
         shape = (backend.rt.constant(backend.holders[party], s.shape.as_list())
                  if s.shape.is_fully_defined() else tf.shape(s, out_type=tf.int64))
-        return tf.reshape(whole, shape)
+        return std_ops.reshape(whole, shape)
 
     vals = (x,) if idx is None else (x, idx)
     pairs, ends = [], []

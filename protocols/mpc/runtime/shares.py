@@ -12,6 +12,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from ... import std_ops
+
 Shares = Tuple[tf.Tensor, tf.Tensor]
 
 
@@ -54,7 +56,7 @@ def storage(shape, limbs: int):
 
 def reshape(s: tf.Tensor, shape, limbs: int) -> tf.Tensor:
     if isinstance(shape, (list, tuple)):
-        shape = list(shape)
+        return std_ops.reshape(s, storage(list(shape), limbs))
     return tf.reshape(s, storage(shape, limbs))
 
 
@@ -63,13 +65,13 @@ def transpose(s: tf.Tensor, perm: Optional[Sequence[int]], limbs: int) -> tf.Ten
     perm = list(reversed(range(r))) if perm is None else [norm_axis(p, r, "perm") for p in perm]
     if sorted(perm) != list(range(r)):
         raise ValueError(f"perm {perm} is not a permutation of {list(range(r))}")
-    return tf.transpose(s, perm + ([r] if limbs == 2 else []))
+    return std_ops.transpose(s, perm + ([r] if limbs == 2 else []))
 
 
 def getitem(s: tf.Tensor, key, limbs: int) -> tf.Tensor:
     plain = _plain_slice(s, key if isinstance(key, tuple) else (key,), limbs)
     if plain is not None:   # one Slice and two constants, not a strided slice and three
-        return tf.slice(s, *plain)
+        return std_ops.slice(s, *plain)
     if limbs == 2:
         key = key if isinstance(key, tuple) else (key,)
         if any(k is Ellipsis for k in key):
@@ -97,7 +99,7 @@ def _plain_slice(s: tf.Tensor, key: tuple, limbs: int):
 
 
 def concat(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
-    return tf.concat(list(shares), norm_axis(axis, _rank(shares[0], limbs)))
+    return std_ops.concat(shares, norm_axis(axis, _rank(shares[0], limbs)))
 
 
 def pack(tensors: Sequence[tf.Tensor], axis: int = 0) -> tf.Tensor:
@@ -114,9 +116,9 @@ def pack(tensors: Sequence[tf.Tensor], axis: int = 0) -> tf.Tensor:
     that no traced graph keeps such a Pack."""
     ts = list(tensors)
     if len(ts) > 1 and all(t is ts[0] for t in ts):
-        e = tf.expand_dims(ts[0], axis)
-        return tf.tile(e, [len(ts) if d == axis else 1 for d in range(e.shape.rank)])
-    return tf.stack(ts, axis)
+        e = std_ops.expand_dims(ts[0], axis)
+        return std_ops.tile(e, [len(ts) if d == axis else 1 for d in range(e.shape.rank)])
+    return std_ops.stack(ts, axis)
 
 
 def stack(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
@@ -124,7 +126,7 @@ def stack(shares: Sequence[tf.Tensor], axis: int, limbs: int) -> tf.Tensor:
 
 
 def tile(s: tf.Tensor, multiples: Sequence[int], limbs: int) -> tf.Tensor:
-    return tf.tile(s, list(multiples) + ([1] if limbs == 2 else []))
+    return std_ops.tile(s, list(multiples) + ([1] if limbs == 2 else []))
 
 
 def repeat(s: tf.Tensor, repeats, axis: Optional[int], limbs: int) -> tf.Tensor:
@@ -135,7 +137,7 @@ def repeat(s: tf.Tensor, repeats, axis: Optional[int], limbs: int) -> tf.Tensor:
 
 
 def expand_dims(s: tf.Tensor, axis: int, limbs: int) -> tf.Tensor:
-    return tf.expand_dims(s, norm_axis(axis, _rank(s, limbs) + 1))
+    return std_ops.expand_dims(s, norm_axis(axis, _rank(s, limbs) + 1))
 
 
 def squeeze(s: tf.Tensor, axis, limbs: int) -> tf.Tensor:
@@ -165,9 +167,9 @@ def low64(s: tf.Tensor, limbs: int) -> tf.Tensor:
     ring homomorphism (DESIGN §3), so the low words of two shares add up to
     the low word of the value. What both comparison families read."""
     if limbs == 1:
-        return tf.reshape(s, [-1])
+        return std_ops.reshape(s, [-1])
     # the low limb by one Unpack (a strided slice takes three constants)
-    return tf.reshape(tf.unstack(s, num=2, axis=-1)[0], [-1])
+    return std_ops.reshape(std_ops.unstack(s, num=2, axis=-1)[0], [-1])
 
 
 def like(c: tf.Tensor, share: tf.Tensor, limbs: int) -> tf.Tensor:
@@ -179,11 +181,11 @@ def like(c: tf.Tensor, share: tf.Tensor, limbs: int) -> tf.Tensor:
 
 
 def broadcast_to(s: tf.Tensor, shape, limbs: int) -> tf.Tensor:
-    return tf.broadcast_to(s, storage(list(shape), limbs))
+    return std_ops.broadcast_to(s, storage(list(shape), limbs))
 
 
 def gather(s: tf.Tensor, indices, axis: int, limbs: int) -> tf.Tensor:
-    return tf.gather(s, indices, axis=norm_axis(axis, _rank(s, limbs)))
+    return std_ops.gather(s, indices, norm_axis(axis, _rank(s, limbs)))
 
 
 def reduce_axes_layout(shape: tf.TensorShape, axis) -> Tuple[List[int], List[int]]:

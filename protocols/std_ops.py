@@ -32,14 +32,10 @@ from .op_builder import _Plan
 FAST = True
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
-_plans: Dict[str, _Plan] = {}
-
-
-def _plan(op_type: str) -> _Plan:
-    p = _plans.get(op_type)
-    if p is None:
-        p = _plans[op_type] = _Plan(op_type)
-    return p
+#: each op's plan, read once from its OpDef at import (never changed after)
+_PLANS: Dict[str, _Plan] = {t: _Plan(t) for t in (
+    "Reshape", "BroadcastTo", "Transpose", "GatherV2", "ConcatV2", "Pack", "Unpack", "Tile",
+    "ExpandDims", "Slice")}
 
 
 def _graph_tensor(t) -> bool:
@@ -96,7 +92,7 @@ def _build(op_type: str, scope: str, inputs: Dict[str, Any], consts: Dict[str, A
             graph._name_stack = old  # pylint: disable=protected-access
     if attrs:
         kwargs.update(attrs)
-    return _plan(op_type).build(graph, kwargs, full + "/")
+    return _PLANS[op_type].build(graph, kwargs, full + "/")
 
 
 def reshape(tensor: tf.Tensor, shape) -> tf.Tensor:
@@ -122,14 +118,9 @@ def transpose(a: tf.Tensor, perm: List[int]) -> tf.Tensor:
 
 def gather(params: tf.Tensor, indices, axis: int) -> tf.Tensor:
     """tf.gather(params, indices, axis=axis) of a tensor (not a variable)."""
-    if isinstance(indices, tf.Tensor):
-        if _fast([params, indices], [axis]):
-            return _build("GatherV2", "GatherV2", {"params": params, "indices": indices},
-                          {"axis": axis})
-    elif _fast([params], [indices, axis]):
+    if _fast([params], [indices, axis]):
         return _build("GatherV2", "GatherV2", {"params": params},
-                      {"indices": list(indices) if isinstance(indices, (list, tuple))
-                       else indices, "axis": axis})
+                      {"indices": _arg(indices), "axis": axis})
     return tf.gather(params, indices, axis=axis)
 
 

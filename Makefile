@@ -20,7 +20,7 @@ LIB := tf_privpy/_tf_privpy_ops.so
 PROTO := tf_privpy/deploy/service/share_service.proto
 PROTO_STUBS := tf_privpy/deploy/service/share_service_pb2.py tf_privpy/deploy/service/share_service_pb2_grpc.py
 
-.PHONY: all setup build demo test test-fast cc-tests cc-bench-aead wheel bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
+.PHONY: all setup build demo test test-fast cc-tests cc-bench-aead wheel zoo bench bench-quick bench-report bench-venv bench-peers bench-venv-peers bench-venv-crypten bench-venv-mpyc bench-venv-spu bench-venv-tfe docs bazel clean distclean
 
 all: build
 
@@ -62,6 +62,12 @@ demo: build
 #             loads it: TF_PRIVPY_TEST_BAZEL_LIB);
 #   wheel     `pip wheel` of a copy of the sources, installed into
 #             build/wheel/site (tests/test_packaging.py: TF_PRIVPY_TEST_WHEEL_DIR);
+#   zoo       the zoo models the suite checks (tp.models: LeNet-5s, networks
+#             A-D, FFNN, logistic regression, the ViT; about 3 CPU-minutes),
+#             trained from scratch into build/zoo-models by tests/zoo.py
+#             whenever the code or data that trains them changed; the tests
+#             load them from there (TF_PRIVPY_TEST_ZOO_DIR; without the
+#             step's .built they train into their run's own folder);
 #   chromium  Debian's chromium for tests/test_tensorboard_page.py, installed
 #             with apt-get when missing and this user may (root or passwordless
 #             sudo); otherwise a message says what to install and that test fails.
@@ -84,13 +90,15 @@ demo: build
 # own line).
 TEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 TEST_ENV = TF_PRIVPY_TEST_BAZEL_LIB=$(CURDIR)/$(BAZEL_LIB) \
-           TF_PRIVPY_TEST_WHEEL_DIR=$(CURDIR)/$(WHEEL_DIR)
+           TF_PRIVPY_TEST_WHEEL_DIR=$(CURDIR)/$(WHEEL_DIR) \
+           TF_PRIVPY_TEST_ZOO_DIR=$(CURDIR)/$(ZOO_DIR)
 TIMED := bash tools/timed.sh
 test: build
 	@mkdir -p build && rm -f build/test-phases.txt
 	-$(TIMED) cc-tests $(MAKE) --no-print-directory -j$(JOBS) cc-tests
 	$(TIMED) bazel $(MAKE) --no-print-directory bazel || rm -f $(BAZEL_LIB)
 	$(TIMED) wheel $(MAKE) --no-print-directory wheel || rm -f $(WHEEL_DIR)/.built
+	$(TIMED) zoo $(MAKE) --no-print-directory zoo || rm -f $(ZOO_DIR)/.built
 	$(TIMED) chromium bash tools/ensure_chromium.sh
 	$(TEST_ENV) $(TIMED) pytest $(PY) -m pytest -q $(TEST_ARGS) --durations=25 \
 	  --durations-file=build/test-durations.json; status=$$?; \
@@ -128,6 +136,15 @@ $(WHEEL_DIR)/.built: $(VENV)/.installed $(WHEEL_SRCS)
 	$(PY) tools/build_test_wheel.py $(WHEEL_DIR)
 
 wheel: $(WHEEL_DIR)/.built
+
+# The zoo models the suite checks, trained from scratch into an emptied
+# folder when what trains them changed (tests/zoo.py says how the tests use it).
+ZOO_DIR := build/zoo-models
+$(ZOO_DIR)/.built: $(VENV)/.installed tf_privpy/models.py tf_privpy/datasets.py tests/zoo.py | build
+	rm -rf $(ZOO_DIR)
+	TF_CPP_MIN_LOG_LEVEL=3 PYTHONPATH=$(CURDIR) $(PY) tests/zoo.py $(ZOO_DIR)
+
+zoo: $(ZOO_DIR)/.built
 
 # Every benchmark program in turn ("[3/11] benchmarks/functions.py ..."), going on
 # past a failing one, then one report: benchmarks/REPORT.md and benchmarks/report/*.png

@@ -2,8 +2,8 @@
 logit of the private prediction is within the bound tests/tolerances.py
 derives for the network (keras_tol), in both rings, and the private
 classes equal Keras' on at least 99.5 % of the digits. The models
-are trained once per test run on the 4,000 shipped training digits
-(tests/zoo.py, shared with tests/test_models.py's accuracy checks).
+are trained once (tests/zoo.py) on the 4,000 shipped training digits,
+shared with tests/test_models.py's accuracy checks.
 
 The bound is per logit, so N_TEST digits check it as 1,000 did; the suite
 used 1,000 digits (10 predicts per case) until issue 25: at 50 (one
@@ -24,7 +24,7 @@ AGREEMENT = 0.995
 @pytest.fixture(scope="module")
 def plaintext(tmp_path_factory):
     """name -> (model, test digits, Keras' outputs): each model trained (or
-    loaded from this run's folder) and run in plaintext once for both rings."""
+    loaded from the zoo's folder) and run in plaintext once for both rings."""
     (train, test), seen = zoo.mnist(), {}
 
     def get(name):

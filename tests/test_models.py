@@ -227,8 +227,8 @@ def mnist():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(ACCURACY))
 def test_trains_to_accuracy(name, mnist, tmp_path_factory):
-    """Trained in this run (tests/zoo.py: once per run, and
-    tests/test_mnist_private.py converts the same model)."""
+    """Trained from scratch once (tests/zoo.py: by `make test`'s zoo step,
+    else once per run), and tests/test_mnist_private.py converts the same model."""
     train, test = mnist
     model = zoo.trained(name, tmp_path_factory, train)
     _, accuracy = tp.models.evaluate(model, *zoo.data(name, test))
@@ -252,3 +252,17 @@ def test_converts_to_private_inference(name, rng):
     x = rng.uniform(size=(2,) + model.input_shape[1:]).astype(np.float32)
     got = np.asarray(tp.keras.convert(model).predict(x, reveal=True))
     np.testing.assert_allclose(got, model.predict(x, verbose=0), rtol=1e-3, atol=1e-3)
+
+
+def test_zoo_folder_is_used_only_when_its_step_completed(tmp_path, tmp_path_factory,
+                                                          monkeypatch):
+    """tests/zoo.py loads `make test`'s trained models only from a folder the
+    zoo step finished (its .built written last): a step that failed or was
+    interrupted leaves the tests training in their run's own folder.
+    (Broken variant, run_cache ignoring .built: the first assert failed.)"""
+    monkeypatch.delenv(zoo.ZOO_ENV, raising=False)
+    own = zoo.run_cache(tmp_path_factory)               # this run's folder
+    monkeypatch.setenv(zoo.ZOO_ENV, str(tmp_path))
+    assert zoo.run_cache(tmp_path_factory) == own       # no .built: not used
+    (tmp_path / zoo.DONE).touch()
+    assert zoo.run_cache(tmp_path_factory) == str(tmp_path)

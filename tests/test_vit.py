@@ -1,14 +1,14 @@
-"""The Vision Transformer of tp.models (issue 27), trained in this run on the
-4,000 shipped digits (tests/zoo.py) and run privately on the 1,000 held-out
-ones, in both rings:
+"""The Vision Transformer of tp.models (issue 27), trained from scratch on the
+4,000 shipped digits (tests/zoo.py: by `make test`'s zoo step, else in this
+run) and run privately on the 1,000 held-out ones, in both rings:
 - Keras' accuracy >= 95 % (measured 97.0 %);
 - the private argmax equals Keras's on >= 99.5 % of the 1,000 digits;
 - every private logit within VIT_LOGIT_TOL of Keras's (tests/tolerances.py
   says why this bound is a measured budget, not a composed one);
 and examples/vit_private_inference.py runs on the same trained model.
 
-`long`: the length (1,000 digits, the training) is what it checks; `make
-test` runs it in its own step."""
+`long`: the length (1,000 digits) is what it checks; `make test-fast`
+leaves it out."""
 import os
 import re
 import subprocess
@@ -43,7 +43,7 @@ def test_vit_private_inference_on_1000_digits(ring, tmp_path_factory):
 
 @pytest.mark.long
 def test_vit_example(tmp_path_factory):
-    """examples/vit_private_inference.py on the model trained in this run
+    """examples/vit_private_inference.py on the zoo's trained model
     (its cache key: the same digits and settings), 64-bit ring."""
     zoo.trained("vit", tmp_path_factory)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT,

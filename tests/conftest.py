@@ -39,8 +39,9 @@ def pytest_configure(config):
 
 def _file_rank(items) -> tuple:
     """A test file's place in the run: files holding `long` tests first
-    (test_vit.py's ViT training and 2,000 private digits, about 5 min on one
-    core, test_training.py's network A, about 4 min with its other tests),
+    (test_vit.py's 2,000 private digits, about 2 min on one core once the
+    zoo step trained the ViT, 5 with its training; test_training.py's
+    network A, about 4 min with its other tests),
     then files with `slow` tests, then the rest; within each, more tests
     first (xdist's own order). With `make test`'s three workers, a file each
     at a time, the longest files start at once and the many short ones fill

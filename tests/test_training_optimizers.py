@@ -71,13 +71,13 @@ def _keras(model, make, batches, loss):
     return ref.get_weights()
 
 
-def _batches_clear_of_kinks(model, make, loss, steps=STEPS, n=8):
+def _batches_clear_of_kinks(model, make, loss, margin, steps=STEPS, n=8):
     """(batches, float64 Keras' trained weights): _batches' task, drawn
     along Keras' own training so that no hidden pre-activation of any step
-    comes within RELU_KINK_MARGIN of 0, the ReLU's kink, where the private
-    step's error may flip the derivative of one sample (tests/
-    tolerances_training.py); what this test measures is the optimizers'
-    numerics, not that discontinuity."""
+    comes within `margin` (RELU_KINK_MARGIN of the optimizer) of 0, the
+    ReLU's kink, where the private training's drift may flip the derivative
+    of one sample (tests/tolerances_training.py); what this test measures is
+    the optimizers' numerics, not that discontinuity."""
     rng = np.random.default_rng(0)
     w = rng.normal(size=(6, 3))
     ref = _float64(model)
@@ -89,7 +89,7 @@ def _batches_clear_of_kinks(model, make, loss, steps=STEPS, n=8):
         while len(x) < n:
             c = rng.uniform(-1, 1, (n, 6)).astype(np.float32)
             z = c.astype(np.float64) @ kernel + bias
-            x = np.concatenate([x, c[np.abs(z).min(1) >= RELU_KINK_MARGIN]])
+            x = np.concatenate([x, c[np.abs(z).min(1) >= margin]])
         x = x[:n]
         y = np.eye(3, dtype=np.float32)[(x @ w).argmax(-1)]
         batches.append((x, y))
@@ -108,7 +108,8 @@ def rrmse(got, want) -> float:
 def test_100_steps_match_keras(ring, name):
     model = _model()
     loss = tf.keras.losses.CategoricalCrossentropy(from_logits=True)
-    batches, want = _batches_clear_of_kinks(model, OPTIMIZERS[name], loss)
+    batches, want = _batches_clear_of_kinks(model, OPTIMIZERS[name], loss,
+                                            RELU_KINK_MARGIN[name])
     trainer = tp.keras.convert_training(model, loss, OPTIMIZERS[name]())
     for x, y in batches:
         trainer.step(x, y)

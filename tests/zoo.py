@@ -123,9 +123,10 @@ def main(argv) -> int:
     child = subprocess.Popen([sys.executable, os.path.abspath(__file__), out, "vit"])
     try:
         _train(out, [n for n in ZOO if n != "vit"])
+    except BaseException:
+        child.kill()
+        raise
     finally:
-        if child.poll() is None and sys.exc_info()[0] is not None:
-            child.kill()
         status = child.wait()
     if status != 0:
         print(f"tests/zoo.py: the ViT's training exited with {status}", file=sys.stderr)
